@@ -1,0 +1,12 @@
+"""upright: sim-to-real reinforcement learning for robots on MuJoCo.
+
+Sub-packages (each a folder at the repository root):
+
+- ``upright.robots``: robot definitions (model source, joint order, actuators, sensors).
+- ``upright.sim``: batched physics backends behind one interface.
+- ``upright.tasks``: task definitions (observation, reward and termination terms).
+- ``upright.training``: multi-critic PPO on rsl-rl-lib, runner glue, ONNX export.
+- ``upright.deploy``: on-robot controller daemon.
+"""
+
+__version__ = "0.1.0"

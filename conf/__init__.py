@@ -1,0 +1,77 @@
+"""Hydra structured configs for ``train.py`` / ``play.py``: one config group ``task`` with one entry per task.
+
+Command line: ``python train.py task=standup env.num_envs=256 train.max_iterations=100 seed=3
+run.name=my_run resume=logs/standup/my_run``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from hydra.core.config_store import ConfigStore
+from omegaconf import MISSING, OmegaConf
+
+from upright.tasks.standup.config import SimCfg, StandupEnvCfg
+from upright.training.config import TrainCfg
+
+
+@dataclass
+class RunCfg:
+    """Where a run writes: ``<root>/<task_name>/<name>``."""
+
+    name: str = "${now:%Y-%m-%d_%H-%M-%S}"
+    """Run name (default: the start time)."""
+    root: str = "logs"
+    """Root folder of all runs."""
+
+
+@dataclass
+class StandupTaskCfg:
+    """``task=standup``: G1 standing up from supine on flat ground (HoST)."""
+
+    task_name: str = "standup"
+    env: StandupEnvCfg = field(default_factory=StandupEnvCfg)
+    sim: SimCfg = field(default_factory=SimCfg)
+    train: TrainCfg = field(default_factory=TrainCfg)
+
+
+@dataclass
+class Config:
+    """Top-level config. ``task`` picks env/sim/train defaults; the rest are run settings."""
+
+    defaults: list[Any] = field(
+        default_factory=lambda: [
+            {"task": "standup"},
+            "_self_",
+            {"override hydra/job_logging": "none"},
+            {"override hydra/hydra_logging": "none"},
+        ]
+    )
+    seed: int = 1
+    """Seed of torch, numpy and the env RNG."""
+    device: str = "cpu"
+    """Torch device of the networks (``cpu`` or ``cuda:0``)."""
+    resume: Optional[str] = None
+    """Run directory or checkpoint ``.pt`` to continue from (iteration count and optimizer state)."""
+    run: RunCfg = field(default_factory=RunCfg)
+    task_name: str = MISSING
+    env: Any = MISSING
+    sim: Any = MISSING
+    train: Any = MISSING
+
+
+TASKS = {"standup": StandupTaskCfg}
+"""Registered tasks (``task=<name>``)."""
+
+
+def register_configs() -> None:
+    """Register the structured configs with Hydra's ConfigStore (idempotent)."""
+    cs = ConfigStore.instance()
+    cs.store(name="config", node=Config)
+    for name, node in TASKS.items():
+        # A plain dict of typed sub-configs, so it merges into the top level (package _global_)
+        # while env/sim/train keep their dataclass schema (unknown keys and bad types are errors).
+        task = node()
+        typed = {k: OmegaConf.structured(getattr(task, k)) for k in ("env", "sim", "train")}
+        cs.store(group="task", name=name, node={"task_name": task.task_name, **typed}, package="_global_")

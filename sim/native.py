@@ -1,0 +1,84 @@
+"""Native MuJoCo backend: N envs on ``mujoco.batch.Batch``, stepped by a C thread pool without the GIL.
+
+The hot path is one C call per env step (``Batch.step(nstep=decimation)``): no per-env Python work.
+State rows live in numpy arrays owned by the batch; :attr:`NativeSim.state` converts them to
+float32 torch tensors once per step.
+"""
+
+from __future__ import annotations
+
+import mujoco
+import numpy as np
+import torch
+from mujoco import batch as mj_batch
+
+from upright.sim.base import BatchedSim, SimState
+
+
+class NativeSim(BatchedSim):
+    """Batched native MuJoCo (CPU).
+
+    Args:
+        model: compiled scene.
+        num_envs: number of envs N.
+        num_threads: worker threads (including the caller's); 0 uses every CPU.
+        device: torch device for the state tensors (CPU tensors are copied there once per step).
+    """
+
+    def __init__(self, model: mujoco.MjModel, num_envs: int, num_threads: int = 0, device: str | torch.device = "cpu"):
+        super().__init__(model, num_envs, device)
+        # persistent=True keeps one MjData per env so that the stage computed after a step is
+        # reused by the next step (no recomputation), and every bound field is per env.
+        self._batch = mj_batch.Batch(model, num_envs, nthread=num_threads, persistent=True)
+        self.num_threads = self._batch.nthread
+        """Threads actually used."""
+        b = self._batch
+        self._qpos, self._qvel, self._ctrl = b.bind("qpos"), b.bind("qvel"), b.bind("ctrl")
+        self._act, self._warm = b.bind("act"), b.bind("qacc_warmstart")
+        self._sensordata, self._site_xpos = b.bind("sensordata"), b.bind("site_xpos")
+        self._actuator_force = b.bind("actuator_force")
+        self._time = b.bind("time")
+        b.reset(stage=mujoco.mjtStage.mjSTAGE_VEL)
+        self._refresh()
+
+    @property
+    def state(self) -> SimState:
+        return self._state
+
+    def _tensor(self, array: np.ndarray) -> torch.Tensor:
+        return torch.from_numpy(np.asarray(array, dtype=np.float32)).to(self.device)
+
+    def _refresh(self) -> None:
+        self._state = SimState(
+            qpos=self._tensor(self._qpos),
+            qvel=self._tensor(self._qvel),
+            sensordata=self._tensor(self._sensordata),
+            site_xpos=self._tensor(self._site_xpos),
+            actuator_force=self._tensor(self._actuator_force),
+        )
+
+    def step(self, ctrl: torch.Tensor, nsubsteps: int) -> None:
+        self._ctrl[:] = ctrl.detach().to("cpu", torch.float64).numpy()
+        self._batch.step(nstep=nsubsteps, stage=mujoco.mjtStage.mjSTAGE_VEL)
+        self._refresh()
+
+    def reset_envs(self, env_ids: torch.Tensor, qpos: torch.Tensor, qvel: torch.Tensor) -> None:
+        ids = env_ids.detach().to("cpu", torch.int64).numpy()
+        if ids.size == 0:
+            return
+        self._batch.reset(ids, stage=mujoco.mjtStage.mjSTAGE_NONE)
+        self._qpos[ids] = qpos.detach().to("cpu", torch.float64).numpy()
+        self._qvel[ids] = qvel.detach().to("cpu", torch.float64).numpy()
+        self._batch.forward(ids, stage=mujoco.mjtStage.mjSTAGE_VEL)
+        self._refresh()
+
+    def model_field(self, name: str) -> torch.Tensor:
+        """Per-env view (N, ...) of model field ``name`` (zero-copy on CPU: writes apply at the next step).
+
+        Raises:
+            ValueError: the field cannot vary per env (MuJoCo's message lists the valid ones).
+        """
+        return torch.from_numpy(self._batch.expand(name))
+
+    def close(self) -> None:
+        self._batch = None  # type: ignore[assignment]

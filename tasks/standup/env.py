@@ -1,0 +1,288 @@
+"""The standup env (G1, ground, supine), a batched ``rsl_rl`` ``VecEnv`` over any :mod:`upright.sim` backend.
+
+One env step (0.02 s) = the policy's action turned into PD targets p_target = q + β·a for the 23
+policy joints (held joints target their default angle), held for ``decimation`` = 4 physics steps of
+0.005 s, then state, rewards (4 groups), terminations, resets and the next observation.
+
+The PD target is computed once per env step from the measured q and held while the motor-side PD
+runs (MuJoCo ``position`` actuators), as on the real robot. HoST's Isaac Gym code recomputes
+q + β·a at every physics substep instead; see the README's notes on HoST.
+"""
+
+from __future__ import annotations
+
+import math
+
+import mujoco
+import numpy as np
+import torch
+from tensordict import TensorDict
+from rsl_rl.env import VecEnv
+
+from upright.robots import g1
+from upright.sim import make_sim
+from upright.sim.options import PhysicsOptions
+from upright.tasks.quat import quat_rotate_inverse
+from upright.tasks.standup.config import SimCfg, StandupEnvCfg
+from upright.tasks.standup.observations import HISTORY_LENGTH, compute_observation, observation_dims
+from upright.tasks.standup.rewards import GROUP_WEIGHTS, REWARD_GROUPS, RewardManager, standup_reward_terms
+from upright.tasks.standup.scene import standup_scene
+from upright.tasks.standup.state import StandupState
+from upright.tasks.standup.terminations import velocity_explosion
+
+SUPINE_QUAT = (math.sqrt(0.5), 0.0, -math.sqrt(0.5), 0.0)
+"""Pelvis orientation at reset (w, x, y, z): -90° about y, lying on the back (HoST rot xyzw [0,-1,0,1])."""
+
+
+class StandupEnv(VecEnv):
+    """G1 standing up from supine on flat ground (HoST), N envs in parallel.
+
+    Args:
+        cfg: env settings.
+        sim_cfg: backend settings.
+        device: torch device of observations, rewards and actions.
+        seed: seed of the env's random generator (resets and noise).
+
+    Raises:
+        ModelNotFoundError: the G1 model cannot be found (set ``MENAGERIE_ROOT``).
+        ValueError: a bad config value (the message names it).
+    """
+
+    def __init__(self, cfg: StandupEnvCfg, sim_cfg: SimCfg | None = None, device: str = "cpu", seed: int = 0):
+        sim_cfg = sim_cfg or SimCfg()
+        if cfg.decimation < 1:
+            raise ValueError(f"env.decimation must be >= 1, got {cfg.decimation}")
+        self.cfg = cfg
+        self.sim_cfg = sim_cfg
+        self.device = torch.device(device)
+        self.rng = torch.Generator(device="cpu").manual_seed(seed)
+        self.model = standup_scene(PhysicsOptions(timestep=sim_cfg.timestep))
+        self.sim = make_sim(sim_cfg.backend, self.model, cfg.num_envs, sim_cfg.num_threads, self.device)
+        self.num_envs = cfg.num_envs
+        self.step_dt = sim_cfg.timestep * cfg.decimation
+        """Control period, s (0.02 s: 50 Hz)."""
+        self.max_episode_length = int(round(cfg.episode_length_s / self.step_dt))
+        self._init_indices()
+        self.num_actions = len(g1.POLICY_JOINT_NAMES)
+        self.num_obs_per_step = sum(observation_dims(self.num_actions))
+        self.reward_manager = RewardManager(standup_reward_terms(), dt=self.step_dt)
+        n, j, dev = self.num_envs, self.num_actions, self.device
+        self.episode_length_buf = torch.zeros(n, dtype=torch.long, device=dev)
+        self.beta = torch.full((n,), cfg.action_scale_init, device=dev)
+        self.actions = torch.zeros(n, j, device=dev)
+        self.last_actions = torch.zeros(n, j, device=dev)
+        self.last_last_actions = torch.zeros(n, j, device=dev)
+        self.p_target = torch.zeros(n, j, device=dev)
+        self.prev_dq = torch.zeros(n, j, device=dev)
+        self.obs_history = torch.zeros(n, HISTORY_LENGTH, self.num_obs_per_step, device=dev)
+        self._episode_sums: dict[str, torch.Tensor] = {}
+        self.reset_envs(torch.arange(n, device=dev))
+        self.state = self._read_state()
+        self._update_history(torch.zeros(n, dtype=torch.bool, device=dev))
+
+    # ------------------------------------------------------------------ set-up
+    def _init_indices(self) -> None:
+        m = self.model
+        info = g1.robot_info()
+        self.robot = info
+        jids = [mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_JOINT, name) for name in g1.JOINT_NAMES]
+        if min(jids) < 0:
+            raise ValueError("Scene lacks a G1 joint; the model file does not match upright.robots.g1")
+        self._q_adr = torch.tensor(m.jnt_qposadr[jids], dtype=torch.long)
+        self._v_adr = torch.tensor(m.jnt_dofadr[jids], dtype=torch.long)
+        act_joint = m.actuator_trnid[:, 0]
+        if list(act_joint) != jids:
+            raise ValueError("Actuator order must follow upright.robots.g1.JOINT_NAMES")
+        pol = torch.tensor(info.policy_joint_ids, dtype=torch.long)
+        self._policy_ids = pol
+        self._held_ids = torch.tensor(info.held_joint_ids, dtype=torch.long)
+        self._pq_adr, self._pv_adr = self._q_adr[pol], self._v_adr[pol]
+        dev = self.device
+        self.default_pose = torch.tensor(info.default_pose, dtype=torch.float32, device=dev)
+        rng = torch.tensor(m.jnt_range[jids], dtype=torch.float32, device=dev)
+        self.joint_lower, self.joint_upper = rng[:, 0], rng[:, 1]
+        mid, half = rng.mean(dim=1), 0.5 * (rng[:, 1] - rng[:, 0]) * g1.SOFT_LIMIT_FACTOR
+        self.q_soft_lower, self.q_soft_upper = (mid - half)[pol], (mid + half)[pol]
+        self.dq_limit = torch.tensor(info.velocity_limit, dtype=torch.float32, device=dev)[pol]
+
+        def site(name: str) -> int:
+            sid = mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_SITE, name)
+            if sid < 0:
+                raise ValueError(f"Scene lacks site '{name}'")
+            return sid
+
+        sides = ("left", "right")
+        self._head_site = site("head")
+        self._feet_sites = [site(f"{s}_foot") for s in sides]
+        self._knee_sites = [site(f"{s}_knee") for s in sides]
+        self._ankle_sites = [site(f"{s}_ankle") for s in sides]
+        npts = len(g1.ANKLE_POINTS_IN_FOOT)
+        self._ankle_point_sites = [[site(f"{s}_ankle_point{k}") for k in range(npts)] for s in sides]
+
+        def sensor(name: str) -> slice:
+            sid = mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_SENSOR, name)
+            if sid < 0:
+                raise ValueError(f"Scene lacks sensor '{name}'")
+            adr = int(m.sensor_adr[sid])
+            return slice(adr, adr + int(m.sensor_dim[sid]))
+
+        self._gyro = sensor("imu_ang_vel")
+        self._upvector = sensor("imu_upvector")
+
+    # ------------------------------------------------------------------ state
+    def _read_state(self) -> StandupState:
+        s = self.sim.state
+        qpos, qvel, sites = s.qpos, s.qvel, s.site_xpos
+        dq = qvel[:, self._pv_adr]
+        quat = qpos[:, 3:7]
+        return StandupState(
+            q=qpos[:, self._pq_adr],
+            dq=dq,
+            ddq=(dq - self.prev_dq) / self.step_dt,
+            tau=s.actuator_force[:, self._policy_ids],
+            p_target=self.p_target.clone(),
+            action=self.actions.clone(),
+            last_action=self.last_actions.clone(),
+            last_last_action=self.last_last_actions.clone(),
+            q_soft_lower=self.q_soft_lower,
+            q_soft_upper=self.q_soft_upper,
+            dq_limit=self.dq_limit,
+            base_pos=qpos[:, 0:3],
+            base_quat=quat,
+            base_lin_vel=quat_rotate_inverse(quat, qvel[:, 0:3]),
+            base_ang_vel=s.sensordata[:, self._gyro],
+            projected_gravity=-s.sensordata[:, self._upvector],
+            head_pos=sites[:, self._head_site],
+            feet_pos=sites[:, self._feet_sites],
+            knee_pos=sites[:, self._knee_sites],
+            ankle_pos=sites[:, self._ankle_sites],
+            ankle_points=sites[:, self._ankle_point_sites],
+            beta=self.beta.clone(),
+            episode_step=self.episode_length_buf.clone(),
+        )
+
+    # ------------------------------------------------------------------ VecEnv
+    def get_observations(self) -> TensorDict:
+        """Actor and critic observations: (N, 6·76) stacked history, oldest first (identical for both, HoST)."""
+        flat = self.obs_history.flatten(1)
+        return TensorDict({"actor": flat, "critic": flat}, batch_size=[self.num_envs], device=self.device)
+
+    def step(self, actions: torch.Tensor) -> tuple[TensorDict, torch.Tensor, torch.Tensor, dict]:
+        """Advance all envs by one env step.
+
+        Args:
+            actions: (N, 23) float32 policy actions.
+
+        Returns:
+            obs, rewards (N,) (sum over the 4 groups, for logging), dones (N,) long, and extras with
+            ``time_outs`` (N,) bool, ``reward_groups`` (N, 4) float32 and ``episode`` log scalars.
+        """
+        cfg = self.cfg
+        a = actions.to(self.device).clamp(-cfg.action_clip, cfg.action_clip)
+        actuated = (self.episode_length_buf >= cfg.unactuated_steps).unsqueeze(-1)
+        a = torch.where(actuated, a, torch.zeros_like(a))
+        self.last_last_actions.copy_(self.last_actions)
+        self.last_actions.copy_(self.actions)
+        self.actions.copy_(a)
+        self.prev_dq = self.state.dq
+        q_policy = self.state.q
+        self.p_target = q_policy + self.beta.unsqueeze(-1) * a
+        ctrl = self.default_pose.expand(self.num_envs, -1).clone()
+        ctrl[:, self._policy_ids] = self.p_target
+        self.sim.step(ctrl, cfg.decimation)
+        self.episode_length_buf += 1
+
+        state = self._read_state()
+        group_rewards, terms = self.reward_manager.compute(state)
+        terminated = velocity_explosion(
+            state, max_joint_vel=cfg.max_joint_vel, max_base_lin_vel=cfg.max_base_lin_vel,
+            unactuated_steps=cfg.unactuated_steps,
+        )  # fmt: skip
+        time_outs = self.episode_length_buf >= self.max_episode_length
+        dones = terminated | time_outs
+        episode_log = self._log_step(state, group_rewards, terms, dones)
+
+        done_ids = dones.nonzero(as_tuple=False).flatten()
+        if done_ids.numel() > 0:
+            self.reset_envs(done_ids)
+            state = self._read_state()
+        self.state = state
+        self._update_history(dones)
+        extras = {"time_outs": time_outs, "reward_groups": group_rewards, "episode": episode_log}
+        return self.get_observations(), group_rewards.sum(dim=1), dones.long(), extras
+
+    # ------------------------------------------------------------------ resets
+    def reset_envs(self, env_ids: torch.Tensor) -> None:
+        """Start new episodes in ``env_ids``: supine at ``init_height`` with randomised joint angles."""
+        m = env_ids.numel()
+        if m == 0:
+            return
+        cfg, dev = self.cfg, self.device
+        lo, hi = cfg.init_joint_scale
+        olo, ohi = cfg.init_joint_offset
+        scale = lo + (hi - lo) * torch.rand(m, self.robot.kp.size, generator=self.rng).to(dev)
+        offset = olo + (ohi - olo) * torch.rand(m, self.robot.kp.size, generator=self.rng).to(dev)
+        joints = (self.default_pose * scale + offset).clamp(self.joint_lower, self.joint_upper)
+        joints[:, self._held_ids] = self.default_pose[self._held_ids]
+        qpos = torch.zeros(m, self.model.nq, device=dev)
+        qpos[:, 2] = cfg.init_height
+        qpos[:, 3:7] = torch.tensor(SUPINE_QUAT, device=dev)
+        qpos[:, self._q_adr] = joints
+        qvel = torch.zeros(m, self.model.nv, device=dev)
+        self.sim.reset_envs(env_ids, qpos, qvel)
+        self.episode_length_buf[env_ids] = 0
+        for buf in (self.actions, self.last_actions, self.last_last_actions, self.prev_dq, self.obs_history):
+            buf[env_ids] = 0.0
+        self.p_target[env_ids] = qpos[:, self._pq_adr]
+        for v in self._episode_sums.values():
+            v[env_ids] = 0.0
+
+    def _update_history(self, reset: torch.Tensor) -> None:
+        frame = compute_observation(self.state, noise=self.cfg.obs_noise, generator=None)
+        passive = (self.episode_length_buf < self.cfg.unactuated_steps).unsqueeze(-1)
+        frame = torch.where(passive, torch.zeros_like(frame), frame)
+        self.obs_history[reset] = 0.0
+        self.obs_history = torch.cat([self.obs_history[:, 1:], frame.unsqueeze(1)], dim=1)
+
+    # ------------------------------------------------------------------ logging
+    def _log_step(
+        self, state: StandupState, group_rewards: torch.Tensor, terms: dict[str, torch.Tensor], dones: torch.Tensor
+    ) -> dict[str, torch.Tensor]:
+        """Accumulate per-episode sums; return per-step means of finished episodes plus live metrics."""
+        items = {f"group/{g}": group_rewards[:, i] for i, g in enumerate(REWARD_GROUPS)} | terms
+        for key, value in items.items():
+            if key not in self._episode_sums:
+                self._episode_sums[key] = torch.zeros(self.num_envs, device=self.device)
+            self._episode_sums[key] += value
+        log: dict[str, torch.Tensor] = {
+            "Metrics/head_height": state.head_height,
+            "Metrics/base_height": state.base_height,
+            "Metrics/action_scale": state.beta,
+        }
+        if dones.any():
+            length = self.episode_length_buf[dones].float().clamp(min=1)
+            for key, total in self._episode_sums.items():
+                log[f"Episode_Reward/{key}"] = total[dones] / length
+            log["Metrics/final_head_height"] = state.head_height[dones]
+        return log
+
+    @property
+    def group_weights(self) -> tuple[float, ...]:
+        """HoST advantage weights per reward group."""
+        return GROUP_WEIGHTS
+
+    def close(self) -> None:
+        """Release the backend."""
+        self.sim.close()
+
+
+def policy_joint_metadata(env: StandupEnv) -> dict[str, np.ndarray | list[str]]:
+    """Joint names, Kp, Kd, default pose of the policy joints (for ONNX metadata)."""
+    info, ids = env.robot, env.robot.policy_joint_ids
+    return {
+        "joint_names": list(info.policy_joint_names),
+        "kp": info.kp[ids],
+        "kd": info.kd[ids],
+        "default_pose": info.default_pose[ids],
+        "torque_limit": info.torque_limit[ids],
+    }

@@ -1,0 +1,185 @@
+"""HoST standup rewards (ground, supine): named terms, four groups, and the manager that sums them.
+
+HoST (Huang et al., RSS 2025) trains one critic per reward group; the PPO combines the four
+normalized advantages with :data:`GROUP_WEIGHTS`. This module only produces the per-group rewards
+(N, 4) in :data:`REWARD_GROUPS` order; group weights are NOT applied here.
+
+Per group (HoST ``compute_reward``, spec section 3 of ``/work/shared/reference/host_standup.md``):
+
+- ``task``: the PRODUCT of ``weight * term`` over its terms (head height x orientation, weights 1),
+  range 0..1, not multiplied by dt.
+- every other group: the SUM of ``weight * dt * term`` over its terms.
+
+Term functions live in :mod:`.task`, :mod:`.style`, :mod:`.regularization` and :mod:`.post_task`; each
+returns the unweighted (N,) value.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from upright.tasks.standup.rewards import post_task, regularization, style, task
+from upright.tasks.standup.state import StandupState
+
+REWARD_GROUPS: tuple[str, ...] = ("task", "regularization", "style", "post_task")
+"""Reward groups (one critic each), in the column order of :meth:`RewardManager.compute`."""
+
+GROUP_WEIGHTS: tuple[float, ...] = (2.5, 0.1, 1.0, 1.0)
+"""HoST ``reward_group_weights`` (ground), aligned with :data:`REWARD_GROUPS`. Used by the PPO to
+combine per-group advantages, A = sum_i w_i * normalized(A_i); NOT applied to the rewards."""
+
+
+@dataclass
+class RewardTerm:
+    """One named reward term.
+
+    Attributes:
+        name: term name, unique within its group (TensorBoard key ``"{group}/{name}"``).
+        func: ``func(state, **params) -> (N,) float tensor``, the unweighted value.
+        group: one of :data:`REWARD_GROUPS`.
+        weight: scale (sign included). Non-task terms are further scaled by dt.
+        params: keyword arguments passed to ``func``.
+    """
+
+    name: str
+    func: Callable[..., torch.Tensor]
+    group: str
+    weight: float
+    params: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.group not in REWARD_GROUPS:
+            raise ValueError(f"Reward term '{self.name}': group '{self.group}' not in {REWARD_GROUPS}")
+
+    @property
+    def key(self) -> str:
+        """``"{group}/{name}"``, e.g. ``"style/waist_yaw_deviation"``."""
+        return f"{self.group}/{self.name}"
+
+
+def standup_reward_terms(
+    stage1_height: float = style.H_STAGE1, stage2_height: float = style.H_STAGE2
+) -> list[RewardTerm]:
+    """HoST's ground (supine) reward terms with the code weights of spec section 3.
+
+    Args:
+        stage1_height: H_stage1, pelvis height (m) gating the shank-orientation and style
+            angular-velocity terms (HoST ``target_base_height_phase1``).
+        stage2_height: H_stage2, pelvis height (m) gating foot displacement and every post-task term
+            (HoST ``target_base_height_phase3``).
+
+    Returns:
+        27 terms in :data:`REWARD_GROUPS` order: 2 task, 9 regularization, 10 style, 6 post-task.
+        Joint subsets are resolved from joint names (:func:`upright.tasks.standup.joints.joint_ids`).
+    """
+    h1, h2 = {"stage_height": stage1_height}, {"stage_height": stage2_height}
+    return [
+        # (a) task: product, weight 1 each.
+        RewardTerm("head_height", task.head_height, "task", 1.0,
+                   {"target": 1.0, "margin": 1.0, "value_at_margin": 0.1}),
+        RewardTerm("orientation", task.orientation, "task", 1.0,
+                   {"target": 0.99, "margin": 1.0, "value_at_margin": 0.05}),
+        # (c) regularization.
+        RewardTerm("joint_acc", regularization.joint_acc, "regularization", -2.5e-7),
+        RewardTerm("action_rate", regularization.action_rate, "regularization", -0.01),
+        RewardTerm("action_smoothness", regularization.action_smoothness, "regularization", -0.01),
+        RewardTerm("torques", regularization.torques, "regularization", -2.5e-6),
+        RewardTerm("joint_power", regularization.joint_power, "regularization", -2.5e-5),
+        RewardTerm("joint_vel", regularization.joint_vel, "regularization", -1e-3),
+        RewardTerm("target_pos_error", regularization.target_pos_error, "regularization", -2.5e-4),
+        RewardTerm("joint_pos_limits", regularization.joint_pos_limits, "regularization", -100.0),
+        RewardTerm("joint_vel_limits", regularization.joint_vel_limits, "regularization", -1.0, {"soft_factor": 0.9}),
+        # (b) style.
+        RewardTerm("waist_yaw_deviation", style.waist_yaw_deviation, "style", -10.0,
+                   {"joint_ids": style.WAIST_YAW_IDS, "threshold": 1.4}),
+        RewardTerm("hip_yaw_deviation", style.hip_yaw_deviation, "style", -10.0,
+                   {"joint_ids": style.HIP_YAW_IDS, "max_threshold": 1.4, "min_threshold": 0.9}),
+        RewardTerm("hip_roll_deviation", style.hip_roll_deviation, "style", -10.0,
+                   {"joint_ids": style.HIP_ROLL_IDS, "max_threshold": 1.4, "min_threshold": 0.9}),
+        RewardTerm("knee_deviation", style.knee_deviation, "style", -0.25,
+                   {"joint_ids": style.KNEE_IDS, "max_threshold": 2.85, "min_threshold": -0.06}),
+        RewardTerm("shoulder_roll_deviation", style.shoulder_roll_deviation, "style", -2.5,
+                   {"joint_ids": style.SHOULDER_ROLL_IDS, "threshold": 0.02}),
+        RewardTerm("foot_displacement", style.foot_displacement, "style", 2.5,
+                   {"scale": 2.0, "min_sq_distance": 0.3, "max_foot_height": 0.3, **h2}),
+        RewardTerm("ankle_parallel", style.ankle_parallel, "style", 20.0, {"scale": 10.0, "threshold": 0.05}),
+        RewardTerm("feet_distance", style.feet_distance, "style", -10.0, {"threshold": 0.9}),
+        RewardTerm("shank_orientation", style.shank_orientation, "style", 10.0,
+                   {"lower": 0.8, "margin": 1.0, "value_at_margin": 0.1, **h1}),
+        RewardTerm("base_ang_vel", style.base_ang_vel, "style", 1.0, {"scale": 2.0, **h1}),
+        # (d) post-task: every term gated by 1(h > H2).
+        RewardTerm("ang_vel_xy", post_task.ang_vel_xy, "post_task", 10.0, {"scale": 2.0, **h2}),
+        RewardTerm("lin_vel_xy", post_task.lin_vel_xy, "post_task", 10.0, {"scale": 5.0, **h2}),
+        RewardTerm("orientation", post_task.orientation, "post_task", 10.0, {"scale": 5.0, **h2}),
+        RewardTerm("base_height", post_task.base_height, "post_task", 10.0, {"target": 0.75, "scale": 20.0, **h2}),
+        RewardTerm("upper_body_posture", post_task.upper_body_posture, "post_task", 10.0,
+                   {"joint_ids": post_task.UPPER_BODY_IDS, "target": post_task.UPPER_BODY_TARGET, "scale": 0.1, **h2}),
+        RewardTerm("feet_height_diff", post_task.feet_height_diff, "post_task", 2.5,
+                   {"scale": 20.0, "min_diff": 0.02, **h2}),
+    ]  # fmt: skip
+
+
+class RewardManager:
+    """Evaluates reward terms and combines them into per-group rewards.
+
+    Args:
+        terms: the reward terms (e.g. :func:`standup_reward_terms`); ``"{group}/{name}"`` keys must be unique.
+        dt: policy step, s (HoST 0.02); scales every non-task term.
+    """
+
+    def __init__(self, terms: list[RewardTerm], dt: float = 0.02) -> None:
+        keys = [t.key for t in terms]
+        duplicates = sorted({k for k in keys if keys.count(k) > 1})
+        if duplicates:
+            raise ValueError(f"Duplicate reward term keys: {duplicates}")
+        self.terms = list(terms)
+        self.dt = dt
+
+    @property
+    def keys(self) -> list[str]:
+        """``"{group}/{name}"`` of every term, in term order."""
+        return [t.key for t in self.terms]
+
+    def compute(self, state: StandupState) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """Evaluate all terms on ``state``.
+
+        Returns:
+            rewards: (N, 4) float32, columns in :data:`REWARD_GROUPS` order. Task column = product of
+                ``weight * value`` over task terms (0 if the group has no terms); other columns = sum of
+                ``weight * dt * value``.
+            terms: ``{"{group}/{name}": (N,) contribution}``: ``weight * value`` for task terms (a
+                factor of the product), ``weight * dt * value`` otherwise (an addend of the sum).
+        """
+        n = state.num_envs
+        device = state.q.device
+        rewards = torch.zeros(n, len(REWARD_GROUPS), device=device)
+        task_product = torch.ones(n, device=device)
+        has_task = False
+        contributions: dict[str, torch.Tensor] = {}
+        for term in self.terms:
+            value = term.func(state, **term.params).float()
+            g = REWARD_GROUPS.index(term.group)
+            if term.group == "task":
+                contribution = term.weight * value
+                task_product = task_product * contribution
+                has_task = True
+            else:
+                contribution = term.weight * self.dt * value
+                rewards[:, g] += contribution
+            contributions[term.key] = contribution
+        if has_task:
+            rewards[:, REWARD_GROUPS.index("task")] = task_product
+        return rewards, contributions
+
+
+__all__ = [
+    "GROUP_WEIGHTS",
+    "REWARD_GROUPS",
+    "RewardManager",
+    "RewardTerm",
+    "standup_reward_terms",
+]

@@ -1,0 +1,86 @@
+"""Post-task-group reward terms: hold a good standing posture once up.
+
+EVERY term is multiplied by 1(h_pelvis > H_stage2 = 0.65 m) (``stage_height`` param, strictly greater).
+Each term returns (N,) float32 in [0, 1], UNWEIGHTED (weight from the
+:class:`~upright.tasks.standup.rewards.RewardTerm`).
+
+Source: HoST spec section 3(d) (``/work/shared/reference/host_standup.md``), ground-config code values
+(e.g. |h - 0.75| rather than the paper's square).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+
+from upright.robots.g1 import POLICY_JOINT_NAMES
+from upright.tasks.standup.joints import joint_ids
+from upright.tasks.standup.rewards.style import H_STAGE2
+from upright.tasks.standup.state import StandupState
+
+UPPER_BODY_IDS = tuple(
+    joint_ids([
+        "waist_yaw_joint",
+        "left_(shoulder_.*|elbow|wrist_roll)_joint",
+        "right_(shoulder_.*|elbow|wrist_roll)_joint",
+    ])
+)
+"""waist_yaw + the 10 arm joints (5 per arm), 11 indices."""
+_TARGET_BY_NAME = {"left_shoulder_roll_joint": 0.3, "right_shoulder_roll_joint": -0.3}
+UPPER_BODY_TARGET = tuple(_TARGET_BY_NAME.get(POLICY_JOINT_NAMES[i], 0.0) for i in UPPER_BODY_IDS)
+"""HoST target angles (rad) for :data:`UPPER_BODY_IDS`: shoulder roll +0.3 left / -0.3 right, else 0."""
+
+
+def _gate(state: StandupState, stage_height: float) -> torch.Tensor:
+    return (state.base_height > stage_height).float()
+
+
+def ang_vel_xy(state: StandupState, scale: float = 2.0, stage_height: float = H_STAGE2) -> torch.Tensor:
+    """exp(-scale |w_xy|^2) * 1(h > H2), w = base-frame angular velocity (rad/s). (N,)."""
+    value = torch.exp(-scale * state.base_ang_vel[:, :2].square().sum(dim=1))
+    return (value * _gate(state, stage_height)).float()
+
+
+def lin_vel_xy(state: StandupState, scale: float = 5.0, stage_height: float = H_STAGE2) -> torch.Tensor:
+    """exp(-scale |v_xy|^2) * 1(h > H2), v = base-frame linear velocity (m/s). (N,)."""
+    value = torch.exp(-scale * state.base_lin_vel[:, :2].square().sum(dim=1))
+    return (value * _gate(state, stage_height)).float()
+
+
+def orientation(state: StandupState, scale: float = 5.0, stage_height: float = H_STAGE2) -> torch.Tensor:
+    """exp(-scale |g_xy|^2) * 1(h > H2), g = projected gravity (unit, base frame): level pelvis. (N,)."""
+    value = torch.exp(-scale * state.projected_gravity[:, :2].square().sum(dim=1))
+    return (value * _gate(state, stage_height)).float()
+
+
+def base_height(
+    state: StandupState, target: float = 0.75, scale: float = 20.0, stage_height: float = H_STAGE2
+) -> torch.Tensor:
+    """exp(-scale |h - target|) * 1(h > H2), h = pelvis z (m); absolute value as in HoST's code. (N,)."""
+    value = torch.exp(-scale * (state.base_height - target).abs())
+    return (value * _gate(state, stage_height)).float()
+
+
+def upper_body_posture(
+    state: StandupState,
+    joint_ids: Sequence[int] = UPPER_BODY_IDS,
+    target: Sequence[float] = UPPER_BODY_TARGET,
+    scale: float = 0.1,
+    stage_height: float = H_STAGE2,
+) -> torch.Tensor:
+    """exp(-scale |q_upper - q_target|^2) * 1(h > H2) over waist yaw + the 10 arm joints (rad). (N,).
+
+    ``target`` (rad) is aligned with ``joint_ids``.
+    """
+    q_target = torch.as_tensor(target, dtype=state.q.dtype, device=state.q.device)
+    sq_err = (state.q[:, list(joint_ids)] - q_target).square().sum(dim=1)
+    return (torch.exp(-scale * sq_err) * _gate(state, stage_height)).float()
+
+
+def feet_height_diff(
+    state: StandupState, scale: float = 20.0, min_diff: float = 0.02, stage_height: float = H_STAGE2
+) -> torch.Tensor:
+    """exp(-scale * max(|z_L - z_R|, min_diff)) * 1(h > H2), foot-site heights in m. (N,) <= exp(-0.4)."""
+    diff = (state.feet_pos[:, 0, 2] - state.feet_pos[:, 1, 2]).abs().clamp(min=min_diff)
+    return (torch.exp(-scale * diff) * _gate(state, stage_height)).float()

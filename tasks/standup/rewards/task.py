@@ -1,0 +1,46 @@
+"""Task-group reward terms: the standing-up objective.
+
+The task group reward is the PRODUCT of these terms (see :class:`upright.tasks.standup.rewards.RewardManager`),
+range 0..1, not multiplied by dt. Each term returns (N,) float32, unweighted.
+
+Source: HoST spec section 3(a) (``/work/shared/reference/host_standup.md``); Huang et al., RSS 2025.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from upright.tasks.standup.rewards.tolerance import tolerance
+from upright.tasks.standup.state import StandupState
+
+
+def head_height(
+    state: StandupState,
+    target: float = 1.0,
+    margin: float = 1.0,
+    value_at_margin: float = 0.1,
+) -> torch.Tensor:
+    """f_tol(h_head, [target, inf), margin, value_at_margin), h_head = head z - mean foot z (m).
+
+    Returns:
+        (N,) in (0, 1]; 1 once the head is at least ``target`` m above the feet.
+    """
+    return tolerance(state.head_height, target, math.inf, margin, value_at_margin).float()
+
+
+def orientation(
+    state: StandupState,
+    target: float = 0.99,
+    margin: float = 1.0,
+    value_at_margin: float = 0.05,
+) -> torch.Tensor:
+    """f_tol(-g_z, [target, inf), margin, value_at_margin), g = projected gravity in the base frame.
+
+    -g_z is 1 when the pelvis is upright, -1 when upside down.
+
+    Returns:
+        (N,) in (0, 1].
+    """
+    return tolerance(-state.projected_gravity[:, 2], target, math.inf, margin, value_at_margin).float()

@@ -1,0 +1,80 @@
+"""train.py end to end through its real CLI: a few iterations with a few envs, then resume."""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import subprocess
+import sys
+
+import onnx
+import pytest
+import torch
+
+from upright.training.onnx_export import read_metadata
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+SMALL = ["task=standup", "env.num_envs=8", "train.num_steps_per_env=8", "train.save_interval=1", "sim.num_threads=1"]
+
+
+def run_train(args: list[str], cwd: pathlib.Path) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, str(ROOT / "train.py"), *args], cwd=cwd, capture_output=True, text=True, timeout=280,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def first_run(tmp_path_factory):
+    cwd = tmp_path_factory.mktemp("train")
+    proc = run_train([*SMALL, "train.max_iterations=2", "run.root=runs", "run.name=smoke"], cwd)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return cwd / "runs" / "standup" / "smoke", proc
+
+
+def test_checkpoint_written(first_run):
+    run_dir, proc = first_run
+    ckpt = run_dir / "model_1.pt"
+    assert ckpt.is_file(), sorted(p.name for p in run_dir.iterdir())
+    data = torch.load(ckpt, weights_only=False)
+    assert data["infos"]["completed_iterations"] == 2
+    assert "optimizer_state_dict" in data and "critic_state_dict" in data
+    # one progress line per iteration
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("it ")]
+    assert [line.split()[1] for line in lines] == ["1/2", "2/2"], proc.stdout[-2000:]
+    assert "env-steps/s" in lines[0] and "task=" in lines[0] and "ETA" in lines[0]
+
+
+def test_onnx_with_metadata_written(first_run):
+    run_dir, _ = first_run
+    path = run_dir / "policy.onnx"
+    meta = read_metadata(path)
+    assert len(meta["joint_names"]) == 23 and len(meta["kp"]) == 23 and len(meta["default_joint_pos"]) == 23
+    assert meta["observation_history_length"] == 6 and sum(meta["observation_dims"]) == 76
+    assert meta["control_dt"] == pytest.approx(0.02)
+    model = onnx.load(str(path))
+    assert model.graph.input[0].name == "obs"
+    assert [d.dim_value for d in model.graph.input[0].type.tensor_type.shape.dim][-1] == 456
+
+
+def test_resume_continues_iteration_count(first_run):
+    run_dir, _ = first_run
+    before = torch.load(run_dir / "model_1.pt", weights_only=False)
+    proc = run_train([*SMALL, "train.max_iterations=4", f"resume={run_dir}"], run_dir.parent.parent.parent)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    lines = [line.split()[1] for line in proc.stdout.splitlines() if line.startswith("it ")]
+    assert lines == ["3/4", "4/4"], proc.stdout[-2000:]
+    after = torch.load(run_dir / "model_3.pt", weights_only=False)
+    assert after["infos"]["completed_iterations"] == 4
+    # optimizer state was carried over: Adam's step count keeps growing across the resume
+    step_before = before["optimizer_state_dict"]["state"][0]["step"]
+    step_after = after["optimizer_state_dict"]["state"][0]["step"]
+    assert step_after > step_before
+
+
+def test_unknown_task_and_override_list_valid_ones(tmp_path):
+    proc = run_train(["task=walk"], tmp_path)
+    assert proc.returncode == 2 and "Valid tasks: standup" in proc.stderr
+    proc = run_train(["task=standup", "env.num_envz=4"], tmp_path)
+    assert proc.returncode == 2
+    assert "env.num_envs" in proc.stderr and "train.max_iterations" in proc.stderr and "num_envz" in proc.stderr

@@ -1,0 +1,35 @@
+"""Train a policy: ``python train.py task=standup [env.num_envs=N] [train.max_iterations=K] [seed=S]
+[run.name=NAME] [resume=<run dir or checkpoint>]``.
+
+Writes ``logs/<task>/<run.name>/``: checkpoints ``model_<it>.pt``, ``policy.onnx`` (with metadata),
+TensorBoard events and the resolved config. Ctrl-C saves a checkpoint before exiting.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import hydra
+from omegaconf import DictConfig
+
+from upright.conf import register_configs
+from upright.conf.validate import exit_on_invalid_overrides
+
+register_configs()
+
+
+@hydra.main(version_base=None, config_name="config")
+def main(cfg: DictConfig) -> None:
+    from upright.training.train_loop import train
+
+    try:
+        train(cfg)
+    except KeyboardInterrupt:
+        sys.exit(130)
+
+
+if __name__ == "__main__":
+    exit_on_invalid_overrides()
+    # Hydra's own output dir is not used: upright manages run directories itself.
+    sys.argv += ["hydra.run.dir=.", "hydra.output_subdir=null"]
+    main()

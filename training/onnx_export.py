@@ -1,0 +1,119 @@
+"""ONNX export of the actor (observation normaliser included) with self-describing metadata.
+
+The metadata lets a deployed policy run from the ``.onnx`` file alone: joints, Kp/Kd, default pose,
+action scale β and mode, control dt, and the observation terms with scales and history length.
+Values are stored as ``metadata_props`` strings; lists and numbers as JSON.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import pathlib
+import warnings
+from typing import Any
+
+import numpy as np
+import onnx
+import torch
+
+METADATA_VERSION = "1"
+"""Schema version of upright's ONNX metadata."""
+
+REQUIRED_KEYS = (
+    "upright_metadata_version", "task", "joint_names", "kp", "kd", "default_joint_pos", "action_scale",
+    "action_mode", "control_dt", "observation_names", "observation_dims", "observation_scales",
+    "observation_history_length",
+)  # fmt: skip
+"""Keys every upright policy file carries."""
+
+
+@contextlib.contextmanager
+def quiet_onnx_exporter():
+    """Silence the torch ONNX exporter's optional-dependency warnings (e.g. torchvision ops) while exporting."""
+    logger = logging.getLogger("torch.onnx")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", FutureWarning)
+            yield
+    finally:
+        logger.setLevel(level)
+
+
+class PolicyMetadataError(ValueError):
+    """An ONNX file lacks upright metadata or carries invalid metadata."""
+
+
+def _to_jsonable(value: Any) -> Any:
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, torch.Tensor):
+        return value.detach().cpu().tolist()
+    if isinstance(value, (list, tuple)):
+        return [_to_jsonable(v) for v in value]
+    if isinstance(value, (np.floating, np.integer)):
+        return value.item()
+    return value
+
+
+def attach_metadata(path: str | pathlib.Path, metadata: dict[str, Any]) -> None:
+    """Write ``metadata`` (JSON-serialisable values) into the ONNX file's ``metadata_props``, replacing old ones."""
+    model = onnx.load(str(path))
+    del model.metadata_props[:]
+    for key, value in {"upright_metadata_version": METADATA_VERSION, **metadata}.items():
+        entry = model.metadata_props.add()
+        entry.key = key
+        entry.value = json.dumps(_to_jsonable(value))
+    onnx.save(model, str(path))
+
+
+def read_metadata(path: str | pathlib.Path) -> dict[str, Any]:
+    """Read upright metadata from an ONNX file.
+
+    Raises:
+        PolicyMetadataError: missing keys (the message lists them and says how to re-export).
+    """
+    model = onnx.load(str(path), load_external_data=False)
+    meta = {p.key: json.loads(p.value) for p in model.metadata_props}
+    missing = [k for k in REQUIRED_KEYS if k not in meta]
+    if missing:
+        raise PolicyMetadataError(
+            f"{path} is not a self-describing upright policy: metadata keys {missing} are missing. "
+            "Re-export it with upright (train.py exports on every checkpoint save)."
+        )
+    return meta
+
+
+def check_onnx_matches_torch(
+    path: str | pathlib.Path, policy: torch.nn.Module, obs_dim: int, atol: float = 1e-5, num_samples: int = 64
+) -> float:
+    """Run the ONNX file with onnxruntime and the torch policy on the same random observations.
+
+    Args:
+        path: ONNX file with input ``obs`` (B, obs_dim) and output ``actions``.
+        policy: torch module mapping (B, obs_dim) float32 to actions, in eval mode.
+        obs_dim: observation width.
+        atol: tolerance on the absolute difference.
+
+    Returns:
+        The max absolute difference.
+
+    Raises:
+        AssertionError: the outputs differ by more than ``atol``.
+    """
+    import onnxruntime as ort
+
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = 1
+    session = ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
+    obs = torch.randn(num_samples, obs_dim, generator=torch.Generator().manual_seed(0)) * 2.0
+    with torch.no_grad():
+        expected = policy(obs).cpu().numpy()
+    got = np.concatenate([session.run(None, {"obs": obs[i : i + 1].numpy()})[0] for i in range(num_samples)])
+    err = float(np.abs(got - expected).max())
+    if err > atol:
+        raise AssertionError(f"ONNX output differs from torch by {err:.3g} > {atol:g} ({path})")
+    return err

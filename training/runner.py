@@ -1,0 +1,159 @@
+"""``UprightRunner``: rsl-rl-lib's ``OnPolicyRunner`` with one progress line per iteration,
+checkpoints at exit (Ctrl-C and SIGTERM included), resume that continues the iteration count, and an
+ONNX export with metadata (checked against torch through onnxruntime) at every save.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import io
+import os
+import pathlib
+import signal
+import statistics
+import time
+from typing import Any, Callable
+
+import torch
+from rsl_rl.runners import OnPolicyRunner
+from rsl_rl.utils.logger import Logger
+
+from upright.training.onnx_export import attach_metadata, check_onnx_matches_torch, quiet_onnx_exporter
+
+GROUP_KEYS = ("task", "regularization", "style", "post_task")
+
+
+class ProgressLogger(Logger):
+    """rsl_rl ``Logger`` that writes the same TensorBoard scalars but prints one line per iteration:
+    iteration, env-steps/s, mean episode reward per group, mean episode length, ETA."""
+
+    on_iteration_done: Callable[[int], None] | None = None
+    """Called with the iteration index after it is logged."""
+
+    def log(self, it: int, start_it: int, total_it: int, collect_time: float, learn_time: float, **kwargs: Any) -> None:
+        if self.writer is None:
+            return
+        groups = {}
+        for g in GROUP_KEYS:
+            vals = [ep[f"Episode_Reward/group/{g}"] for ep in self.ep_extras if f"Episode_Reward/group/{g}" in ep]
+            groups[g] = float(torch.cat([v.flatten() for v in vals]).mean()) if vals else float("nan")
+        heads = [ep["Metrics/head_height"] for ep in self.ep_extras if "Metrics/head_height" in ep]
+        head = float(torch.cat([h.flatten() for h in heads]).mean()) if heads else float("nan")
+        with contextlib.redirect_stdout(io.StringIO()):  # the parent prints a multi-line block
+            super().log(it=it, start_it=start_it, total_it=total_it, collect_time=collect_time,
+                        learn_time=learn_time, **kwargs)  # fmt: skip
+        done = it + 1 - start_it
+        eta = self.tot_time / max(done, 1) * (total_it - start_it - done)
+        fps = self.cfg["num_steps_per_env"] * self.num_envs * self.gpu_world_size / (collect_time + learn_time)
+        ep_len = statistics.mean(self.lenbuffer) if self.lenbuffer else float("nan")
+        group_str = " ".join(f"{g}={v:.3f}" for g, v in groups.items())
+        print(
+            f"it {it + 1}/{total_it} | {fps:,.0f} env-steps/s | rew/step {group_str} | head {head:.3f} m"
+            f" | ep_len {ep_len:.1f} | ETA {datetime.timedelta(seconds=int(eta))}",
+            flush=True,
+        )
+        if self.on_iteration_done is not None:
+            self.on_iteration_done(it)
+
+
+class UprightRunner(OnPolicyRunner):
+    """OnPolicyRunner + progress line, safe exit, counted resume and ONNX export on every save.
+
+    Args:
+        env: a ``VecEnv`` (e.g. :class:`~upright.tasks.standup.env.StandupEnv`).
+        train_cfg: rsl-rl-lib runner config dict.
+        log_dir: run directory (checkpoints ``model_<it>.pt``, ``policy.onnx``, TensorBoard events).
+        device: torch device.
+        onnx_metadata: metadata written into every exported ONNX file.
+    """
+
+    def __init__(self, env, train_cfg: dict, log_dir: str | None, device: str = "cpu", onnx_metadata: dict | None = None):
+        super().__init__(env, train_cfg, log_dir=log_dir, device=device)
+        logger = ProgressLogger.__new__(ProgressLogger)
+        logger.__dict__.update(self.logger.__dict__)
+        logger.on_iteration_done = self._iteration_done
+        self.logger = logger
+        self.onnx_metadata = dict(onnx_metadata or {})
+        self.completed_iterations = 0
+        """Number of PPO iterations finished in this run, counting those before a resume."""
+
+    def _iteration_done(self, it: int) -> None:
+        self.completed_iterations = it + 1
+
+    def learn_until(self, max_iterations: int, init_at_random_ep_len: bool = False) -> None:
+        """Train until ``max_iterations`` iterations are complete in total; save at exit, Ctrl-C and SIGTERM included."""
+        remaining = max_iterations - self.completed_iterations
+        if remaining <= 0:
+            print(f"Already {self.completed_iterations} iterations done (max_iterations={max_iterations}); nothing to do.")
+            return
+        self.current_learning_iteration = self.completed_iterations
+
+        def _sigterm(signum, frame):  # turn SIGTERM into the same path as Ctrl-C
+            raise KeyboardInterrupt
+
+        previous = signal.signal(signal.SIGTERM, _sigterm)
+        try:
+            # rsl_rl's learn() saves every save_interval and at its end
+            super().learn(num_learning_iterations=remaining, init_at_random_ep_len=init_at_random_ep_len)
+        except KeyboardInterrupt:
+            print(f"\nInterrupted: saving checkpoint after {self.completed_iterations} iterations.", flush=True)
+            if self.logger.log_dir and self.completed_iterations > 0:
+                self.save(os.path.join(self.logger.log_dir, f"model_{self.completed_iterations - 1}.pt"))
+            raise
+        finally:
+            signal.signal(signal.SIGTERM, previous)
+
+    def save(self, path: str, infos: dict | None = None) -> None:
+        """Save the checkpoint, then export ``policy.onnx`` beside it (metadata attached, checked to 1e-5)."""
+        infos = dict(infos or {})
+        infos["completed_iterations"] = self.completed_iterations
+        infos["env_step_counter"] = self.completed_iterations * self.cfg["num_steps_per_env"] * self.env.num_envs
+        super().save(path, infos)
+        run_dir = pathlib.Path(path).parent
+        try:
+            self.export_onnx(run_dir / "policy.onnx")
+        except Exception as err:  # an export failure must never kill training (mjlab's rule)
+            print(f"WARNING: ONNX export failed: {err}", flush=True)
+
+    def export_onnx(self, path: pathlib.Path) -> float:
+        """Export the actor to ``path`` with metadata; return the max |onnx - torch| on random inputs."""
+        was_training = self.alg.actor.training
+        with quiet_onnx_exporter():
+            self.export_policy_to_onnx(str(path.parent), path.name)
+        attach_metadata(path, {**self.onnx_metadata, "iteration": self.completed_iterations})
+        policy = self.alg.get_policy().as_onnx(verbose=False).eval()
+        err = check_onnx_matches_torch(path, policy, obs_dim=policy.input_size)
+        if was_training:
+            self.alg.train_mode()
+        return err
+
+    def load(self, path: str, load_cfg: dict | None = None, strict: bool = True, map_location: str | None = None) -> dict:
+        """Load a checkpoint (models + optimizer); the run continues after its last completed iteration."""
+        infos = super().load(path, load_cfg=load_cfg, strict=strict, map_location=map_location) or {}
+        loaded = torch.load(path, weights_only=False, map_location=map_location)
+        self.completed_iterations = int(infos.get("completed_iterations", loaded["iter"] + 1))
+        self.current_learning_iteration = self.completed_iterations
+        return infos
+
+
+def latest_checkpoint(run_or_file: str | pathlib.Path) -> pathlib.Path:
+    """Resolve ``resume=``: a checkpoint file, or a run directory (its highest ``model_<it>.pt``).
+
+    Raises:
+        FileNotFoundError: nothing to resume from (the message says what was looked for).
+    """
+    p = pathlib.Path(run_or_file).expanduser()
+    if p.is_file():
+        return p
+    if p.is_dir():
+        ckpts = sorted(p.glob("model_*.pt"), key=lambda f: int(f.stem.split("_")[1]))
+        if ckpts:
+            return ckpts[-1]
+        raise FileNotFoundError(f"No checkpoint model_<iteration>.pt in run directory {p}")
+    raise FileNotFoundError(f"resume={run_or_file}: no such checkpoint file or run directory")
+
+
+def wall_clock() -> float:
+    """Monotonic seconds (for run timing)."""
+    return time.monotonic()

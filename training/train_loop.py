@@ -1,0 +1,101 @@
+"""Build env + runner from a composed config and train (what ``train.py`` runs)."""
+
+from __future__ import annotations
+
+import pathlib
+import random
+
+import numpy as np
+import torch
+from omegaconf import DictConfig, OmegaConf
+
+from upright.tasks.registry import make_env, policy_metadata
+from upright.training.runner import UprightRunner, latest_checkpoint
+
+
+def rsl_rl_config(train: DictConfig) -> dict:
+    """Translate :class:`~upright.training.config.TrainCfg` into rsl-rl-lib's runner dict (MultiCriticPPO by class name)."""
+    return {
+        "num_steps_per_env": train.num_steps_per_env,
+        "save_interval": train.save_interval,
+        "obs_groups": {"actor": ["actor"], "critic": ["critic"]},
+        "logger": "tensorboard",
+        "check_for_nan": True,
+        "algorithm": {
+            "class_name": "upright.training.multi_critic_ppo:MultiCriticPPO",
+            "group_weights": list(train.group_weights),
+            "num_learning_epochs": train.num_learning_epochs,
+            "num_mini_batches": train.num_mini_batches,
+            "clip_param": train.clip_param,
+            "gamma": train.gamma,
+            "lam": train.lam,
+            "value_loss_coef": train.value_loss_coef,
+            "entropy_coef": train.entropy_coef,
+            "learning_rate": train.learning_rate,
+            "max_grad_norm": train.max_grad_norm,
+            "schedule": train.schedule,
+            "desired_kl": train.desired_kl,
+            "use_clipped_value_loss": True,
+        },
+        "actor": {
+            "class_name": "upright.training.multi_critic_model:TanhActorModel",
+            "hidden_dims": list(train.actor_hidden_dims),
+            "activation": "elu",
+            "obs_normalization": train.obs_normalization,
+            "distribution_cfg": {"class_name": "GaussianDistribution", "init_std": train.init_noise_std},
+        },
+        "critic": {
+            "class_name": "upright.training.multi_critic_model:MultiCriticModel",
+            "hidden_dims": list(train.critic_hidden_dims),
+            "activation": "elu",
+            "obs_normalization": train.obs_normalization,
+        },
+    }
+
+
+def seed_everything(seed: int) -> None:
+    """Seed Python, numpy and torch."""
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
+def resolve_run_dir(cfg: DictConfig) -> tuple[pathlib.Path, pathlib.Path | None]:
+    """Return (run directory, checkpoint to resume or None).
+
+    Raises:
+        FileExistsError: a fresh run would overwrite a run that has checkpoints (use resume= or another run.name).
+        FileNotFoundError: ``resume=`` points at nothing resumable.
+    """
+    if cfg.resume:
+        ckpt = latest_checkpoint(cfg.resume)
+        return ckpt.parent, ckpt
+    run_dir = pathlib.Path(cfg.run.root) / cfg.task_name / str(cfg.run.name)
+    if any(run_dir.glob("model_*.pt")):
+        raise FileExistsError(
+            f"Run directory {run_dir} already has checkpoints. Continue it with resume={run_dir}, "
+            "or choose another run.name=..."
+        )
+    return run_dir, None
+
+
+def train(cfg: DictConfig) -> pathlib.Path:
+    """Train the configured task; return the run directory. Ctrl-C/SIGTERM save a checkpoint, then re-raise."""
+    seed_everything(cfg.seed)
+    run_dir, ckpt = resolve_run_dir(cfg)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    env = make_env(cfg.task_name, cfg.env, cfg.sim, device=cfg.device, seed=cfg.seed)
+    train_cfg = rsl_rl_config(cfg.train)
+    meta = policy_metadata(cfg.task_name, env) | {"run_path": str(run_dir.resolve())}
+    runner = UprightRunner(env, train_cfg, log_dir=str(run_dir), device=cfg.device, onnx_metadata=meta)
+    if ckpt is not None:
+        runner.load(str(ckpt), map_location=cfg.device)
+        print(f"Resuming {ckpt} after {runner.completed_iterations} completed iterations", flush=True)
+    OmegaConf.save(cfg, run_dir / f"config_{runner.completed_iterations}.yaml", resolve=True)
+    print(f"Run directory: {run_dir}  ({env.num_envs} envs, {cfg.sim.backend} backend, "
+          f"{getattr(env.sim, 'num_threads', '?')} threads)", flush=True)  # fmt: skip
+    try:
+        runner.learn_until(cfg.train.max_iterations, init_at_random_ep_len=cfg.train.init_at_random_ep_len)
+    finally:
+        env.close()
+    return run_dir
