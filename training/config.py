@@ -16,7 +16,7 @@ class TrainCfg:
     """Total PPO iterations of the run (a resumed run continues up to this count). HoST ground: 12000."""
     num_steps_per_env: int = 50
     """Env steps per env per iteration (HoST)."""
-    save_interval: int = 25
+    save_interval: int = 10
     """Checkpoint (and ONNX export) every this many iterations; also at exit."""
     group_weights: list[float] = field(default_factory=lambda: [2.5, 0.1, 1.0, 1.0])
     """Advantage weights of the reward groups (task, regularization, style, post_task), HoST."""

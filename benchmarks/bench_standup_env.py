@@ -1,0 +1,428 @@
+"""Throughput of the standup env against the physics limit of the machine it runs on.
+
+Every figure is divided by a *physical limit* measured in the same process, interleaved with it, so
+that noise from other processes on the machine is shared by both:
+
+    limit [env-steps/s] = single-thread mj_step rate [physics steps/s] x threads / decimation (4)
+
+The single-thread ``mujoco.mj_step`` rate is taken on one ``MjData`` of the same compiled model
+(``standup_scene()``), from a realistic state: the G1 supine on the floor after settling for 1 s with
+PD targets = its current joint angles. Each measurement restores that state, so every mj_step
+measurement does exactly the same work.
+
+Sections (see ``benchmarks/README.md``):
+
+1. stepping grid: for each N x threads, env-steps/s of the full ``StandupEnv.step`` (random actions in
+   [-1, 1]) and of the bare backend (``NativeSim.step(ctrl, nsubsteps=4)`` with precomputed controls).
+2. training: ``make_env`` + ``UprightRunner`` built as ``upright.training.train_loop.train`` does, a few
+   PPO iterations of HoST's 50 steps per env; collection, update and overall env-steps/s.
+
+Run ``python benchmarks/bench_standup_env.py --help``. Needs ``MENAGERIE_ROOT``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import cProfile
+import datetime
+import importlib.metadata
+import io
+import math
+import os
+import platform
+import pstats
+import statistics
+import sys
+import tempfile
+import time
+
+import mujoco
+import numpy as np
+import torch
+from omegaconf import OmegaConf
+
+from upright.robots import g1
+from upright.sim.native import NativeSim
+from upright.sim.options import PhysicsOptions
+from upright.tasks.registry import make_env, policy_metadata
+from upright.tasks.standup.config import SimCfg, StandupEnvCfg
+from upright.tasks.standup.env import SUPINE_QUAT, StandupEnv
+from upright.tasks.standup.scene import standup_scene
+from upright.training.config import TrainCfg
+from upright.training.runner import UprightRunner
+from upright.training.train_loop import rsl_rl_config, seed_everything
+
+GOAL_N, GOAL_THREADS, GOAL_RATIO = 1024, 2, 0.8
+"""The issue's goal: at N=1024 with 2 threads the env reaches >= 0.8 of the physical limit."""
+
+
+# ---------------------------------------------------------------------------------------- mj_step
+class MjStepRate:
+    """Single-thread ``mj_step`` rate of ``model`` from a settled supine state (one ``MjData``).
+
+    Args:
+        model: the compiled standup scene.
+        settle_s: seconds of simulated time to settle, holding PD targets = current q.
+        chunk: physics steps per timed call (each call starts from the same saved state).
+    """
+
+    def __init__(self, model: mujoco.MjModel, settle_s: float = 1.0, chunk: int = 200):
+        self.model, self.chunk = model, chunk
+        m = model
+        self.data = d = mujoco.MjData(m)
+        info = g1.robot_info()
+        jids = [mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_JOINT, n) for n in g1.JOINT_NAMES]
+        q_adr = m.jnt_qposadr[jids]
+        d.qpos[2] = StandupEnvCfg().init_height
+        d.qpos[3:7] = SUPINE_QUAT
+        d.qpos[q_adr] = info.default_pose
+        mujoco.mj_forward(m, d)
+        decimation = StandupEnvCfg().decimation
+        for _ in range(int(round(settle_s / m.opt.timestep / decimation))):
+            # like the env's unactuated phase: p_target = measured q, held joints at their default
+            d.ctrl[:] = d.qpos[q_adr]
+            d.ctrl[info.held_joint_ids] = info.default_pose[info.held_joint_ids]
+            mujoco.mj_step(m, d, nstep=decimation)
+        self.settled_qpos = d.qpos.copy()
+        self.settled_qvel = d.qvel.copy()
+        self.settled_ctrl = d.ctrl.copy()
+        self.ncon = int(d.ncon)
+        self._sig = mujoco.mjtState.mjSTATE_INTEGRATION
+        self._state = np.empty(mujoco.mj_stateSize(m, self._sig))
+        mujoco.mj_getState(m, d, self._state, self._sig)
+        self.history: list[float] = []
+        """Every measured rate, in order."""
+
+    def measure(self, seconds: float) -> float:
+        """Physics steps/s over at least ``seconds`` of timed stepping (restoring the state per chunk)."""
+        m, d = self.model, self.data
+        steps, elapsed = 0, 0.0
+        while elapsed < seconds:
+            mujoco.mj_setState(m, d, self._state, self._sig)
+            mujoco.mj_forward(m, d)
+            t0 = time.perf_counter()
+            mujoco.mj_step(m, d, nstep=self.chunk)
+            elapsed += time.perf_counter() - t0
+            steps += self.chunk
+        rate = steps / elapsed
+        self.history.append(rate)
+        return rate
+
+
+class Measurement:
+    """One throughput figure with the mj_step rates measured interleaved with it."""
+
+    def __init__(self, label: str, n: int, threads: int, rate: float, mj_rates: list[float], decimation: int):
+        self.label, self.n, self.threads, self.rate = label, n, threads, rate
+        self.mj_rates = mj_rates
+        self.mj_rate = statistics.mean(mj_rates)
+        self.limit = self.mj_rate * threads / decimation
+        self.ratio = rate / self.limit
+
+    def row(self) -> str:
+        spread = (max(self.mj_rates) - min(self.mj_rates)) / self.mj_rate
+        return (
+            f"| {self.label} | {self.n} | {self.threads} | {self.rate:,.0f} | {self.mj_rate:,.0f} (±{50 * spread:.0f}%) "
+            f"| {self.limit:,.0f} | {self.ratio:.2f} |"
+        )
+
+
+def interleaved(step, n_envs: int, mj: MjStepRate, seconds: float, rounds: int, mj_seconds: float, min_steps: int = 3):
+    """Time ``step()`` (one env step of ``n_envs`` envs) for ``rounds`` rounds of ``seconds / rounds``,
+    with an mj_step measurement before each round and after the last.
+
+    Returns:
+        (env-steps/s, list of mj_step rates).
+    """
+    mj_rates, env_steps, env_time = [], 0, 0.0
+    for _ in range(rounds):
+        mj_rates.append(mj.measure(mj_seconds))
+        k, t0 = 0, time.perf_counter()
+        while True:
+            step()
+            k += 1
+            elapsed = time.perf_counter() - t0
+            if elapsed >= seconds / rounds and k >= min_steps:
+                break
+        env_steps += k * n_envs
+        env_time += elapsed
+    mj_rates.append(mj.measure(mj_seconds))
+    return env_steps / env_time, mj_rates
+
+
+def warm_up(step, seconds: float, min_steps: int = 5) -> None:
+    k, t0 = 0, time.perf_counter()
+    while k < min_steps or time.perf_counter() - t0 < seconds:
+        step()
+        k += 1
+
+
+def random_actions(env: StandupEnv, generator: torch.Generator, count: int = 16) -> list[torch.Tensor]:
+    """Precomputed uniform [-1, 1] actions, cycled, so that drawing them costs nothing in the timing."""
+    return [torch.rand(env.num_envs, env.num_actions, generator=generator) * 2 - 1 for _ in range(count)]
+
+
+def env_stepper(env: StandupEnv, actions: list[torch.Tensor]):
+    i = 0
+
+    def step() -> None:
+        nonlocal i
+        env.step(actions[i % len(actions)])
+        i += 1
+
+    return step
+
+
+def backend_stepper(env: StandupEnv, actions: list[torch.Tensor]):
+    """``NativeSim.step(ctrl, 4)`` on the env's own backend (same N, threads and robot states), with
+    controls precomputed like the env's (p_target = q + a for policy joints, default pose for held ones)."""
+    sim = env.sim
+    if not isinstance(sim, NativeSim):
+        raise TypeError(f"expected the native backend, got {type(sim).__name__}")
+    base = env.default_pose.expand(env.num_envs, -1).clone()
+    pol = torch.as_tensor(env.robot.policy_joint_ids, dtype=torch.long)
+    q = env.state.q
+    ctrls = []
+    for a in actions:
+        c = base.clone()
+        c[:, pol] = q + a
+        ctrls.append(c)
+    i = 0
+
+    def step() -> None:
+        nonlocal i
+        sim.step(ctrls[i % len(ctrls)], env.cfg.decimation)
+        i += 1
+
+    return step
+
+
+def make_standup_env(n: int, threads: int, seed: int = 0) -> StandupEnv:
+    env = StandupEnv(StandupEnvCfg(num_envs=n), SimCfg(num_threads=threads), seed=seed)
+    # spread episodes over their length, as training does (init_at_random_ep_len, HoST)
+    env.episode_length_buf = torch.randint_like(env.episode_length_buf, high=int(env.max_episode_length))
+    return env
+
+
+# ---------------------------------------------------------------------------------------- sections
+def stepping_grid(args, mj: MjStepRate) -> list[Measurement]:
+    results = []
+    gen = torch.Generator().manual_seed(0)
+    for n in args.num_envs:
+        for t in args.threads:
+            env = make_standup_env(n, t)
+            actions = random_actions(env, gen)
+            step = env_stepper(env, actions)
+            warm_up(step, args.warmup)
+            rate, mj_rates = interleaved(step, n, mj, args.seconds, args.rounds, args.mj_seconds)
+            results.append(Measurement("env", n, t, rate, mj_rates, env.cfg.decimation))
+            bare = backend_stepper(env, actions)
+            warm_up(bare, 0.2, min_steps=2)
+            rate, mj_rates = interleaved(bare, n, mj, args.seconds, args.rounds, args.mj_seconds)
+            results.append(Measurement("backend", n, t, rate, mj_rates, env.cfg.decimation))
+            env.close()
+            print(results[-2].row(), flush=True)
+            print(results[-1].row(), flush=True)
+    return results
+
+
+def training(args, mj: MjStepRate) -> dict:
+    """Build env + runner as ``train_loop.train`` does; time env-only stepping, then PPO iterations."""
+    n, t, seed = args.train_envs, args.train_threads, 1
+    seed_everything(seed)
+    env = make_env("standup", StandupEnvCfg(num_envs=n), SimCfg(num_threads=t), device="cpu", seed=seed)
+    env.episode_length_buf = torch.randint_like(env.episode_length_buf, high=int(env.max_episode_length))
+    gen = torch.Generator().manual_seed(0)
+    step = env_stepper(env, random_actions(env, gen))
+    warm_up(step, args.warmup)
+    env_rate, env_mj = interleaved(step, n, mj, args.seconds, args.rounds, args.mj_seconds)
+    env_only = Measurement("env only (same env)", n, t, env_rate, env_mj, env.cfg.decimation)
+    print(env_only.row(), flush=True)
+
+    train_cfg_node = OmegaConf.structured(TrainCfg(num_steps_per_env=args.steps_per_env))
+    train_cfg = rsl_rl_config(train_cfg_node)
+    times: list[tuple[float, float]] = []
+    train_mj = [mj.measure(args.mj_seconds)]
+    with tempfile.TemporaryDirectory(prefix="bench_standup_") as log_dir:
+        meta = policy_metadata("standup", env) | {"run_path": log_dir}
+        runner = UprightRunner(env, train_cfg, log_dir=log_dir, device="cpu", onnx_metadata=meta)
+        logger = runner.logger
+        log, done = logger.log, logger.on_iteration_done
+
+        def timed_log(*a, **kw):
+            times.append((kw["collect_time"], kw["learn_time"]))
+            return log(*a, **kw)
+
+        def iteration_done(it: int) -> None:
+            done(it)
+            train_mj.append(mj.measure(args.mj_seconds))  # between iterations: not in collect/learn times
+
+        logger.log, logger.on_iteration_done = timed_log, iteration_done
+        total = args.train_warmup_iters + args.train_iters
+        t0 = time.perf_counter()
+        runner.learn_until(total, init_at_random_ep_len=TrainCfg().init_at_random_ep_len)
+        wall = time.perf_counter() - t0
+    env.close()
+    measured = times[args.train_warmup_iters :]
+    collect = sum(c for c, _ in measured)
+    learn = sum(u for _, u in measured)
+    steps = n * args.steps_per_env * len(measured)
+    collection = Measurement("training: collection", n, t, steps / collect, train_mj, env.cfg.decimation)
+    overall = Measurement("training: collection + update", n, t, steps / (collect + learn), train_mj,
+                          env.cfg.decimation)  # fmt: skip
+    return {
+        "env_only": env_only,
+        "collection": collection,
+        "overall": overall,
+        "iters": len(measured),
+        "collect_s_per_iter": collect / len(measured),
+        "update_s_per_iter": learn / len(measured),
+        "wall_s": wall,
+        "total_iters": total,
+    }
+
+
+def profile_env_step(args) -> str:
+    n, t = max(args.num_envs), max(args.threads)
+    env = make_standup_env(n, t)
+    step = env_stepper(env, random_actions(env, torch.Generator().manual_seed(0)))
+    warm_up(step, args.warmup)
+    prof = cProfile.Profile()
+    prof.enable()
+    for _ in range(args.profile_steps):
+        step()
+    prof.disable()
+    env.close()
+    out = io.StringIO()
+    stats = pstats.Stats(prof, stream=out).sort_stats("tottime")
+    out.write(f"cProfile of {args.profile_steps} StandupEnv.step calls, N={n}, threads={t} (sorted by tottime)\n")
+    stats.print_stats(args.profile_top)
+    return out.getvalue()
+
+
+# ---------------------------------------------------------------------------------------- report
+def machine_header(args, mj: MjStepRate) -> list[str]:
+    cpu = "unknown"
+    with contextlib.suppress(OSError), open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    try:
+        affinity = len(os.sched_getaffinity(0))
+    except AttributeError:
+        affinity = os.cpu_count()
+    try:
+        rsl = importlib.metadata.version("rsl-rl-lib")
+    except importlib.metadata.PackageNotFoundError:
+        rsl = "?"
+    m = mj.model
+    return [
+        "# StandupEnv throughput",
+        "",
+        f"- date: {datetime.datetime.now().isoformat(timespec='seconds')}",
+        f"- CPU: {cpu}; nproc (affinity) {affinity}, os.cpu_count {os.cpu_count()}; "
+        f"load average at start {', '.join(f'{x:.2f}' for x in os.getloadavg())}",
+        f"- python {platform.python_version()}, mujoco {mujoco.__version__}, torch {torch.__version__} "
+        f"({torch.get_num_threads()} intra-op threads), rsl-rl-lib {rsl}",
+        f"- model: standup_scene(), nq {m.nq}, nv {m.nv}, nu {m.nu}, dt {m.opt.timestep} s, decimation "
+        f"{StandupEnvCfg().decimation}; mj_step state: supine, settled 1 s, {mj.ncon} contacts",
+        f"- command: `{' '.join([os.path.basename(sys.argv[0])] + sys.argv[1:])}`",
+        f"- limit = single-thread mj_step/s x threads / decimation; ratio = env-steps/s / limit; the "
+        f"mj_step/s column is the mean of the measurements interleaved with that row (± half their spread)",
+    ]
+
+
+def report(args, mj: MjStepRate, grid: list[Measurement], train: dict | None) -> str:
+    lines = machine_header(args, mj) + [""]
+    head = [
+        "| what | N | threads | env-steps/s | mj_step/s (1 thread) | limit env-steps/s | ratio |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    if grid:
+        lines += ["## Stepping (random actions in [-1, 1])", ""] + head + [r.row() for r in grid] + [""]
+        goal = [r for r in grid if r.label == "env" and r.n == GOAL_N and r.threads == GOAL_THREADS]
+        if goal:
+            g = goal[0]
+            verdict = "PASS" if g.ratio >= GOAL_RATIO else "FAIL"
+            lines.append(f"**Goal: env at N={GOAL_N}, {GOAL_THREADS} threads >= {GOAL_RATIO} x limit: "
+                         f"{g.ratio:.2f} -> {verdict}**")  # fmt: skip
+        else:
+            lines.append(f"Goal line (N={GOAL_N}, {GOAL_THREADS} threads) not measured in this run.")
+        lines.append("")
+    if train:
+        lines += [
+            f"## Training loop (make_env + UprightRunner as train_loop.train; {args.steps_per_env} steps/env/iteration; "
+            f"{train['iters']} timed iterations after {args.train_warmup_iters} warm-up)",
+            "",
+        ]
+        lines += head + [train[k].row() for k in ("env_only", "collection", "overall")] + [""]
+        env_rate = train["env_only"].rate
+        lines += [
+            "| training figure | value |",
+            "|---|---:|",
+            f"| collection s / iteration | {train['collect_s_per_iter']:.2f} |",
+            f"| update s / iteration | {train['update_s_per_iter']:.2f} |",
+            f"| collection / env-only stepping | {train['collection'].rate / env_rate:.2f} |",
+            f"| overall (collection + update) / env-only stepping | {train['overall'].rate / env_rate:.2f} |",
+            f"| wall s for all {train['total_iters']} iterations (incl. checkpoint + ONNX saves, mj_step probes) "
+            f"| {train['wall_s']:.1f} |",
+            "",
+        ]
+    return "\n".join(lines)
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--num-envs", type=int, nargs="+", default=[64, 256, 1024], help="N values of the stepping grid")
+    p.add_argument("--threads", type=int, nargs="+", default=[1, 2], help="backend thread counts of the grid")
+    p.add_argument("--seconds", type=float, default=3.0, help="timed seconds per figure (split into rounds)")
+    p.add_argument("--rounds", type=int, default=3, help="rounds per figure, each preceded by an mj_step probe")
+    p.add_argument("--mj-seconds", type=float, default=0.4, help="timed seconds of each mj_step probe")
+    p.add_argument("--warmup", type=float, default=1.0, help="warm-up seconds of env stepping before timing")
+    p.add_argument("--train-envs", type=int, default=1024, help="N of the training-loop section")
+    p.add_argument("--train-threads", type=int, default=2, help="backend threads of the training-loop section")
+    p.add_argument("--train-iters", type=int, default=3, help="timed PPO iterations (0 skips the section)")
+    p.add_argument("--train-warmup-iters", type=int, default=1, help="untimed PPO iterations before them")
+    p.add_argument("--steps-per-env", type=int, default=TrainCfg().num_steps_per_env, help="num_steps_per_env (HoST 50)")
+    p.add_argument("--no-grid", action="store_true", help="skip the stepping grid")
+    p.add_argument("--profile", action="store_true", help="also cProfile StandupEnv.step at max N and threads")
+    p.add_argument("--profile-steps", type=int, default=30)
+    p.add_argument("--profile-top", type=int, default=30)
+    p.add_argument("--quick", action="store_true",
+                   help="smoke run (~1 min): N 64 and 1024, 1 s per figure, 1 timed training iteration")  # fmt: skip
+    p.add_argument("--out", type=str, default=None, help="also write the Markdown report to this file")
+    args = p.parse_args(argv)
+    if args.quick:
+        defaults = p.parse_args([])
+        if args.num_envs == defaults.num_envs:
+            args.num_envs = [64, 1024]
+        args.seconds, args.rounds, args.mj_seconds, args.warmup = 1.0, 2, 0.25, 0.5
+        args.train_iters = min(args.train_iters, 1)
+    if any(n <= 0 for n in args.num_envs) or any(t <= 0 for t in args.threads):
+        p.error("--num-envs and --threads must be positive (threads=0 would mean 'all CPUs', ambiguous for the limit)")
+    return args
+
+
+def main(argv=None) -> None:
+    args = parse_args(argv)
+    if not os.environ.get("MENAGERIE_ROOT"):
+        print("note: MENAGERIE_ROOT is not set; the G1 model loader may not find the model", file=sys.stderr)
+    model = standup_scene(PhysicsOptions(timestep=SimCfg().timestep))
+    mj = MjStepRate(model)
+    print(f"single-thread mj_step: {mj.measure(args.mj_seconds):,.0f} steps/s ({mj.ncon} contacts)", flush=True)
+    grid = [] if args.no_grid else stepping_grid(args, mj)
+    train = training(args, mj) if args.train_iters > 0 else None
+    text = report(args, mj, grid, train)
+    if args.profile:
+        text += "\n## cProfile\n\n```\n" + profile_env_step(args) + "```\n"
+    print("\n" + text)
+    if args.out:
+        with open(args.out, "w") as f:
+            f.write(text + "\n")
+        print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()
