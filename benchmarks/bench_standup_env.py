@@ -28,10 +28,10 @@ import cProfile
 import datetime
 import importlib.metadata
 import io
-import math
 import os
 import platform
 import pstats
+import resource
 import statistics
 import sys
 import tempfile
@@ -40,6 +40,7 @@ import time
 import mujoco
 import numpy as np
 import torch
+from mujoco import batch as mj_batch
 from omegaconf import OmegaConf
 
 from upright.robots import g1
@@ -87,12 +88,12 @@ class MjStepRate:
         self.settled_qpos = d.qpos.copy()
         self.settled_qvel = d.qvel.copy()
         self.settled_ctrl = d.ctrl.copy()
+        self.settled_warmstart = d.qacc_warmstart.copy()
         self.ncon = int(d.ncon)
         self._sig = mujoco.mjtState.mjSTATE_INTEGRATION
         self._state = np.empty(mujoco.mj_stateSize(m, self._sig))
         mujoco.mj_getState(m, d, self._state, self._sig)
-        self.history: list[float] = []
-        """Every measured rate, in order."""
+        self._batches: dict[int, tuple] = {}
 
     def measure(self, seconds: float) -> float:
         """Physics steps/s over at least ``seconds`` of timed stepping (restoring the state per chunk)."""
@@ -105,50 +106,130 @@ class MjStepRate:
             mujoco.mj_step(m, d, nstep=self.chunk)
             elapsed += time.perf_counter() - t0
             steps += self.chunk
-        rate = steps / elapsed
-        self.history.append(rate)
-        return rate
+        return steps / elapsed
+
+    def measure_parallel(self, threads: int, seconds: float, envs_per_thread: int = 8) -> float:
+        """Aggregate physics steps/s of ``threads`` C threads (``mujoco.batch``, no Python, no GIL) stepping
+        ``envs_per_thread * threads`` copies of the same settled state: what the machine gives us *now*
+        with that many threads, so it drops when other processes take cores."""
+        if threads not in self._batches:
+            b = mj_batch.Batch(self.model, envs_per_thread * threads, nthread=threads, persistent=True)
+            self._batches[threads] = (b, b.bind("qpos"), b.bind("qvel"), b.bind("ctrl"), b.bind("qacc_warmstart"))
+        b, qpos, qvel, ctrl, warm = self._batches[threads]
+        steps, elapsed = 0, 0.0
+        while elapsed < seconds:
+            b.reset(stage=mujoco.mjtStage.mjSTAGE_NONE)
+            qpos[:], qvel[:] = self.settled_qpos, self.settled_qvel
+            ctrl[:], warm[:] = self.settled_ctrl, self.settled_warmstart
+            b.forward(stage=mujoco.mjtStage.mjSTAGE_VEL)
+            t0 = time.perf_counter()
+            b.step(nstep=self.chunk, stage=mujoco.mjtStage.mjSTAGE_VEL)
+            elapsed += time.perf_counter() - t0
+            steps += self.chunk * b.nsim
+        return steps / elapsed
+
+
+class CpuMeter:
+    """Share of the machine's CPU time used by *other* processes between :meth:`start` and :meth:`stop`
+    (``/proc/stat`` busy time minus this process's user + system time)."""
+
+    def __init__(self):
+        self._t0 = self._busy0 = self._own0 = 0.0
+
+    @staticmethod
+    def _busy() -> float:
+        try:
+            with open("/proc/stat") as f:
+                fields = [float(x) for x in f.readline().split()[1:]]
+        except OSError:
+            return float("nan")
+        user, nice, system, _idle, _iowait, irq, softirq = fields[:7]
+        return (user + nice + system + irq + softirq) / os.sysconf("SC_CLK_TCK")
+
+    @staticmethod
+    def _own() -> float:
+        r = resource.getrusage(resource.RUSAGE_SELF)
+        return r.ru_utime + r.ru_stime
+
+    def start(self) -> CpuMeter:
+        self._t0, self._busy0, self._own0 = time.perf_counter(), self._busy(), self._own()
+        return self
+
+    def stop(self) -> float:
+        wall = time.perf_counter() - self._t0
+        others = (self._busy() - self._busy0) - (self._own() - self._own0)
+        return max(0.0, others / (wall * (os.cpu_count() or 1)))
+
+
+class Probes:
+    """mj_step probes taken interleaved with one throughput figure."""
+
+    def __init__(self, mj: MjStepRate, threads: int, seconds: float):
+        self.mj, self.threads, self.seconds = mj, threads, seconds
+        self.single: list[float] = []
+        self.parallel: list[float] = []
+
+    def take(self) -> None:
+        self.single.append(self.mj.measure(self.seconds))
+        self.parallel.append(self.mj.measure_parallel(self.threads, self.seconds))
 
 
 class Measurement:
-    """One throughput figure with the mj_step rates measured interleaved with it."""
+    """One throughput figure with the mj_step rates measured interleaved with it.
 
-    def __init__(self, label: str, n: int, threads: int, rate: float, mj_rates: list[float], decimation: int):
-        self.label, self.n, self.threads, self.rate = label, n, threads, rate
-        self.mj_rates = mj_rates
-        self.mj_rate = statistics.mean(mj_rates)
+    ``limit`` is the issue's physical limit (single-thread mj_step/s x threads / decimation);
+    ``avail`` is the same with the measured T-thread probe instead of single x T (what the machine
+    actually gave this many threads during the figure).
+    """
+
+    def __init__(self, label: str, n: int, threads: int, rate: float, probes: Probes, decimation: int, others: float):
+        self.label, self.n, self.threads, self.rate, self.others = label, n, threads, rate, others
+        self.single = probes.single
+        self.mj_rate = statistics.mean(probes.single)
         self.limit = self.mj_rate * threads / decimation
         self.ratio = rate / self.limit
+        self.avail = statistics.mean(probes.parallel) / decimation
+        self.ratio_avail = rate / self.avail
+
+    HEAD = (
+        "| what | N | threads | env-steps/s | mj_step/s (1 thread) | limit = 1-thread x T / 4 | **ratio** "
+        "| T-thread probe / 4 | ratio to probe | others' CPU |\n"
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+    )
 
     def row(self) -> str:
-        spread = (max(self.mj_rates) - min(self.mj_rates)) / self.mj_rate
+        spread = (max(self.single) - min(self.single)) / self.mj_rate
         return (
-            f"| {self.label} | {self.n} | {self.threads} | {self.rate:,.0f} | {self.mj_rate:,.0f} (±{50 * spread:.0f}%) "
-            f"| {self.limit:,.0f} | {self.ratio:.2f} |"
+            f"| {self.label} | {self.n} | {self.threads} | {self.rate:,.0f} "
+            f"| {self.mj_rate:,.0f} (±{50 * spread:.0f}%) "
+            f"| {self.limit:,.0f} | **{self.ratio:.2f}** | {self.avail:,.0f} | {self.ratio_avail:.2f} "
+            f"| {100 * self.others:.0f}% |"
         )
 
 
-def interleaved(step, n_envs: int, mj: MjStepRate, seconds: float, rounds: int, mj_seconds: float, min_steps: int = 3):
+def interleaved(step, n_envs: int, mj: MjStepRate, threads: int, seconds: float, rounds: int, mj_seconds: float,
+                min_steps: int = 3):  # fmt: skip
     """Time ``step()`` (one env step of ``n_envs`` envs) for ``rounds`` rounds of ``seconds / rounds``,
-    with an mj_step measurement before each round and after the last.
+    with mj_step probes before each round and after the last.
 
     Returns:
-        (env-steps/s, list of mj_step rates).
+        (env-steps/s, probes, share of the CPU used by other processes during the timed rounds).
     """
-    mj_rates, env_steps, env_time = [], 0, 0.0
+    probes, env_steps, env_time, others = Probes(mj, threads, mj_seconds), 0, 0.0, []
     for _ in range(rounds):
-        mj_rates.append(mj.measure(mj_seconds))
-        k, t0 = 0, time.perf_counter()
+        probes.take()
+        k, meter, t0 = 0, CpuMeter().start(), time.perf_counter()
         while True:
             step()
             k += 1
             elapsed = time.perf_counter() - t0
             if elapsed >= seconds / rounds and k >= min_steps:
                 break
+        others.append(meter.stop())
         env_steps += k * n_envs
         env_time += elapsed
-    mj_rates.append(mj.measure(mj_seconds))
-    return env_steps / env_time, mj_rates
+    probes.take()
+    return env_steps / env_time, probes, statistics.mean(others)
 
 
 def warm_up(step, seconds: float, min_steps: int = 5) -> None:
@@ -206,8 +287,39 @@ def make_standup_env(n: int, threads: int, seed: int = 0) -> StandupEnv:
 
 
 # ---------------------------------------------------------------------------------------- sections
-def stepping_grid(args, mj: MjStepRate) -> list[Measurement]:
-    results = []
+def env_state_physics(env: StandupEnv, mj: MjStepRate, seconds: float, max_rows: int = 256) -> dict:
+    """Single-thread mj_step rate on the env's *current* states (robots mid-episode under random actions,
+    some just reset), 4 steps from each of up to ``max_rows`` rows, against the settled-lying probe.
+
+    Tells how much of a backend's gap to the limit is the physics of these states being dearer than
+    lying still (not overhead). Reads the native batch's float64 rows (``NativeSim._batch``).
+    """
+    batch = getattr(env.sim, "_batch", None)
+    if batch is None:
+        return {}
+    rows = min(env.num_envs, max_rows)
+    qpos, qvel, ctrl, warm = (np.array(batch.bind(k))[:rows] for k in ("qpos", "qvel", "ctrl", "qacc_warmstart"))
+    m, d = mj.model, mujoco.MjData(mj.model)
+    dec = env.cfg.decimation
+    lying = [mj.measure(seconds / 2)]
+    steps, elapsed, ncon = 0, 0.0, []
+    while elapsed < seconds:
+        for i in range(rows):
+            d.qpos[:], d.qvel[:], d.ctrl[:], d.qacc_warmstart[:] = qpos[i], qvel[i], ctrl[i], warm[i]
+            mujoco.mj_forward(m, d)
+            ncon.append(d.ncon)
+            t0 = time.perf_counter()
+            mujoco.mj_step(m, d, nstep=dec)
+            elapsed += time.perf_counter() - t0
+            steps += dec
+    lying.append(mj.measure(seconds / 2))
+    rate = steps / elapsed
+    return {"rate": rate, "lying": statistics.mean(lying), "ratio": rate / statistics.mean(lying),
+            "ncon": float(np.mean(ncon)), "rows": rows, "n": env.num_envs}  # fmt: skip
+
+
+def stepping_grid(args, mj: MjStepRate) -> tuple[list[Measurement], dict]:
+    results, physics = [], {}
     gen = torch.Generator().manual_seed(0)
     for n in args.num_envs:
         for t in args.threads:
@@ -215,16 +327,18 @@ def stepping_grid(args, mj: MjStepRate) -> list[Measurement]:
             actions = random_actions(env, gen)
             step = env_stepper(env, actions)
             warm_up(step, args.warmup)
-            rate, mj_rates = interleaved(step, n, mj, args.seconds, args.rounds, args.mj_seconds)
-            results.append(Measurement("env", n, t, rate, mj_rates, env.cfg.decimation))
+            rate, probes, others = interleaved(step, n, mj, t, args.seconds, args.rounds, args.mj_seconds)
+            results.append(Measurement("env", n, t, rate, probes, env.cfg.decimation, others))
+            if n == max(args.num_envs) and t == max(args.threads):
+                physics = env_state_physics(env, mj, 2 * args.mj_seconds)
             bare = backend_stepper(env, actions)
             warm_up(bare, 0.2, min_steps=2)
-            rate, mj_rates = interleaved(bare, n, mj, args.seconds, args.rounds, args.mj_seconds)
-            results.append(Measurement("backend", n, t, rate, mj_rates, env.cfg.decimation))
+            rate, probes, others = interleaved(bare, n, mj, t, args.seconds, args.rounds, args.mj_seconds)
+            results.append(Measurement("backend", n, t, rate, probes, env.cfg.decimation, others))
             env.close()
             print(results[-2].row(), flush=True)
             print(results[-1].row(), flush=True)
-    return results
+    return results, physics
 
 
 def training(args, mj: MjStepRate) -> dict:
@@ -233,48 +347,52 @@ def training(args, mj: MjStepRate) -> dict:
     seed_everything(seed)
     env = make_env("standup", StandupEnvCfg(num_envs=n), SimCfg(num_threads=t), device="cpu", seed=seed)
     env.episode_length_buf = torch.randint_like(env.episode_length_buf, high=int(env.max_episode_length))
-    gen = torch.Generator().manual_seed(0)
-    step = env_stepper(env, random_actions(env, gen))
+    step = env_stepper(env, random_actions(env, torch.Generator().manual_seed(0)))
     warm_up(step, args.warmup)
-    env_rate, env_mj = interleaved(step, n, mj, args.seconds, args.rounds, args.mj_seconds)
-    env_only = Measurement("env only (same env)", n, t, env_rate, env_mj, env.cfg.decimation)
+    rate, probes, others = interleaved(step, n, mj, t, args.seconds, args.rounds, args.mj_seconds)
+    env_only = Measurement("training env, stepping only", n, t, rate, probes, env.cfg.decimation, others)
     print(env_only.row(), flush=True)
 
-    train_cfg_node = OmegaConf.structured(TrainCfg(num_steps_per_env=args.steps_per_env))
-    train_cfg = rsl_rl_config(train_cfg_node)
+    train_cfg = rsl_rl_config(OmegaConf.structured(TrainCfg(num_steps_per_env=args.steps_per_env)))
     times: list[tuple[float, float]] = []
-    train_mj = [mj.measure(args.mj_seconds)]
+    train_probes = Probes(mj, t, args.mj_seconds)
+    train_probes.take()
+    total = args.train_warmup_iters + args.train_iters
     with tempfile.TemporaryDirectory(prefix="bench_standup_") as log_dir:
         meta = policy_metadata("standup", env) | {"run_path": log_dir}
-        runner = UprightRunner(env, train_cfg, log_dir=log_dir, device="cpu", onnx_metadata=meta)
+        quiet = io.StringIO()  # model printouts and rsl_rl's logger chatter
+        with contextlib.redirect_stdout(quiet):
+            runner = UprightRunner(env, train_cfg, log_dir=log_dir, device="cpu", onnx_metadata=meta)
         logger = runner.logger
         log, done = logger.log, logger.on_iteration_done
 
         def timed_log(*a, **kw):
             times.append((kw["collect_time"], kw["learn_time"]))
+            tag = "warm-up" if len(times) <= args.train_warmup_iters else "timed"
+            print(f"  PPO iteration {len(times)}/{total} ({tag}): collection {kw['collect_time']:.1f} s, "
+                  f"update {kw['learn_time']:.1f} s", file=sys.__stdout__, flush=True)  # fmt: skip
             return log(*a, **kw)
 
         def iteration_done(it: int) -> None:
             done(it)
-            train_mj.append(mj.measure(args.mj_seconds))  # between iterations: not in collect/learn times
+            train_probes.take()  # between iterations: outside the collection and update times
 
         logger.log, logger.on_iteration_done = timed_log, iteration_done
-        total = args.train_warmup_iters + args.train_iters
-        t0 = time.perf_counter()
-        runner.learn_until(total, init_at_random_ep_len=TrainCfg().init_at_random_ep_len)
-        wall = time.perf_counter() - t0
+        meter, t0 = CpuMeter().start(), time.perf_counter()
+        with contextlib.redirect_stdout(quiet):
+            runner.learn_until(total, init_at_random_ep_len=TrainCfg().init_at_random_ep_len)
+        wall, others = time.perf_counter() - t0, meter.stop()
     env.close()
     measured = times[args.train_warmup_iters :]
     collect = sum(c for c, _ in measured)
     learn = sum(u for _, u in measured)
     steps = n * args.steps_per_env * len(measured)
-    collection = Measurement("training: collection", n, t, steps / collect, train_mj, env.cfg.decimation)
-    overall = Measurement("training: collection + update", n, t, steps / (collect + learn), train_mj,
-                          env.cfg.decimation)  # fmt: skip
+    dec = env.cfg.decimation
     return {
         "env_only": env_only,
-        "collection": collection,
-        "overall": overall,
+        "collection": Measurement("training: collection", n, t, steps / collect, train_probes, dec, others),
+        "overall": Measurement("training: collection + update", n, t, steps / (collect + learn), train_probes, dec,
+                               others),  # fmt: skip
         "iters": len(measured),
         "collect_s_per_iter": collect / len(measured),
         "update_s_per_iter": learn / len(measured),
@@ -302,7 +420,7 @@ def profile_env_step(args) -> str:
 
 
 # ---------------------------------------------------------------------------------------- report
-def machine_header(args, mj: MjStepRate) -> list[str]:
+def machine_header(mj: MjStepRate) -> list[str]:
     cpu = "unknown"
     with contextlib.suppress(OSError), open("/proc/cpuinfo") as f:
         for line in f:
@@ -329,19 +447,18 @@ def machine_header(args, mj: MjStepRate) -> list[str]:
         f"- model: standup_scene(), nq {m.nq}, nv {m.nv}, nu {m.nu}, dt {m.opt.timestep} s, decimation "
         f"{StandupEnvCfg().decimation}; mj_step state: supine, settled 1 s, {mj.ncon} contacts",
         f"- command: `{' '.join([os.path.basename(sys.argv[0])] + sys.argv[1:])}`",
-        f"- limit = single-thread mj_step/s x threads / decimation; ratio = env-steps/s / limit; the "
-        f"mj_step/s column is the mean of the measurements interleaved with that row (± half their spread)",
+        "- limit = single-thread mj_step/s x threads / decimation; ratio = env-steps/s / limit. mj_step/s is the "
+        "mean of the probes interleaved with that row (± half their spread); 'T-thread probe' = aggregate rate of "
+        "T batch threads stepping copies of the same state; others' CPU = share of all CPUs used by other "
+        "processes during the row",
     ]
 
 
-def report(args, mj: MjStepRate, grid: list[Measurement], train: dict | None) -> str:
-    lines = machine_header(args, mj) + [""]
-    head = [
-        "| what | N | threads | env-steps/s | mj_step/s (1 thread) | limit env-steps/s | ratio |",
-        "|---|---:|---:|---:|---:|---:|---:|",
-    ]
+def report(args, mj: MjStepRate, grid: list[Measurement], physics: dict, train: dict | None,
+           header: list[str]) -> str:  # fmt: skip
+    lines = header + [""]
     if grid:
-        lines += ["## Stepping (random actions in [-1, 1])", ""] + head + [r.row() for r in grid] + [""]
+        lines += ["## Stepping (random actions in [-1, 1])", "", Measurement.HEAD] + [r.row() for r in grid] + [""]
         goal = [r for r in grid if r.label == "env" and r.n == GOAL_N and r.threads == GOAL_THREADS]
         if goal:
             g = goal[0]
@@ -351,47 +468,68 @@ def report(args, mj: MjStepRate, grid: list[Measurement], train: dict | None) ->
         else:
             lines.append(f"Goal line (N={GOAL_N}, {GOAL_THREADS} threads) not measured in this run.")
         lines.append("")
+        if physics:
+            lines += [
+                f"Physics of the env's own states (N={physics['n']}, {physics['rows']} rows, random actions, mean "
+                f"{physics['ncon']:.1f} contacts): {physics['rate']:,.0f} mj_step/s single-thread = "
+                f"**{physics['ratio']:.2f}** x the settled-lying probe ({physics['lying']:,.0f}). A backend with zero "
+                f"overhead and perfect threading would reach about this ratio.",
+                "",
+            ]
     if train:
         lines += [
-            f"## Training loop (make_env + UprightRunner as train_loop.train; {args.steps_per_env} steps/env/iteration; "
-            f"{train['iters']} timed iterations after {args.train_warmup_iters} warm-up)",
+            f"## Training loop (make_env + UprightRunner as in train_loop.train; {args.steps_per_env} steps/env "
+            f"per iteration; {train['iters']} timed iteration(s) after {args.train_warmup_iters} warm-up)",
             "",
-        ]
-        lines += head + [train[k].row() for k in ("env_only", "collection", "overall")] + [""]
+            Measurement.HEAD,
+        ] + [train[k].row() for k in ("env_only", "collection", "overall")] + [""]
         env_rate = train["env_only"].rate
         lines += [
             "| training figure | value |",
             "|---|---:|",
             f"| collection s / iteration | {train['collect_s_per_iter']:.2f} |",
             f"| update s / iteration | {train['update_s_per_iter']:.2f} |",
-            f"| collection / env-only stepping | {train['collection'].rate / env_rate:.2f} |",
-            f"| overall (collection + update) / env-only stepping | {train['overall'].rate / env_rate:.2f} |",
-            f"| wall s for all {train['total_iters']} iterations (incl. checkpoint + ONNX saves, mj_step probes) "
+            f"| collection / stepping only | {train['collection'].rate / env_rate:.2f} |",
+            f"| overall (collection + update) / stepping only | {train['overall'].rate / env_rate:.2f} |",
+            f"| wall s, all {train['total_iters']} iterations (with checkpoint + ONNX saves, probes) "
             f"| {train['wall_s']:.1f} |",
             "",
         ]
+    rows = grid + ([train[k] for k in ("env_only", "collection", "overall")] if train else [])
+    busy = [r for r in rows if r.others > 0.1]
+    if busy:
+        lines.append(
+            f"WARNING: other processes used > 10% of the CPUs during {len(busy)} of {len(rows)} rows (up to "
+            f"{100 * max(r.others for r in busy):.0f}%). Multi-thread ratios to the 1-thread limit are then too low; "
+            "'ratio to probe' divides by what T threads actually got. Rerun on an idle machine for the verdict."
+        )  # fmt: skip
+        lines.append("")
     return "\n".join(lines)
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--num-envs", type=int, nargs="+", default=[64, 256, 1024], help="N values of the stepping grid")
     p.add_argument("--threads", type=int, nargs="+", default=[1, 2], help="backend thread counts of the grid")
     p.add_argument("--seconds", type=float, default=3.0, help="timed seconds per figure (split into rounds)")
     p.add_argument("--rounds", type=int, default=3, help="rounds per figure, each preceded by an mj_step probe")
-    p.add_argument("--mj-seconds", type=float, default=0.4, help="timed seconds of each mj_step probe")
+    p.add_argument("--mj-seconds", type=float, default=0.3,
+                   help="timed seconds of each mj_step probe (x2: 1-thread and T-thread)")  # fmt: skip
     p.add_argument("--warmup", type=float, default=1.0, help="warm-up seconds of env stepping before timing")
     p.add_argument("--train-envs", type=int, default=1024, help="N of the training-loop section")
     p.add_argument("--train-threads", type=int, default=2, help="backend threads of the training-loop section")
-    p.add_argument("--train-iters", type=int, default=3, help="timed PPO iterations (0 skips the section)")
+    p.add_argument("--train-iters", type=int, default=2, help="timed PPO iterations (0 skips the section)")
     p.add_argument("--train-warmup-iters", type=int, default=1, help="untimed PPO iterations before them")
-    p.add_argument("--steps-per-env", type=int, default=TrainCfg().num_steps_per_env, help="num_steps_per_env (HoST 50)")
+    p.add_argument("--steps-per-env", type=int, default=TrainCfg().num_steps_per_env,
+                   help="num_steps_per_env (HoST 50)")  # fmt: skip
     p.add_argument("--no-grid", action="store_true", help="skip the stepping grid")
     p.add_argument("--profile", action="store_true", help="also cProfile StandupEnv.step at max N and threads")
     p.add_argument("--profile-steps", type=int, default=30)
     p.add_argument("--profile-top", type=int, default=30)
     p.add_argument("--quick", action="store_true",
-                   help="smoke run (~1 min): N 64 and 1024, 1 s per figure, 1 timed training iteration")  # fmt: skip
+                   help="smoke run: grid N 64 and 1024, 1 s per figure; training N=256, 1 + 1 iterations")  # fmt: skip
+    p.add_argument("--torch-threads", type=int, default=None,
+                   help="torch.set_num_threads first (default: torch's own choice, as in train.py)")  # fmt: skip
     p.add_argument("--out", type=str, default=None, help="also write the Markdown report to this file")
     args = p.parse_args(argv)
     if args.quick:
@@ -400,6 +538,8 @@ def parse_args(argv=None) -> argparse.Namespace:
             args.num_envs = [64, 1024]
         args.seconds, args.rounds, args.mj_seconds, args.warmup = 1.0, 2, 0.25, 0.5
         args.train_iters = min(args.train_iters, 1)
+        if args.train_envs == defaults.train_envs:
+            args.train_envs = 256
     if any(n <= 0 for n in args.num_envs) or any(t <= 0 for t in args.threads):
         p.error("--num-envs and --threads must be positive (threads=0 would mean 'all CPUs', ambiguous for the limit)")
     return args
@@ -407,14 +547,18 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 def main(argv=None) -> None:
     args = parse_args(argv)
+    if args.torch_threads is not None:
+        torch.set_num_threads(args.torch_threads)
     if not os.environ.get("MENAGERIE_ROOT"):
         print("note: MENAGERIE_ROOT is not set; the G1 model loader may not find the model", file=sys.stderr)
     model = standup_scene(PhysicsOptions(timestep=SimCfg().timestep))
     mj = MjStepRate(model)
-    print(f"single-thread mj_step: {mj.measure(args.mj_seconds):,.0f} steps/s ({mj.ncon} contacts)", flush=True)
-    grid = [] if args.no_grid else stepping_grid(args, mj)
+    header = machine_header(mj)  # load average at the start
+    print("\n".join(header) + "\n\n" + Measurement.HEAD, flush=True)
+    grid, physics = ([], {}) if args.no_grid else stepping_grid(args, mj)
     train = training(args, mj) if args.train_iters > 0 else None
-    text = report(args, mj, grid, train)
+    header[3] += f"; load average at end {', '.join(f'{x:.2f}' for x in os.getloadavg())}"
+    text = report(args, mj, grid, physics, train, header)
     if args.profile:
         text += "\n## cProfile\n\n```\n" + profile_env_step(args) + "```\n"
     print("\n" + text)

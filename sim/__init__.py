@@ -5,10 +5,13 @@ from __future__ import annotations
 import mujoco
 import torch
 
-from upright.sim.base import BatchedSim, SimState
+from upright.sim.base import PER_ENV_FIELDS, BatchedSim, SimState
 
-BACKENDS = ("native",)
+BACKENDS = ("native", "mjx")
 """Backend names accepted by :func:`make_sim` (``sim.backend=...``)."""
+
+MJX_INSTALL_HINT = 'pip install -e ".[mjx]" (CPU JAX) or pip install -e ".[cuda]" (CUDA GPUs)'
+"""How to install the MJX backend's dependencies."""
 
 
 def make_sim(
@@ -16,14 +19,23 @@ def make_sim(
 ) -> BatchedSim:
     """Create a batched simulator by name.
 
+    ``num_threads`` applies to the native backend only; MJX runs on the JAX device matching ``device``.
+
     Raises:
         ValueError: unknown backend (the message lists the valid ones).
+        ImportError: ``mjx`` without jax / mujoco-mjx installed (the message names the extra).
     """
     if backend == "native":
         from upright.sim.native import NativeSim
 
         return NativeSim(model, num_envs, num_threads=num_threads, device=device)
+    if backend == "mjx":
+        try:
+            from upright.sim.mjx import MjxSim
+        except ImportError as e:
+            raise ImportError(f"sim.backend=mjx needs jax and mujoco-mjx: {MJX_INSTALL_HINT} ({e})") from e
+        return MjxSim(model, num_envs, device=device)
     raise ValueError(f"Unknown sim backend '{backend}'. Valid backends: {', '.join(BACKENDS)}")
 
 
-__all__ = ["BACKENDS", "BatchedSim", "SimState", "make_sim"]
+__all__ = ["BACKENDS", "PER_ENV_FIELDS", "BatchedSim", "SimState", "make_sim"]

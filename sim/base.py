@@ -12,6 +12,21 @@ from dataclasses import dataclass
 import mujoco
 import torch
 
+PER_ENV_FIELDS: tuple[str, ...] = (
+    "geom_friction",
+    "body_mass",
+    "body_ipos",
+    "body_inertia",
+    "actuator_gainprm",
+    "actuator_biasprm",
+    "dof_damping",
+    "dof_armature",
+    "dof_frictionloss",
+)
+"""``MjModel`` fields every backend can vary per env (:meth:`BatchedSim.set_model_field`): friction, masses,
+COM, inertia, actuator gains (``gainprm``/``biasprm``: Kp, Kd of position actuators), joint damping,
+armature and friction loss, the fields domain randomisation changes. The native backend can vary more."""
+
 
 @dataclass
 class SimState:
@@ -30,6 +45,9 @@ class SimState:
     """(N, nsite, 3) site positions, world frame, m."""
     actuator_force: torch.Tensor
     """(N, nu) actuator forces of the last substep, N·m for joint actuators."""
+
+    # Treat these tensors as read-only: a backend may alias its own buffers (MJX hands JAX arrays over by
+    # DLPack). Each step produces new tensors, so tensors kept from earlier steps stay valid.
 
 
 class BatchedSim(ABC):
@@ -73,8 +91,24 @@ class BatchedSim(ABC):
     def model_field(self, name: str) -> torch.Tensor:
         """Per-env values (N, ...) of an ``MjModel`` field, for domain randomisation.
 
-        Writes to the returned tensor take effect on the next step; backends that copy must say so.
+        Writes to the returned tensor take effect on the next step; backends that copy must say so
+        (MJX does). :meth:`set_model_field` is the portable way to write.
         """
+
+    def set_model_field(self, name: str, env_ids: torch.Tensor, values: torch.Tensor) -> None:
+        """Set per-env model field ``name`` of envs ``env_ids`` (M,) to ``values`` (M, ...) (or broadcastable).
+
+        Takes effect at the next step, in those envs only. Same call on every backend; the fields that
+        every backend can vary are :data:`PER_ENV_FIELDS`. Only the raw field changes: constants
+        MuJoCo derives from it at compile time (``mj_setConst``: subtree masses, ``*_invweight0``,
+        ``stat.meaninertia``) keep their compiled values, on every backend alike.
+
+        Raises:
+            ValueError: the field cannot vary per env on this backend (the message lists the valid ones).
+        """
+        field = self.model_field(name)
+        ids = env_ids.detach().to(field.device, torch.long)
+        field[ids] = values.detach().to(field.device, field.dtype).expand_as(field[ids])
 
     def close(self) -> None:
         """Release threads and buffers."""

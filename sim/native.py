@@ -80,5 +80,11 @@ class NativeSim(BatchedSim):
         """
         return torch.from_numpy(self._batch.expand(name))
 
+    def set_model_field(self, name: str, env_ids: torch.Tensor, values: torch.Tensor) -> None:
+        """Write rows ``env_ids`` of :meth:`model_field` (float64, in place; no ``set_const``, see the base class)."""
+        field = self._batch.expand(name)
+        ids = env_ids.detach().to("cpu", torch.int64).numpy()
+        field[ids] = np.broadcast_to(values.detach().to("cpu", torch.float64).numpy(), field[ids].shape)
+
     def close(self) -> None:
         self._batch = None  # type: ignore[assignment]

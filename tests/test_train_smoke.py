@@ -78,3 +78,15 @@ def test_unknown_task_and_override_list_valid_ones(tmp_path):
     proc = run_train(["task=standup", "env.num_envz=4"], tmp_path)
     assert proc.returncode == 2
     assert "env.num_envs" in proc.stderr and "train.max_iterations" in proc.stderr and "num_envz" in proc.stderr
+
+
+def test_tensorboard_has_every_group_and_term(first_run):
+    from upright.tasks.standup.rewards import REWARD_GROUPS, RewardManager, standup_reward_terms
+    from upright.training.plot_scalars import load_scalars
+
+    run_dir, _ = first_run
+    tags = set(load_scalars(run_dir))
+    expected = {f"Episode/Episode_Reward/group/{g}" for g in REWARD_GROUPS}
+    expected |= {f"Episode/Episode_Reward/{key}" for key in RewardManager(standup_reward_terms()).keys}
+    expected.add("Episode/Metrics/head_height")
+    assert expected <= tags, sorted(expected - tags)

@@ -1,0 +1,212 @@
+"""``upright-deploy``: ``run`` the daemon, serve a ``sim-robot``, ``ctl`` a running daemon, ``recover`` a dataset."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pathlib
+import sys
+
+
+def _none_or_float(text: str) -> float | None:
+    return None if text.lower() in ("none", "off", "") else float(text)
+
+
+def _ports(args, robot):
+    ports = {}
+    if args.port_dir:
+        ports.update({b.name: str(pathlib.Path(args.port_dir) / b.name) for b in robot.buses})
+    for item in args.port or []:
+        name, _, path = item.partition("=")
+        if not path:
+            raise SystemExit(f"--port expects BUS=PATH, got '{item}'")
+        ports[name] = path
+    return robot.with_ports(ports) if ports else robot
+
+
+def _add_run(sub) -> None:
+    p = sub.add_parser("run", help="run a policy on the robot (or on sim-robot)")
+    p.add_argument("--policy", required=True, help="exported policy.onnx (metadata included)")
+    p.add_argument("--robot", default="unitree_g1_29dof", help="built-in robot name or robot config JSON")
+    p.add_argument("--port", action="append", metavar="BUS=PATH", help="serial port of a bus (repeatable)")
+    p.add_argument("--port-dir", help="folder with one serial port (or link) per bus name, e.g. sim-robot's --link-dir")
+    p.add_argument("--dataset", default="deploy_data", help="LeRobot v3 dataset folder for the episodes")
+    p.add_argument("--no-log", action="store_true", help="do not record a dataset")
+    p.add_argument("--task-description", help="task string of the recorded episodes (default: the policy's task)")
+    p.add_argument("--socket", help="operator socket path (default $UPRIGHT_DEPLOY_SOCKET or /run/upright-deploy/ctl.sock or /tmp)")
+    p.add_argument("--no-keyboard", action="store_true", help="ignore the terminal's keys")
+    p.add_argument("--io-rate", type=float, default=500.0, help="motor I/O rate, Hz")
+    p.add_argument("--ramp-s", type=float, default=2.0, help="RAMP_TO_DEFAULT duration")
+    p.add_argument("--policy-ramp-s", type=float, default=0.5, help="blend into POLICY from the measured pose")
+    p.add_argument("--auto-start", action="store_true", help="leave ZERO_TORQUE without waiting for 'start'")
+    p.add_argument("--auto-engage", type=float, metavar="S", help="enter POLICY after S seconds of HOLD")
+    p.add_argument("--exit-after-damping", type=float, metavar="S", help="exit S seconds after entering DAMPING")
+    p.add_argument("--duration", type=float, metavar="S", help="stop (with damping) after S seconds")
+    p.add_argument("--rt-priority", type=int, help="SCHED_FIFO priority (needs CAP_SYS_NICE or an rtprio limit)")
+    p.add_argument("--cpu", type=int, action="append", help="pin the control process to this CPU (repeatable)")
+    p.add_argument("--mlock", action="store_true", help="lock memory (mlockall)")
+    p.add_argument("--spin-us", type=float, default=500.0, help="spin this long before each deadline")
+    p.add_argument("--reply-timeout-ms", type=float, help="per-reply timeout (default: the robot config's)")
+    p.add_argument("--max-target-delta", type=_none_or_float, default=0.5, help="rad per policy tick, or 'none'")
+    p.add_argument("--no-torque-clamp", action="store_true", help="do not clamp the estimated torque")
+    p.add_argument("--tilt-limit", type=_none_or_float, default=1.0, help="rad, or 'none'")
+    p.add_argument("--link-errors", type=int, default=5, help="N: consecutive bad replies of a motor -> damping")
+    p.add_argument("--overruns", type=int, default=5, help="K: consecutive overrunning policy ticks -> damping")
+    p.add_argument("--overrun-ms", type=float, default=2.0, help="a policy tick this late counts as an overrun")
+    p.add_argument("--max-sensor-age-ms", type=float, default=50.0, help="motor / IMU data older than this -> damping")
+    p.add_argument("--watchdog-s", type=_none_or_float, default=0.25, help="loop watchdog, or 'none'")
+    p.add_argument("--damping-kd", type=float, default=8.0, help="damping gain, N·m·s/rad")
+
+
+def cmd_run(args) -> int:
+    from dataclasses import replace
+
+    from upright.deploy.controller import Controller, ControllerConfig
+    from upright.deploy.metadata import PolicyMetadataError, load_policy_spec
+    from upright.deploy.robot_config import load_robot_config
+    from upright.deploy.safety import SafetyConfig
+
+    try:
+        robot_cfg = _ports(args, load_robot_config(args.robot))
+        if args.reply_timeout_ms is not None:
+            robot_cfg = replace(robot_cfg, reply_timeout_s=args.reply_timeout_ms / 1e3)
+        spec = load_policy_spec(args.policy, robot_cfg)
+    except (PolicyMetadataError, ValueError) as err:
+        print(f"upright-deploy: refusing to start: {err}", file=sys.stderr)
+        return 2
+    from upright.deploy.logger_process import LoggerClient, frame_features
+    from upright.deploy.loop import run_loop, setup_realtime
+    from upright.deploy.operator import Keyboard, OperatorServer, default_socket_path
+    from upright.deploy.policy import OnnxPolicy
+    from upright.deploy.robot import SerialRobot
+
+    safety = SafetyConfig(
+        max_consecutive_link_errors=args.link_errors, max_motor_age_s=args.max_sensor_age_ms / 1e3,
+        max_imu_age_s=args.max_sensor_age_ms / 1e3, max_target_delta=args.max_target_delta,
+        clamp_torque=not args.no_torque_clamp, tilt_limit_rad=args.tilt_limit, max_consecutive_overruns=args.overruns,
+        overrun_threshold_s=args.overrun_ms / 1e3, damping_kd=args.damping_kd, watchdog_s=args.watchdog_s,
+    )  # fmt: skip
+    cfg = ControllerConfig(
+        io_rate_hz=args.io_rate, ramp_s=args.ramp_s, policy_ramp_s=args.policy_ramp_s, auto_start=args.auto_start,
+        auto_engage_s=args.auto_engage, exit_after_damping_s=args.exit_after_damping, safety=safety,
+    )  # fmt: skip
+    policy = OnnxPolicy(spec)
+    robot = SerialRobot(robot_cfg)
+    try:
+        robot.connect()
+    except Exception as err:  # noqa: BLE001 - serial errors come in many types
+        print(f"upright-deploy: cannot open the robot's serial ports: {err}", file=sys.stderr)
+        return 2
+    logger = None
+    if not args.no_log:
+        frame_names = [f"{n}.{i}" for n, d in zip(spec.observation_names, spec.observation_dims) for i in range(d)]
+        logger = LoggerClient(
+            args.dataset, frame_features(spec.joint_names, frame_names), fps=int(round(1 / spec.control_dt)),
+            robot_type=robot_cfg.name, task=args.task_description or spec.task, policy=str(args.policy),
+        )  # fmt: skip
+    operator = OperatorServer(args.socket or default_socket_path())
+    keyboard = None if args.no_keyboard else Keyboard()
+    controller = Controller(spec, robot_cfg, policy, cfg, logger=logger, operator=operator, keyboard=keyboard)
+    for note in setup_realtime(args.rt_priority, set(args.cpu) if args.cpu else None, args.mlock):
+        print(f"upright-deploy: {note}", file=sys.stderr)
+    print(
+        f"upright-deploy: policy {args.policy} ({spec.task}, {spec.num_joints} joints, {1 / spec.control_dt:.0f} Hz), "
+        f"robot {robot_cfg.name}, I/O {args.io_rate:.0f} Hz, socket {operator.path}, "
+        f"dataset {'off' if logger is None else args.dataset}",
+        file=sys.stderr, flush=True,
+    )  # fmt: skip
+    max_cycles = int(args.duration * args.io_rate) if args.duration else None
+    code = 1
+    try:
+        code = run_loop(controller, robot, spin_s=args.spin_us / 1e6, max_cycles=max_cycles)
+    except KeyboardInterrupt:
+        code = 130
+    except Exception as err:  # noqa: BLE001 - reported, damping was sent by run_loop
+        print(f"upright-deploy: stopped by {err!r}", file=sys.stderr)
+        code = 1
+    finally:
+        controller.close()
+        robot.close()
+    print(f"upright-deploy: exit ({controller.sm.mode.name}: {controller.sm.damping_reason})", file=sys.stderr, flush=True)
+    return code
+
+
+def cmd_sim_robot(args) -> int:
+    from upright.deploy.pty_device import Fault
+    from upright.deploy.robot_config import load_robot_config
+    from upright.deploy.sim_robot import run_sim_robot
+
+    return run_sim_robot(
+        load_robot_config(args.robot), args.link_dir, lockstep_dt=args.lockstep_dt, init_state=args.init_state,
+        record=args.record, faults=[Fault.parse(f) for f in args.fault or []], duration=args.duration,
+    )  # fmt: skip
+
+
+def cmd_ctl(args) -> int:
+    from upright.deploy.operator import default_socket_path, send_command
+
+    req: dict = {"cmd": args.command}
+    if args.command == "target":
+        targets = {}
+        for item in args.args:
+            name, _, value = item.partition("=")
+            targets[name] = float(value)
+        req["targets"] = targets
+    try:
+        reply = send_command(args.socket or default_socket_path(), req, timeout=args.timeout)
+    except ConnectionError as err:
+        print(f"upright-deploy ctl: {err}", file=sys.stderr)
+        return 2
+    print(json.dumps(reply))
+    return 0 if reply.get("ok") else 1
+
+
+def cmd_recover(args) -> int:
+    from upright.deploy.lerobot_dataset import IMPLICIT_FEATURES, LeRobotV3Writer
+
+    info_path = pathlib.Path(args.dataset) / "meta" / "info.json"
+    journals = sorted((pathlib.Path(args.dataset) / "journal").glob("episode_*.arrows"))
+    if not info_path.is_file() and not journals:
+        print(f"upright-deploy recover: {args.dataset} holds no dataset", file=sys.stderr)
+        return 2
+    if not info_path.is_file():
+        print("upright-deploy recover: journals without meta/info.json; run the daemon once on this folder to recover")
+        return 2
+    info = json.loads(info_path.read_text())
+    features = {k: v for k, v in info["features"].items() if k not in IMPLICIT_FEATURES}
+    writer = LeRobotV3Writer(args.dataset, features, info["fps"], info.get("robot_type", ""))
+    done = writer.recover(info.get("upright", {}).get("task", "unknown"))
+    print(json.dumps({"recovered_episodes": done, "total_episodes": writer.info["total_episodes"]}))
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="upright-deploy", description=__doc__)
+    sub = parser.add_subparsers(dest="sub", required=True)
+    _add_run(sub)
+    p = sub.add_parser("sim-robot", help="the G1 in MuJoCo behind pseudo-terminals (the daemon's test robot)")
+    p.add_argument("--robot", default="unitree_g1_29dof", help="built-in robot name or robot config JSON")
+    p.add_argument("--link-dir", default=f"/tmp/upright-sim-{os.getuid()}", help="folder for one pty link per bus")
+    p.add_argument("--lockstep-dt", type=float, help="advance physics to tick·DT per IMU request (default: wall clock)")
+    p.add_argument("--init-state", help=".npz with qpos (and qvel) of the initial state")
+    p.add_argument("--record", help=".npz for the physics trace (time, qpos, qvel, head_height), written at exit")
+    p.add_argument("--fault", action="append", help="inject kind:joint:start[:end[:value]] (see pty_device.Fault)")
+    p.add_argument("--duration", type=float, help="stop after this many seconds")
+    p = sub.add_parser("ctl", help="send an operator command to a running daemon")
+    p.add_argument("command", choices=[
+        "start", "resume", "pause", "takeover", "release", "estop", "mark-success", "mark-failure", "status",
+        "target", "quit",
+    ])  # fmt: skip
+    p.add_argument("args", nargs="*", help="for 'target': JOINT=RAD ...")
+    p.add_argument("--socket", help="daemon socket (default as for run)")
+    p.add_argument("--timeout", type=float, default=5.0)
+    p = sub.add_parser("recover", help="convert journals left by a crash into dataset episodes")
+    p.add_argument("dataset")
+    args = parser.parse_args(argv)
+    handler = {"run": cmd_run, "sim-robot": cmd_sim_robot, "ctl": cmd_ctl, "recover": cmd_recover}[args.sub]
+    return handler(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

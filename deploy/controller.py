@@ -1,0 +1,502 @@
+"""What happens every I/O cycle and every policy tick: checks, the state machine, targets, logging.
+
+The loop (:mod:`upright.deploy.loop`) calls :meth:`Controller.on_cycle` after each exchange with
+the robot (500 Hz by default); every ``decimation``-th cycle is a policy tick (50 Hz), where the
+operator is polled, the mode's targets are computed, every safety check runs and one frame is
+logged. Between policy ticks the motors keep the latest targets (the command is re-sent).
+
+Targets per mode (joint side, robot joint order):
+
+- ZERO_TORQUE: kp = kd = 0.
+- RAMP_TO_DEFAULT: linear from the measured pose at entry to the default pose over ``ramp_s``.
+- HOLD: the default pose (policy joints: ``default_joint_pos``, held joints: ``held_joint_pos``).
+- POLICY: ``q_measured + β·a`` (the training env's rule) for the policy joints. On entry the
+  targets blend from the measured pose at entry to the policy's over ``policy_ramp_s``.
+- HUMAN: the operator's targets, starting from the current ones (bumpless), rate-limited.
+- PAUSED: the targets at the moment of the pause.
+- DAMPING: kp = 0, kd = ``damping_kd``; terminal.
+
+Held joints always get their held pose and gains outside ZERO_TORQUE and DAMPING. Every position
+target then passes the clamps: joint limits, per-tick delta, estimated torque.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from upright.deploy import safety as S
+from upright.deploy.metadata import PolicySpec
+from upright.deploy.observation import ObservationBuilder, projected_gravity
+from upright.deploy.protocol.go_m8010 import MotorMode
+from upright.deploy.robot import JointCommand, RobotReading
+from upright.deploy.robot_config import RobotConfig
+from upright.deploy.safety import SafetyConfig, SafetyFlag
+from upright.deploy.state_machine import ControlSource, Mode, StateMachine
+
+
+@dataclass
+class ControllerConfig:
+    """Rates, ramps and automation of the daemon."""
+
+    io_rate_hz: float = 500.0
+    """Motor I/O rate; the policy rate is 1 / control_dt from the policy file."""
+    ramp_s: float = 2.0
+    """RAMP_TO_DEFAULT duration."""
+    policy_ramp_s: float = 0.5
+    """Blend from the measured pose into the policy's targets when POLICY is entered (0: none)."""
+    auto_start: bool = False
+    """Leave ZERO_TORQUE at once (no operator ``start``)."""
+    auto_engage_s: float | None = None
+    """Enter POLICY after this long in HOLD (None: wait for the operator's ``resume``)."""
+    exit_after_damping_s: float | None = None
+    """Exit this long after entering DAMPING (None: keep sending damping until stopped)."""
+    stop_damping_s: float = 0.2
+    """On SIGINT/SIGTERM/quit: send damping this long, then exit."""
+    safety: SafetyConfig = field(default_factory=SafetyConfig)
+
+
+class Controller:
+    """Per-cycle logic of the daemon.
+
+    Args:
+        spec: the policy contract (checked against ``robot``).
+        robot: motors, limits.
+        policy: callable (1, obs_dim) float32 -> (J,) actions.
+        cfg: rates and ramps.
+        logger: a :class:`~upright.deploy.logger_process.LoggerClient` or None.
+        operator: an :class:`~upright.deploy.operator.OperatorServer` or None.
+        keyboard: a :class:`~upright.deploy.operator.Keyboard` or None.
+
+    Raises:
+        ValueError: ``control_dt`` is not a whole number of I/O periods.
+    """
+
+    def __init__(self, spec: PolicySpec, robot: RobotConfig, policy, cfg: ControllerConfig, logger=None, operator=None, keyboard=None):
+        self.spec, self.robot, self.policy, self.cfg = spec, robot, policy, cfg
+        self.logger, self.operator, self.keyboard = logger, operator, keyboard
+        dec = spec.control_dt * cfg.io_rate_hz
+        if abs(dec - round(dec)) > 1e-6 or round(dec) < 1:
+            raise ValueError(f"control_dt {spec.control_dt} s is not a whole number of I/O periods at {cfg.io_rate_hz} Hz")
+        self.decimation = int(round(dec))
+        names = robot.joint_names
+        n = len(names)
+        self.pol = np.array([names.index(j) for j in spec.joint_names])
+        self.held = np.array([names.index(j) for j in spec.held_joint_names], dtype=np.int64)
+        self.kp, self.kd, self.default = np.zeros(n), np.zeros(n), np.zeros(n)
+        self.kp[self.pol], self.kd[self.pol], self.default[self.pol] = spec.kp, spec.kd, spec.default_joint_pos
+        if len(self.held):
+            self.kp[self.held], self.kd[self.held] = spec.held_kp, spec.held_kd
+            self.default[self.held] = spec.held_joint_pos
+        self.lower, self.upper = robot.array("lower"), robot.array("upper")
+        self.torque_limit = robot.array("torque_limit")
+        sc = cfg.safety
+        self.sm = StateMachine()
+        self.obs = ObservationBuilder(spec)
+        self.command = JointCommand.zeros(n)
+        self.health = S.LinkHealth(n, sc.max_consecutive_link_errors, sc.max_motor_age_s)
+        self.imu = S.ImuFreshness(sc.max_imu_age_s)
+        self.overruns = S.ConsecutiveCounter(sc.max_consecutive_overruns)
+        tick_hz = 1.0 / spec.control_dt
+        self.tilt = S.TiltGuard(sc.tilt_limit_rad, int(round(sc.tilt_arm_s * tick_hz)))
+        self.beta = float(spec.action_scale)
+        j = spec.num_joints
+        self.last_action = np.zeros(j, np.float32)
+        self.proposal = np.zeros(j, np.float32)
+        self.executed = np.zeros(j, np.float32)
+        self.frame = np.zeros(spec.frame_dim, np.float32)
+        self.target = np.zeros(n)
+        self.gravity = np.array([0.0, 0.0, -1.0])
+        self.human_goal = np.zeros(j)
+        self.paused_target = np.zeros(j)
+        self.anchor = np.zeros(j)
+        self.ramp_start = np.zeros(n)
+        self.ramp_k = 0
+        self.ramp_ticks = max(1, int(round(cfg.ramp_s * tick_hz)))
+        self.policy_ramp_k = 0
+        self.policy_ramp_ticks = int(round(cfg.policy_ramp_s * tick_hz))
+        self.hold_ticks = 0
+        self.damping_ticks = 0
+        self.tick = 0
+        self.io_flags = SafetyFlag.NONE
+        self.flags = SafetyFlag.NONE
+        self.episode = -1
+        self.episode_open = False
+        self.frame_index = 0
+        self.finished = False
+        self.stop_requested = False
+        self.exit_code = 0
+        self.lateness_ns = 0
+        self.max_lateness_ns = 0
+        self._period_lateness_ns = 0
+        self._replies: list = []
+        self._reward = 0.0
+        self._done = False
+        self._outcome = ""
+        self.started_ns = 0
+
+    # ------------------------------------------------------------------ helpers
+    @property
+    def mode(self) -> Mode:
+        return self.sm.mode
+
+    def start(self, now_ns: int) -> None:
+        """Call once before the first cycle."""
+        self.health.start(now_ns)
+        self.imu.start(now_ns)
+        self.started_ns = now_ns
+
+    def damping_command(self, reading: RobotReading | None = None) -> JointCommand:
+        """kp = 0, kd = damping_kd, tau = 0 on every motor (written into :attr:`command`)."""
+        c = self.command
+        c.mode[:] = int(MotorMode.FOC)
+        c.kp[:] = 0.0
+        c.kd[:] = self.cfg.safety.damping_kd
+        c.dq[:] = 0.0
+        c.tau[:] = 0.0
+        if reading is not None:
+            c.q[:] = reading.q
+        return c
+
+    def fault(self, flag: SafetyFlag, reason: str) -> None:
+        """Go to DAMPING now (the command is damping from this call on)."""
+        self.flags |= flag
+        if self.sm.mode != Mode.DAMPING:
+            self.sm.handle("fault", reason)
+            self._outcome = "damping"
+        self.damping_command()
+
+    def request_stop(self, reason: str) -> None:
+        """SIGINT / SIGTERM / quit: damping, then exit after ``stop_damping_s``."""
+        self.stop_requested = True
+        if self.sm.mode != Mode.DAMPING:
+            self.sm.handle("stop", reason)
+            self._outcome = "stopped"
+            self.damping_ticks = 0
+        self.damping_command()
+
+    def _enter(self, event: str, reading: RobotReading) -> bool:
+        before = self.sm.mode
+        if event == "estop":
+            changed = self.sm.handle("estop", "operator estop")
+            self._outcome = "estop"
+            self.damping_command(reading)
+            return changed
+        if not self.sm.handle(event):
+            return False
+        after = self.sm.mode
+        q_pol = reading.q[self.pol]
+        if after == Mode.RAMP_TO_DEFAULT:
+            self.ramp_start[:] = reading.q
+            self.ramp_k = 0
+        elif after == Mode.HOLD:
+            self.hold_ticks = 0
+        elif after == Mode.POLICY:
+            if before == Mode.HOLD:  # a fresh start: the env's first actuated step
+                self.obs.reset()
+                self.last_action[:] = 0.0
+            self.anchor[:] = q_pol
+            self.policy_ramp_k = 0
+        elif after == Mode.HUMAN:
+            self.human_goal[:] = self.target[self.pol]
+        elif after == Mode.PAUSED:
+            self.paused_target[:] = self.target[self.pol]
+        return True
+
+    # ------------------------------------------------------------------ cycle
+    def on_cycle(self, reading: RobotReading, cycle: int, lateness_ns: int) -> None:
+        """Checks of every cycle; every ``decimation``-th cycle also a policy tick."""
+        now = reading.t_ns or time.monotonic_ns()
+        if reading.timeout.any():
+            self.io_flags |= SafetyFlag.MOTOR_TIMEOUT
+        if reading.crc_error.any():
+            self.io_flags |= SafetyFlag.MOTOR_CRC
+        if reading.imu_timeout:
+            self.io_flags |= SafetyFlag.IMU_TIMEOUT
+        if reading.imu_crc_error:
+            self.io_flags |= SafetyFlag.IMU_CRC
+        bad = self.health.update(reading.ok, reading.crc_error, reading.timeout, now)
+        if bad.any():
+            joints = [self.robot.joint_names[i] for i in np.flatnonzero(bad)]
+            self.fault(SafetyFlag.LINK_FAULT, f"motor link fault: {joints}")
+        if self.imu.update(reading.imu_ok, reading.imu_seq, now):
+            self.fault(SafetyFlag.IMU_STALE, "IMU stale: sequence not advancing")
+        if self.sm.mode == Mode.DAMPING:
+            self.damping_command(reading)
+        self._period_lateness_ns = max(self._period_lateness_ns, lateness_ns)
+        if cycle % self.decimation == 0:
+            # the latest wake-up of any cycle since the previous tick: a slow tick makes the next cycles late
+            self.lateness_ns = self._period_lateness_ns
+            self._period_lateness_ns = 0
+            self.max_lateness_ns = max(self.max_lateness_ns, self.lateness_ns)
+            self._policy_tick(reading)
+
+    def _policy_tick(self, reading: RobotReading) -> None:
+        sc = self.cfg.safety
+        self.tick += 1
+        self.flags = self.io_flags
+        self.io_flags = SafetyFlag.NONE
+        self._reward, self._done = 0.0, False
+        self._handle_operator(reading)
+
+        # timing
+        if self.lateness_ns > sc.overrun_threshold_s * 1e9:
+            self.flags |= SafetyFlag.DEADLINE_OVERRUN
+        if self.overruns.update(bool(self.flags & SafetyFlag.DEADLINE_OVERRUN)):
+            self.fault(SafetyFlag.OVERRUN_FAULT, f"{sc.max_consecutive_overruns} policy ticks in a row overran")
+        # devices
+        temp = reading.temperature
+        if (temp >= self.robot.temperature_warn).any():
+            self.flags |= SafetyFlag.OVERTEMP_WARN
+        hot = S.overheated(temp, self.robot.temperature_limit)
+        if hot.any():
+            self.fault(SafetyFlag.OVERTEMP, f"motor over {self.robot.temperature_limit} °C: "
+                       f"{[self.robot.joint_names[i] for i in np.flatnonzero(hot)]}")  # fmt: skip
+        err = S.motor_errors(reading.error)
+        if err.any():
+            self.fault(SafetyFlag.MOTOR_ERROR, "motor error flags: "
+                       f"{ {self.robot.joint_names[i]: int(reading.error[i]) for i in np.flatnonzero(err)} }")  # fmt: skip
+        self.gravity = projected_gravity(reading.imu_quat)
+        if self.tilt.update(self.gravity):
+            self.fault(SafetyFlag.TILT, f"tilt {math.degrees(S.tilt_angle(self.gravity)):.0f}° beyond the limit")
+
+        if self.sm.mode == Mode.ZERO_TORQUE and self.cfg.auto_start:
+            self._enter("start", reading)
+        mode = self.sm.mode
+        if mode == Mode.ZERO_TORQUE:
+            c = self.command
+            c.mode[:] = int(MotorMode.FOC)
+            c.kp[:] = c.kd[:] = c.tau[:] = c.dq[:] = 0.0
+            c.q[:] = reading.q
+            self.target[:] = reading.q
+        elif mode == Mode.RAMP_TO_DEFAULT:
+            self.ramp_k += 1
+            alpha = min(1.0, self.ramp_k / self.ramp_ticks)
+            self._send_targets(self.ramp_start + alpha * (self.default - self.ramp_start), reading)
+            if alpha >= 1.0:
+                self._enter("ramp_done", reading)
+        elif mode == Mode.HOLD:
+            self._send_targets(self.default.copy(), reading)
+            self.hold_ticks += 1
+            if self.cfg.auto_engage_s is not None and self.hold_ticks * self.spec.control_dt >= self.cfg.auto_engage_s:
+                self._enter("resume", reading)
+        elif mode in (Mode.POLICY, Mode.HUMAN, Mode.PAUSED):
+            self._active_tick(reading)
+        if self.sm.mode == Mode.DAMPING:
+            self.damping_command(reading)
+            self.damping_ticks += 1
+        self._log(reading)
+        self._flush_replies()
+        self._check_finished()
+
+    def _active_tick(self, reading: RobotReading) -> None:
+        pol, spec = self.pol, self.spec
+        q_pol, dq_pol = reading.q[pol], reading.dq[pol]
+        frame = self.obs.frame(q_pol, dq_pol, reading.imu_gyro, reading.imu_quat, self.last_action)
+        if not S.all_finite(frame):
+            self.fault(SafetyFlag.NONFINITE_OBS, "NaN/inf in the observation")
+            return
+        self.frame[:] = frame
+        obs_in = self.obs.push(frame)
+        action = np.asarray(self.policy(obs_in), dtype=np.float32).reshape(-1)
+        if action.shape != (spec.num_joints,) or not S.all_finite(action):
+            self.proposal[:] = 0.0
+            self.fault(SafetyFlag.NONFINITE_ACTION, "NaN/inf (or a wrong shape) in the policy's action")
+            return
+        self.proposal[:] = action
+        a = np.clip(action, -spec.action_clip, spec.action_clip)
+        mode = self.sm.mode
+        ramping = False
+        if mode == Mode.POLICY:
+            tgt = q_pol + self.beta * a.astype(np.float64)
+            if self.policy_ramp_k < self.policy_ramp_ticks:
+                self.policy_ramp_k += 1
+                alpha = self.policy_ramp_k / self.policy_ramp_ticks
+                tgt = self.anchor + alpha * (tgt - self.anchor)
+                ramping = True
+                self.flags |= SafetyFlag.RAMPING
+        elif mode == Mode.HUMAN:
+            prev = self.target[pol]
+            step = self.cfg.safety.human_max_delta
+            tgt = prev + np.clip(self.human_goal - prev, -step, step)
+        else:
+            tgt = self.paused_target.copy()
+        full = self.default.copy()
+        full[pol] = tgt
+        clamped = self._send_targets(full, reading)
+        if mode == Mode.POLICY and not ramping and not clamped:
+            self.executed[:] = a
+        else:
+            self.executed[:] = ((self.target[pol] - q_pol) / self.beta).astype(np.float32)
+        self.last_action[:] = self.executed
+
+    def _send_targets(self, full: np.ndarray, reading: RobotReading) -> bool:
+        """Clamp ``full`` (limits, delta from the last position command, torque), make it the command."""
+        sc, c = self.cfg.safety, self.command
+        clamped = False
+        if S.clamp_to_limits(full, self.lower, self.upper):
+            self.flags |= SafetyFlag.TARGET_LIMIT_CLAMPED
+            clamped = True
+        if (c.kp > 0).any():  # a position command is running: limit the jump from it
+            if S.clamp_delta(full, c.q, sc.max_target_delta):
+                self.flags |= SafetyFlag.DELTA_CLAMPED
+                clamped = True
+        if sc.clamp_torque and S.clamp_torque(full, reading.q, reading.dq, self.kp, self.kd, self.torque_limit):
+            self.flags |= SafetyFlag.TORQUE_CLAMPED
+            clamped = True
+        if not S.all_finite(full):  # cannot happen after the checks above; never send it anyway
+            self.fault(SafetyFlag.NONFINITE_ACTION, "non-finite target")
+            return True
+        c.mode[:] = int(MotorMode.FOC)
+        c.q[:] = full
+        c.kp[:] = self.kp
+        c.kd[:] = self.kd
+        c.dq[:] = 0.0
+        c.tau[:] = 0.0
+        self.target[:] = full
+        return clamped
+
+    # ------------------------------------------------------------------ operator
+    def _handle_operator(self, reading: RobotReading) -> None:
+        requests = []
+        if self.operator is not None:
+            requests += self.operator.poll()
+        if self.keyboard is not None:
+            requests += [({"cmd": cmd}, None) for cmd in self.keyboard.poll()]
+        for req, client in requests:
+            reply = self._apply(req, reading)
+            if client is not None:
+                self._replies.append((client, reply))
+
+    def _apply(self, req: dict, reading: RobotReading) -> dict:
+        cmd = str(req.get("cmd", ""))
+        ok, error = True, None
+        if cmd in ("start", "resume", "pause", "takeover", "release", "estop"):
+            ok = self._enter(cmd, reading)
+            if not ok:
+                error = f"'{cmd}' is not possible in mode {self.sm.mode.name}"
+        elif cmd in ("mark-success", "mark-failure"):
+            if self.episode_open or self.sm.mode in (Mode.POLICY, Mode.HUMAN, Mode.PAUSED):
+                self._reward = 1.0 if cmd == "mark-success" else 0.0
+                self._done = True
+                self._outcome = "success" if cmd == "mark-success" else "failure"
+            else:
+                ok, error = False, "no episode is being recorded"
+        elif cmd == "target":
+            if self.sm.mode != Mode.HUMAN:
+                ok, error = False, "targets are accepted in HUMAN mode only (takeover first)"
+            else:
+                try:
+                    for name, value in dict(req.get("targets", {})).items():
+                        self.human_goal[self.spec.joint_names.index(name)] = float(value)
+                except (ValueError, TypeError) as err:
+                    ok, error = False, f"bad targets: {err}"
+        elif cmd == "quit":
+            self.request_stop("operator quit")
+        elif cmd != "status":
+            ok, error = False, f"unknown command '{cmd}'; commands: start resume pause takeover release estop mark-success mark-failure status target quit"
+        reply = {"ok": ok, "cmd": cmd}
+        if error:
+            reply["error"] = error
+        return reply
+
+    def _flush_replies(self) -> None:
+        for client, reply in self._replies:
+            reply.update(self.status())
+            self.operator.reply(client, reply)
+        self._replies.clear()
+
+    def status(self) -> dict:
+        """A snapshot for ``ctl status`` and every reply."""
+        return {
+            "mode": self.sm.mode.name,
+            "damping_reason": self.sm.damping_reason,
+            "episode": self.episode if self.episode_open or self._last_frame_logged else None,
+            "frame_index": self._last_frame_index,
+            "tick": self.tick,
+            "link_timeouts": int(self.health.total_timeouts.sum()),
+            "link_crc_errors": int(self.health.total_crc_errors.sum()),
+            "max_lateness_us": self.max_lateness_ns / 1e3,
+            "logger_dropped": getattr(self.logger, "dropped", 0),
+        }
+
+    _last_frame_logged = False
+    _last_frame_index: int | None = None
+    _logger_dropped = False
+
+    # ------------------------------------------------------------------ logging
+    def _log(self, reading: RobotReading) -> None:
+        mode = self.sm.mode
+        self._last_frame_logged = False
+        self._last_frame_index = None
+        in_episode_mode = mode in (Mode.POLICY, Mode.HUMAN, Mode.PAUSED)
+        if not self.episode_open:
+            if not in_episode_mode:
+                return
+            self.episode += 1
+            self.episode_open = True
+            self.frame_index = 0
+        ending = mode == Mode.DAMPING or self._done
+        if self.logger is not None:
+            r = self.logger.record
+            r["kind"] = 0
+            r["episode"] = self.episode
+            r["frame_index"] = self.frame_index
+            pol = self.pol
+            j = self.spec.num_joints
+            st = r["observation.state"]
+            st[:j] = reading.q[pol]
+            st[j : 2 * j] = reading.dq[pol]
+            st[2 * j : 2 * j + 3] = reading.imu_gyro
+            st[2 * j + 3 :] = self.gravity
+            damping = mode == Mode.DAMPING
+            r["observation.policy_obs"] = 0.0 if damping else self.frame
+            r["observation.policy_action"] = 0.0 if damping else self.proposal
+            r["action"] = 0.0 if damping else self.executed
+            r["action.joint_target"] = self.command.q[pol]
+            r["intervention"] = mode == Mode.HUMAN
+            r["control_source"] = int(self.sm.control_source)
+            r["t_mono_ns"] = reading.t_ns
+            r["imu_time_us"] = reading.imu_time_us
+            r["loop_lateness_us"] = self.lateness_ns / 1e3  # worst wake-up of this policy period
+            r["next.reward"] = self._reward
+            r["next.done"] = ending
+            if self._logger_dropped:  # the previous frame could not be handed over
+                self.flags |= SafetyFlag.LOGGER_DROP
+            r["safety_flags"] = int(self.flags)
+            self._logger_dropped = not self.logger.send()
+        self._last_frame_logged = True
+        self._last_frame_index = self.frame_index
+        self.frame_index += 1
+        if ending:
+            outcome = self._outcome or ("estop" if self.sm.estop else "damping")
+            if self.logger is not None:
+                self.logger.end_episode(self.episode, outcome)
+            self.episode_open = False
+            if mode != Mode.DAMPING:
+                self._outcome = ""
+
+    def close(self) -> None:
+        """End the open episode (outcome of the damping reason), stop the logger, close the operator channel."""
+        if self.episode_open and self.logger is not None:
+            self.logger.end_episode(self.episode, self._outcome or ("estop" if self.sm.estop else "damping"))
+        self.episode_open = False
+        if self.logger is not None:
+            self.logger.close()
+        if self.operator is not None:
+            self.operator.close()
+        if self.keyboard is not None:
+            self.keyboard.close()
+
+    def _check_finished(self) -> None:
+        if self.sm.mode != Mode.DAMPING:
+            return
+        t = self.damping_ticks * self.spec.control_dt
+        if self.stop_requested and t >= self.cfg.stop_damping_s:
+            self.finished = True
+        if self.cfg.exit_after_damping_s is not None and t >= self.cfg.exit_after_damping_s:
+            self.finished = True
+            self.exit_code = 0 if self.stop_requested else 3

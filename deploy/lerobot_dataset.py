@@ -1,0 +1,335 @@
+"""A small LeRobotDataset v3.0 writer on pyarrow (no ``lerobot``/torch dependency), plus the crash-safe journal.
+
+Layout written under ``root``::
+
+    meta/info.json                              codebase_version "v3.0", fps, features, totals, paths
+    meta/stats.json                             per feature: min, max, mean, std, count, q01 … q99
+    meta/tasks.parquet                          task_index, task
+    meta/episodes/chunk-000/file-000.parquet    one row per episode (index ranges, data file, stats, outcome)
+    data/chunk-XXX/file-YYY.parquet             the frames (one episode per data file)
+    journal/episode_NNNNNN.arrows               the episode being recorded (Arrow IPC stream)
+
+Crash safety. While an episode is recorded its frames go to an Arrow IPC *stream* in ``journal/``:
+each flush appends complete record batches, then flushes and fsyncs the file, so every flushed
+frame survives a SIGKILL (or a power cut) of the daemon and of the logger. A stream cut in the
+middle of a batch still reads back up to the last complete batch (:func:`read_journal`). When the
+episode ends it is converted into the parquet files above (each written to a temporary name,
+fsynced, then renamed) and the journal is deleted; a journal left by a crash is converted the next
+time a logger opens the dataset (:meth:`LeRobotV3Writer.recover`), with outcome ``interrupted``.
+
+Vector features are ``fixed_size_list<float32>[n]`` columns; shape-[1] features are scalar
+columns, as LeRobot stores them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+CODEBASE_VERSION = "v3.0"
+CHUNKS_SIZE = 1000
+DATA_PATH = "data/chunk-{chunk_index:03d}/file-{file_index:03d}.parquet"
+EPISODES_PATH = "meta/episodes/chunk-000/file-000.parquet"
+QUANTILES = (0.01, 0.10, 0.50, 0.90, 0.99)
+IMPLICIT_FEATURES = {
+    "timestamp": {"dtype": "float32", "shape": [1], "names": None},
+    "frame_index": {"dtype": "int64", "shape": [1], "names": None},
+    "episode_index": {"dtype": "int64", "shape": [1], "names": None},
+    "index": {"dtype": "int64", "shape": [1], "names": None},
+    "task_index": {"dtype": "int64", "shape": [1], "names": None},
+}
+OUTCOMES = ("open", "success", "failure", "estop", "damping", "stopped", "interrupted")
+"""Episode outcome codes (index = code)."""
+
+_ARROW = {"float32": pa.float32(), "float64": pa.float64(), "int64": pa.int64(), "bool": pa.bool_(), "int32": pa.int32()}
+
+
+def arrow_type(feature: dict) -> pa.DataType:
+    """Arrow type of a LeRobot feature spec."""
+    base = _ARROW[feature["dtype"]]
+    shape = list(feature["shape"])
+    if shape == [1]:
+        return base
+    if len(shape) != 1:
+        raise ValueError(f"only 1-D features are supported, got shape {shape}")
+    return pa.list_(base, shape[0])
+
+
+def arrow_schema(features: dict[str, dict]) -> pa.Schema:
+    return pa.schema([(name, arrow_type(f)) for name, f in features.items()])
+
+
+def column(values: np.ndarray, feature: dict) -> pa.Array:
+    """An Arrow column from an (N,) or (N, n) numpy array."""
+    t = arrow_type(feature)
+    if pa.types.is_fixed_size_list(t):
+        flat = pa.array(np.ascontiguousarray(values).reshape(-1), type=t.value_type)
+        return pa.FixedSizeListArray.from_arrays(flat, t.list_size)
+    return pa.array(np.asarray(values).reshape(-1), type=t)
+
+
+def _fsync_dir(path: pathlib.Path) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def atomic_write_bytes(path: pathlib.Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` via a fsynced temporary file and a rename."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    _fsync_dir(path.parent)
+
+
+def atomic_write_parquet(path: pathlib.Path, table: pa.Table) -> None:
+    """Write a parquet file via a fsynced temporary file and a rename."""
+    sink = pa.BufferOutputStream()
+    pq.write_table(table, sink)
+    atomic_write_bytes(path, sink.getvalue().to_pybytes())
+
+
+class JournalWriter:
+    """Appends record batches of one episode to an Arrow IPC stream, fsynced at every flush."""
+
+    def __init__(self, path: pathlib.Path, schema: pa.Schema):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.path = path
+        self._file = open(path, "wb", buffering=0)
+        self._writer = pa.ipc.new_stream(self._file, schema)
+        self.frames = 0
+        self._sync()
+
+    def _sync(self) -> None:
+        self._file.flush()
+        os.fsync(self._file.fileno())
+
+    def write(self, batch: pa.RecordBatch) -> None:
+        """Append ``batch`` and make it durable."""
+        self._writer.write_batch(batch)
+        self._sync()
+        self.frames += batch.num_rows
+
+    def close(self) -> None:
+        try:
+            self._writer.close()
+        finally:
+            self._file.close()
+
+
+def read_journal(path: pathlib.Path) -> pa.Table | None:
+    """Every complete record batch of a (possibly truncated) journal; None if not even the schema survived."""
+    batches = []
+    try:
+        with open(path, "rb") as f:
+            reader = pa.ipc.open_stream(f)
+            schema = reader.schema
+            while True:
+                try:
+                    batches.append(reader.read_next_batch())
+                except StopIteration:
+                    break
+                except (pa.ArrowInvalid, pa.ArrowIOError, OSError):
+                    break  # truncated tail: the batch being written at the crash
+    except (pa.ArrowInvalid, pa.ArrowIOError, OSError):
+        return None
+    return pa.Table.from_batches(batches, schema=schema)
+
+
+def _stats(values: np.ndarray) -> dict[str, list]:
+    v = values.astype(np.float64).reshape(len(values), -1)
+    out = {
+        "min": v.min(0).tolist(), "max": v.max(0).tolist(), "mean": v.mean(0).tolist(), "std": v.std(0).tolist(),
+        "count": [int(len(v))],
+    }  # fmt: skip
+    for q in QUANTILES:
+        out[f"q{int(round(q * 100)):02d}"] = np.quantile(v, q, axis=0).tolist()
+    return out
+
+
+def _table_to_numpy(col: pa.ChunkedArray) -> np.ndarray:
+    arr = col.combine_chunks()
+    if pa.types.is_fixed_size_list(arr.type):
+        return arr.flatten().to_numpy(zero_copy_only=False).reshape(len(arr), arr.type.list_size)
+    return arr.to_numpy(zero_copy_only=False)
+
+
+def combine_stats(per_episode: list[dict[str, list]]) -> dict[str, list]:
+    """Aggregate per-episode stats: exact min/max/mean/std/count; quantiles as count-weighted means."""
+    counts = np.array([s["count"][0] for s in per_episode], dtype=np.float64)
+    total = counts.sum()
+    w = counts / total
+    mean = sum(wi * np.asarray(s["mean"]) for wi, s in zip(w, per_episode))
+    var = sum(wi * (np.asarray(s["std"]) ** 2 + (np.asarray(s["mean"]) - mean) ** 2) for wi, s in zip(w, per_episode))
+    out = {
+        "min": np.min([s["min"] for s in per_episode], axis=0).tolist(),
+        "max": np.max([s["max"] for s in per_episode], axis=0).tolist(),
+        "mean": np.asarray(mean).tolist(), "std": np.sqrt(var).tolist(), "count": [int(total)],
+    }  # fmt: skip
+    for key in per_episode[0]:
+        if key.startswith("q"):
+            out[key] = np.asarray(sum(wi * np.asarray(s[key]) for wi, s in zip(w, per_episode))).tolist()
+    return out
+
+
+class LeRobotV3Writer:
+    """Creates or extends a LeRobotDataset v3.0 at ``root``.
+
+    Args:
+        root: dataset folder.
+        features: explicit features (name -> {dtype, shape, names}); the implicit ones are added.
+        fps: frames per second.
+        robot_type: written to info.json.
+        extra_info: more keys for info.json (upright's codes for control_source and safety_flags).
+
+    Raises:
+        ValueError: ``root`` holds a dataset with different features or fps.
+    """
+
+    def __init__(
+        self, root: str | pathlib.Path, features: dict[str, dict], fps: int, robot_type: str, extra_info: dict | None = None
+    ):
+        self.root = pathlib.Path(root)
+        self.features = dict(features)
+        self.fps = int(fps)
+        info_path = self.root / "meta" / "info.json"
+        if info_path.is_file():
+            info = json.loads(info_path.read_text())
+            explicit = {k: v for k, v in info["features"].items() if k not in IMPLICIT_FEATURES}
+            if explicit != self.features or info["fps"] != self.fps:
+                raise ValueError(f"{self.root} holds a dataset with other features or fps; use another --dataset")
+            self.info = info
+        else:
+            self.info = {
+                "codebase_version": CODEBASE_VERSION, "robot_type": robot_type, "total_episodes": 0,
+                "total_frames": 0, "total_tasks": 0, "chunks_size": CHUNKS_SIZE, "data_files_size_in_mb": 100,
+                "video_files_size_in_mb": 200, "fps": self.fps, "splits": {}, "data_path": DATA_PATH,
+                "video_path": None, "features": {**self.features, **IMPLICIT_FEATURES},
+            }  # fmt: skip
+        if extra_info:
+            self.info.update(extra_info)
+        self.schema = arrow_schema(self.features)
+        self.journal_dir = self.root / "journal"
+
+    # ------------------------------------------------------------ episodes
+    @property
+    def next_episode_index(self) -> int:
+        """Index the next episode gets (journals not yet converted count too)."""
+        pending = [int(p.stem.split("_")[1]) for p in self.journal_dir.glob("episode_*.arrows")]
+        return max([self.info["total_episodes"] - 1, *pending]) + 1
+
+    def journal_path(self, episode_index: int) -> pathlib.Path:
+        return self.journal_dir / f"episode_{episode_index:06d}.arrows"
+
+    def _episodes(self) -> pa.Table | None:
+        path = self.root / EPISODES_PATH
+        return pq.read_table(path) if path.is_file() else None
+
+    def _tasks(self) -> list[str]:
+        path = self.root / "meta" / "tasks.parquet"
+        return pq.read_table(path).column("task").to_pylist() if path.is_file() else []
+
+    def add_episode(self, episode_index: int, frames: pa.Table, task: str, outcome: str) -> None:
+        """Write one finished episode (columns: the explicit features and ``frame_index``).
+
+        Raises:
+            ValueError: ``episode_index`` is not the next one, or the table lacks a feature.
+        """
+        if episode_index != self.info["total_episodes"]:
+            raise ValueError(f"episode {episode_index} is not the next one ({self.info['total_episodes']})")
+        n = frames.num_rows
+        tasks = self._tasks()
+        if task not in tasks:
+            tasks.append(task)
+            atomic_write_parquet(
+                self.root / "meta" / "tasks.parquet",
+                pa.table({"task_index": pa.array(range(len(tasks)), pa.int64()), "task": pa.array(tasks, pa.string())}),
+            )
+        task_index = tasks.index(task)
+        start = int(self.info["total_frames"])
+        frame_index = np.arange(n, dtype=np.int64)
+        cols = {name: frames.column(name) for name in self.features}
+        cols["timestamp"] = pa.array((frame_index / self.fps).astype(np.float32))
+        cols["frame_index"] = pa.array(frame_index)
+        cols["episode_index"] = pa.array(np.full(n, episode_index, np.int64))
+        cols["index"] = pa.array(np.arange(start, start + n, dtype=np.int64))
+        cols["task_index"] = pa.array(np.full(n, task_index, np.int64))
+        chunk, file = divmod(episode_index, CHUNKS_SIZE)
+        data_path = self.root / DATA_PATH.format(chunk_index=chunk, file_index=file)
+        atomic_write_parquet(data_path, pa.table(cols))
+
+        row: dict[str, Any] = {
+            "episode_index": episode_index, "tasks": [task], "length": n,
+            "dataset_from_index": start, "dataset_to_index": start + n,
+            "data/chunk_index": chunk, "data/file_index": file,
+            "meta/episodes/chunk_index": 0, "meta/episodes/file_index": 0, "upright/outcome": outcome,
+        }  # fmt: skip
+        stats = {}
+        for name, feat in {**self.features, **IMPLICIT_FEATURES}.items():
+            if n and feat["dtype"] != "string":
+                stats[name] = _stats(_table_to_numpy(pa.chunked_array([cols[name]])).reshape(n, -1))
+                for key, value in stats[name].items():
+                    row[f"stats/{name}/{key}"] = value
+        old = self._episodes()
+        new = pa.Table.from_pylist([row])
+        episodes = pa.concat_tables([old, new], promote_options="default") if old is not None else new
+        atomic_write_parquet(self.root / EPISODES_PATH, episodes)
+
+        self.info["total_episodes"] = episode_index + 1
+        self.info["total_frames"] = start + n
+        self.info["total_tasks"] = len(tasks)
+        self.info["splits"] = {"train": f"0:{episode_index + 1}"}
+        if stats:
+            all_stats = self._all_episode_stats(episodes)
+            atomic_write_bytes(self.root / "meta" / "stats.json", json.dumps(all_stats, indent=1).encode())
+        atomic_write_bytes(self.root / "meta" / "info.json", json.dumps(self.info, indent=2).encode())
+
+    def _all_episode_stats(self, episodes: pa.Table) -> dict:
+        out = {}
+        for name in {**self.features, **IMPLICIT_FEATURES}:
+            keys = [c for c in episodes.column_names if c.startswith(f"stats/{name}/")]
+            if not keys:
+                continue
+            per_ep = []
+            for i in range(episodes.num_rows):
+                s = {k.rsplit("/", 1)[1]: episodes.column(k)[i].as_py() for k in keys}
+                if s.get("count") and s["count"][0]:
+                    per_ep.append(s)
+            if per_ep:
+                out[name] = combine_stats(per_ep)
+        return out
+
+    def recover(self, task: str) -> list[int]:
+        """Convert journals left by a crash into episodes (outcome ``interrupted``); return their indices."""
+        done = []
+        for path in sorted(self.journal_dir.glob("episode_*.arrows")):
+            table = read_journal(path)
+            if table is not None and table.num_rows:
+                index = int(self.info["total_episodes"])
+                self.add_episode(index, table, task, "interrupted")
+                done.append(index)
+            path.unlink()
+        return done
+
+
+def load_frames(root: str | pathlib.Path) -> pa.Table:
+    """All frames of a dataset (every data file), in index order."""
+    files = sorted(pathlib.Path(root).glob("data/chunk-*/file-*.parquet"))
+    if not files:
+        raise FileNotFoundError(f"no data files under {root}")
+    return pa.concat_tables([pq.read_table(f) for f in files]).sort_by("index")

@@ -1,0 +1,304 @@
+"""Frame logging in a separate process: the control process only writes fixed-size records to a pipe.
+
+Control side (:class:`LoggerClient`): one ``os.write`` of one fixed-size record (< PIPE_BUF, so
+atomic) per policy tick on a non-blocking pipe; if the pipe is full the frame is dropped and the
+``LOGGER_DROP`` safety flag is raised, the control loop never waits on disk.
+
+Logger side (``python -m upright.deploy.logger_process``, :func:`main`): reads records, appends
+them to the episode's crash-safe journal every ``flush_every`` frames or ``flush_interval_s``,
+reports progress in ``journal/progress.json``, and converts each finished episode into the
+LeRobotDataset v3 files (:mod:`upright.deploy.lerobot_dataset`). If the daemon dies the logger
+sees end-of-file and closes the open episode as ``interrupted``; if both die, the journal is
+converted the next time a logger opens the dataset (or by ``upright-deploy recover``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import fcntl
+import json
+import os
+import pathlib
+import select
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pyarrow as pa
+
+from upright.deploy.lerobot_dataset import OUTCOMES, LeRobotV3Writer, atomic_write_bytes, column
+from upright.deploy.safety import SafetyFlag
+from upright.deploy.state_machine import ControlSource
+
+KIND_FRAME, KIND_EPISODE_END, KIND_CLOSE = 0, 1, 2
+F_SETPIPE_SZ = 1031
+
+
+def frame_features(joint_names: tuple[str, ...], frame_names: list[str]) -> dict[str, dict]:
+    """The dataset's explicit features for a policy with ``joint_names`` and observation-frame entries ``frame_names``."""
+    j = list(joint_names)
+    f32 = lambda names: {"dtype": "float32", "shape": [len(names)], "names": list(names)}  # noqa: E731
+    scalar = lambda dtype: {"dtype": dtype, "shape": [1], "names": None}  # noqa: E731
+    state_names = [f"q.{n}" for n in j] + [f"dq.{n}" for n in j]
+    state_names += [f"gyro.{a}" for a in "xyz"] + [f"gravity.{a}" for a in "xyz"]
+    return {
+        "observation.state": f32(state_names),
+        "observation.policy_obs": f32(frame_names),
+        "observation.policy_action": f32(j),
+        "action": f32(j),
+        "action.joint_target": f32(j),
+        "intervention": scalar("bool"),
+        "control_source": scalar("int64"),
+        "safety_flags": scalar("int64"),
+        "t_mono_ns": scalar("int64"),
+        "imu_time_us": scalar("int64"),
+        "loop_lateness_us": scalar("float32"),
+        "next.reward": scalar("float32"),
+        "next.done": scalar("bool"),
+    }
+
+
+_NP = {"float32": np.float32, "int64": np.int64, "bool": np.bool_}
+
+
+def record_dtype(features: dict[str, dict]) -> np.dtype:
+    """Fixed-size pipe record: header fields, then one field per feature."""
+    fields = [("kind", np.uint8), ("outcome", np.uint8), ("episode", np.int64), ("frame_index", np.int64)]
+    for name, f in features.items():
+        shape = tuple(f["shape"])
+        fields.append((name, _NP[f["dtype"]], shape) if shape != (1,) else (name, _NP[f["dtype"]]))
+    dt = np.dtype(fields)
+    if dt.itemsize > select.PIPE_BUF:
+        raise ValueError(f"a frame record is {dt.itemsize} bytes, more than PIPE_BUF ({select.PIPE_BUF})")
+    return dt
+
+
+def extra_info(task: str, policy: str) -> dict:
+    """upright keys added to info.json: the codes of control_source, safety_flags and outcomes."""
+    return {
+        "upright": {
+            "task": task,
+            "policy": policy,
+            "control_source_codes": {s.name.lower(): int(s) for s in ControlSource},
+            "safety_flag_bits": {f.name: int(f) for f in SafetyFlag if f.value},
+            "episode_outcomes": list(OUTCOMES),
+            "notes": "action = executed action in policy units ((target - q) / action_scale); "
+            "observation.policy_action = the policy's proposal; intervention = control_source == human",
+        }
+    }
+
+
+class LoggerClient:
+    """Starts the logger process and hands it records without ever blocking.
+
+    Args:
+        root: dataset folder.
+        features: from :func:`frame_features`.
+        fps: policy rate.
+        robot_type, task, policy: written into info.json.
+        flush_every: frames per journal flush.
+        flush_interval_s: longest time between flushes.
+    """
+
+    def __init__(
+        self,
+        root: str | pathlib.Path,
+        features: dict[str, dict],
+        fps: int,
+        robot_type: str,
+        task: str,
+        policy: str = "",
+        flush_every: int = 10,
+        flush_interval_s: float = 0.2,
+    ):
+        self.dtype = record_dtype(features)
+        self.record = np.zeros((), self.dtype)
+        self._bytes = memoryview(self.record.reshape(1).view(np.uint8))
+        schema = {
+            "root": str(root), "features": features, "fps": fps, "robot_type": robot_type, "task": task,
+            "policy": policy, "flush_every": flush_every, "flush_interval_s": flush_interval_s,
+        }  # fmt: skip
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "upright.deploy.logger_process", "--schema", json.dumps(schema)],
+            stdin=subprocess.PIPE, close_fds=True,
+        )  # fmt: skip
+        self._fd = self.proc.stdin.fileno()
+        try:
+            fcntl.fcntl(self._fd, F_SETPIPE_SZ, 1 << 20)
+        except OSError:
+            pass
+        os.set_blocking(self._fd, False)
+        self.dropped = 0
+        self.sent = 0
+
+    def send(self) -> bool:
+        """Write the current :attr:`record`; False (and count a drop) if the pipe is full or closed."""
+        try:
+            os.write(self._fd, self._bytes)
+        except (BlockingIOError, BrokenPipeError, OSError):
+            self.dropped += 1
+            return False
+        self.sent += 1
+        return True
+
+    def end_episode(self, episode: int, outcome: str) -> None:
+        """Tell the logger the episode ended (written blocking: it must not be lost)."""
+        self._control(KIND_EPISODE_END, episode, OUTCOMES.index(outcome))
+
+    def _control(self, kind: int, episode: int = -1, outcome: int = 0) -> None:
+        rec = np.zeros((), self.dtype)
+        rec["kind"], rec["episode"], rec["outcome"] = kind, episode, outcome
+        data = rec.reshape(1).view(np.uint8).tobytes()
+        deadline = time.monotonic() + 1.0
+        while time.monotonic() < deadline:
+            try:
+                os.write(self._fd, data)
+                return
+            except BlockingIOError:
+                time.sleep(0.001)
+            except (BrokenPipeError, OSError):
+                return
+
+    def close(self, timeout: float = 30.0) -> int | None:
+        """Ask the logger to finish, wait for it; return its exit code."""
+        if self.proc.poll() is None:
+            self._control(KIND_CLOSE)
+            try:
+                self.proc.stdin.close()
+            except OSError:
+                pass
+            try:
+                return self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+        return self.proc.poll()
+
+
+class _Logger:
+    """The logger process's state: the dataset writer, the open episode and its journal."""
+
+    def __init__(self, schema: dict):
+        self.features = schema["features"]
+        self.task = schema["task"]
+        self.dtype = record_dtype(self.features)
+        self.writer = LeRobotV3Writer(
+            schema["root"], self.features, schema["fps"], schema["robot_type"],
+            extra_info(schema["task"], schema.get("policy", "")),
+        )  # fmt: skip
+        recovered = self.writer.recover(self.task)
+        if recovered:
+            print(f"logger: recovered interrupted episodes {recovered}", file=sys.stderr, flush=True)
+        self.flush_every = int(schema.get("flush_every", 10))
+        self.flush_interval = float(schema.get("flush_interval_s", 0.2))
+        self.episode_key: int | None = None
+        self.episode_index = -1
+        self.journal = None
+        self.pending: list[np.ndarray] = []
+        self.last_flush = time.monotonic()
+        self.progress_path = self.writer.journal_dir / "progress.json"
+
+    def _batch(self, records: np.ndarray) -> pa.RecordBatch:
+        cols = [column(records[name], f) for name, f in self.features.items()]
+        cols.append(pa.array(records["frame_index"].astype(np.int64)))
+        return pa.RecordBatch.from_arrays(cols, schema=self.writer.schema.append(pa.field("frame_index", pa.int64())))
+
+    def _progress(self) -> None:
+        atomic_write_bytes(
+            self.progress_path,
+            json.dumps({
+                "episode_index": self.episode_index,
+                "frames_flushed": self.journal.frames if self.journal else 0,
+                "total_episodes": self.writer.info["total_episodes"],
+                "total_frames": self.writer.info["total_frames"],
+            }).encode(),
+        )  # fmt: skip
+
+    def flush(self) -> None:
+        self.last_flush = time.monotonic()
+        if not self.pending or self.journal is None:
+            return
+        self.journal.write(self._batch(np.concatenate(self.pending)))
+        self.pending.clear()
+        self._progress()
+
+    def _open(self, key: int) -> None:
+        from upright.deploy.lerobot_dataset import JournalWriter
+
+        self.episode_key = key
+        self.episode_index = self.writer.next_episode_index
+        schema = self.writer.schema.append(pa.field("frame_index", pa.int64()))
+        self.journal = JournalWriter(self.writer.journal_path(self.episode_index), schema)
+
+    def finish(self, outcome: str) -> None:
+        """Flush and convert the open episode into the dataset."""
+        if self.journal is None:
+            return
+        self.flush()
+        self.journal.close()
+        path = self.journal.path
+        from upright.deploy.lerobot_dataset import read_journal
+
+        table = read_journal(path)
+        if table is not None and table.num_rows:
+            self.writer.add_episode(self.writer.info["total_episodes"], table, self.task, outcome)
+        path.unlink()
+        self.journal = None
+        self.episode_key = None
+        self._progress()
+
+    def handle(self, records: np.ndarray) -> bool:
+        """Process records; return False on a close record."""
+        for rec in records:
+            kind = int(rec["kind"])
+            if kind == KIND_FRAME:
+                if self.episode_key is not None and int(rec["episode"]) != self.episode_key:
+                    self.finish("stopped")
+                if self.journal is None:
+                    self._open(int(rec["episode"]))
+                self.pending.append(rec.reshape(1))
+                if sum(len(p) for p in self.pending) >= self.flush_every:
+                    self.flush()
+            elif kind == KIND_EPISODE_END:
+                if self.episode_key is not None and int(rec["episode"]) == self.episode_key:
+                    self.finish(OUTCOMES[int(rec["outcome"])])
+            elif kind == KIND_CLOSE:
+                self.finish("stopped")
+                return False
+        return True
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="upright deploy logger process (started by the daemon)")
+    parser.add_argument("--schema", required=True, help="JSON: root, features, fps, robot_type, task, ...")
+    args = parser.parse_args(argv)
+    try:
+        os.nice(5)
+    except OSError:
+        pass
+    log = _Logger(json.loads(args.schema))
+    fd = sys.stdin.buffer.fileno()
+    size = log.dtype.itemsize
+    buf = bytearray()
+    running = True
+    while running:
+        wait = max(0.0, log.flush_interval - (time.monotonic() - log.last_flush))
+        ready, _, _ = select.select([fd], [], [], wait)
+        if ready:
+            data = os.read(fd, 1 << 16)
+            if not data:  # the daemon is gone
+                log.finish("interrupted")
+                break
+            buf += data
+            n = len(buf) // size
+            if n:
+                records = np.frombuffer(bytes(buf[: n * size]), dtype=log.dtype)
+                del buf[: n * size]
+                running = log.handle(records)
+        if running and time.monotonic() - log.last_flush >= log.flush_interval:
+            log.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,39 @@
+"""onnxruntime inference of a policy file: one thread, sequential execution, warmed up."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from upright.deploy.metadata import PolicySpec
+
+
+class OnnxPolicy:
+    """Runs ``spec.path`` with onnxruntime on the CPU with one intra-op and one inter-op thread.
+
+    Args:
+        spec: the checked policy contract (input/output names and widths).
+        warmup: inference runs at construction (the first calls are slow).
+    """
+
+    def __init__(self, spec: PolicySpec, warmup: int = 200):
+        import onnxruntime as ort
+
+        opts = ort.SessionOptions()
+        opts.intra_op_num_threads = 1
+        opts.inter_op_num_threads = 1
+        opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+        opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        opts.add_session_config_entry("session.inter_op.allow_spinning", "0")
+        self.session = ort.InferenceSession(spec.path, opts, providers=["CPUExecutionProvider"])
+        self.spec = spec
+        self._input = np.zeros((1, spec.obs_dim), np.float32)
+        self._feed = {spec.input_name: self._input}
+        self._outputs = [spec.output_name]
+        for _ in range(warmup):
+            self(self._input)
+
+    def __call__(self, obs: np.ndarray) -> np.ndarray:
+        """Actions (J,) float32 for one (1, obs_dim) observation."""
+        self._input[...] = obs
+        return self.session.run(self._outputs, self._feed)[0][0]

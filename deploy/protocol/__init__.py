@@ -1,0 +1,1 @@
+"""Byte-level frame protocols spoken on the robot's serial links (GO-M8010-6 motors, upright IMU frame)."""

@@ -1,0 +1,224 @@
+"""What the daemon knows about the robot's hardware: motors, buses, joint limits.
+
+The policy file says which joints a policy drives and how (:mod:`upright.deploy.metadata`); this
+module says which motors exist, on which serial bus and id, with which gear, direction, zero offset
+and limits. Deploy never imports the training-side robot model: the default G1 table below is a
+copy, and ``tests/deploy/test_robot_config.py`` checks it against :mod:`upright.robots.g1` and the
+compiled MuJoCo model. Another robot (or another wiring) is a JSON file of the same shape
+(:func:`load_robot_config`, ``upright-deploy run --robot-config FILE``).
+"""
+
+from __future__ import annotations
+
+import json
+import pathlib
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+from upright.deploy.protocol.go_m8010 import GEAR_RATIO
+
+
+@dataclass(frozen=True)
+class MotorConfig:
+    """One actuator: a joint behind one GO-M8010-6 motor (joint = direction · rotor / gear + offset)."""
+
+    joint: str
+    """Joint name (matches the policy metadata)."""
+    motor_id: int
+    """Id on its bus, 0..14."""
+    lower: float
+    """Joint position lower limit, rad."""
+    upper: float
+    """Joint position upper limit, rad."""
+    torque_limit: float
+    """Joint-side torque limit, N·m."""
+    velocity_limit: float
+    """Joint velocity limit, rad/s."""
+    gear: float = GEAR_RATIO
+    """Rotor turns per joint turn."""
+    direction: int = 1
+    """+1 or -1: sign between the joint axis and the rotor axis."""
+    offset: float = 0.0
+    """Joint angle when the rotor encoder reads 0, rad (calibration)."""
+
+
+@dataclass(frozen=True)
+class BusConfig:
+    """One RS-485 link (a USB-serial adapter) and the devices on it."""
+
+    name: str
+    """Short name (``bus0``); the simulated robot names its pty links after it."""
+    port: str
+    """Serial device, e.g. ``/dev/ttyUSB0``."""
+    motors: tuple[MotorConfig, ...]
+    baudrate: int = 4_000_000
+    """GO-M8010-6 default: 4 Mbps 8N1."""
+    has_imu: bool = False
+    """The IMU (upright IMU frame) answers on this bus."""
+
+
+@dataclass(frozen=True)
+class RobotConfig:
+    """All buses of one robot. Joint order everywhere in the daemon is :attr:`joint_names`."""
+
+    name: str
+    buses: tuple[BusConfig, ...]
+    temperature_warn: float = 70.0
+    """Motor temperature that raises the OVERTEMP_WARN flag, °C."""
+    temperature_limit: float = 85.0
+    """Motor temperature that sends the robot to damping, °C (the GO motor protects itself at 90 °C)."""
+    reply_timeout_s: float = 0.002
+    """How long to wait for one reply before counting a timeout."""
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def motors(self) -> tuple[MotorConfig, ...]:
+        """All motors, bus by bus (the daemon's joint order)."""
+        return tuple(m for b in self.buses for m in b.motors)
+
+    @property
+    def joint_names(self) -> tuple[str, ...]:
+        return tuple(m.joint for m in self.motors)
+
+    def array(self, attr: str) -> np.ndarray:
+        """Per-motor attribute as a float64 array in joint order."""
+        return np.array([getattr(m, attr) for m in self.motors], dtype=np.float64)
+
+    def with_ports(self, ports: dict[str, str]) -> RobotConfig:
+        """A copy with the serial ports of the named buses replaced.
+
+        Raises:
+            ValueError: a name is not a bus of this robot.
+        """
+        names = {b.name for b in self.buses}
+        unknown = set(ports) - names
+        if unknown:
+            raise ValueError(f"unknown bus name(s) {sorted(unknown)}; buses are {sorted(names)}")
+        buses = tuple(BusConfig(**{**_bus_dict(b), "port": ports.get(b.name, b.port)}) for b in self.buses)
+        return RobotConfig(**{**_robot_dict(self), "buses": buses})
+
+    def validate(self) -> None:
+        """Check ids, names and limits.
+
+        Raises:
+            ValueError: duplicate joint or id, id out of range, bad limits or gear.
+        """
+        joints = self.joint_names
+        dup = sorted({j for j in joints if joints.count(j) > 1})
+        if dup:
+            raise ValueError(f"robot config '{self.name}': joints {dup} appear more than once")
+        imus = [b.name for b in self.buses if b.has_imu]
+        if len(imus) != 1:
+            raise ValueError(f"robot config '{self.name}': exactly one bus must have the IMU, got {imus}")
+        for bus in self.buses:
+            ids = [m.motor_id for m in bus.motors]
+            if len(set(ids)) != len(ids):
+                raise ValueError(f"bus {bus.name}: duplicate motor ids {ids}")
+            for m in bus.motors:
+                if not 0 <= m.motor_id <= 14:
+                    raise ValueError(f"{m.joint}: motor id {m.motor_id} not in 0..14 (15 is broadcast)")
+                if not m.lower < m.upper:
+                    raise ValueError(f"{m.joint}: lower limit {m.lower} >= upper {m.upper}")
+                if m.gear <= 0 or m.direction not in (1, -1) or m.torque_limit <= 0:
+                    raise ValueError(f"{m.joint}: bad gear/direction/torque_limit")
+
+
+def _bus_dict(b: BusConfig) -> dict:
+    return {"name": b.name, "port": b.port, "motors": b.motors, "baudrate": b.baudrate, "has_imu": b.has_imu}
+
+
+def _robot_dict(r: RobotConfig) -> dict:
+    return {
+        "name": r.name, "buses": r.buses, "temperature_warn": r.temperature_warn,
+        "temperature_limit": r.temperature_limit, "reply_timeout_s": r.reply_timeout_s, "extra": r.extra,
+    }  # fmt: skip
+
+
+# joint, lower, upper (rad; MJCF ranges of Menagerie's g1_mjlab.xml), torque limit N·m, velocity limit rad/s
+# (URDF/datasheet, as upright.robots.g1), on five RS-485 buses: one per leg, the waist (with the IMU),
+# one per arm. An exchange takes as many request/reply rounds as the busiest bus has devices (7 + 1).
+_G1_BUSES: tuple[tuple[str, bool, tuple[tuple[str, float, float, float, float], ...]], ...] = (
+    ("bus0", False, (
+        ("left_hip_pitch_joint", -2.5307, 2.8798, 88.0, 32.0),
+        ("left_hip_roll_joint", -0.5236, 2.9671, 139.0, 20.0),
+        ("left_hip_yaw_joint", -2.7576, 2.7576, 88.0, 32.0),
+        ("left_knee_joint", -0.087267, 2.8798, 139.0, 20.0),
+        ("left_ankle_pitch_joint", -0.87267, 0.5236, 50.0, 37.0),
+        ("left_ankle_roll_joint", -0.2618, 0.2618, 50.0, 37.0),
+    )),
+    ("bus1", False, (
+        ("right_hip_pitch_joint", -2.5307, 2.8798, 88.0, 32.0),
+        ("right_hip_roll_joint", -2.9671, 0.5236, 139.0, 20.0),
+        ("right_hip_yaw_joint", -2.7576, 2.7576, 88.0, 32.0),
+        ("right_knee_joint", -0.087267, 2.8798, 139.0, 20.0),
+        ("right_ankle_pitch_joint", -0.87267, 0.5236, 50.0, 37.0),
+        ("right_ankle_roll_joint", -0.2618, 0.2618, 50.0, 37.0),
+    )),
+    ("bus2", True, (
+        ("waist_yaw_joint", -2.618, 2.618, 88.0, 32.0),
+        ("waist_roll_joint", -0.52, 0.52, 50.0, 37.0),
+        ("waist_pitch_joint", -0.52, 0.52, 50.0, 37.0),
+    )),
+    ("bus3", False, (
+        ("left_shoulder_pitch_joint", -3.0892, 2.6704, 25.0, 37.0),
+        ("left_shoulder_roll_joint", -1.5882, 2.2515, 25.0, 37.0),
+        ("left_shoulder_yaw_joint", -2.618, 2.618, 25.0, 37.0),
+        ("left_elbow_joint", -1.0472, 2.0944, 25.0, 37.0),
+        ("left_wrist_roll_joint", -1.97222, 1.97222, 25.0, 37.0),
+        ("left_wrist_pitch_joint", -1.61443, 1.61443, 5.0, 22.0),
+        ("left_wrist_yaw_joint", -1.61443, 1.61443, 5.0, 22.0),
+    )),
+    ("bus4", False, (
+        ("right_shoulder_pitch_joint", -3.0892, 2.6704, 25.0, 37.0),
+        ("right_shoulder_roll_joint", -2.2515, 1.5882, 25.0, 37.0),
+        ("right_shoulder_yaw_joint", -2.618, 2.618, 25.0, 37.0),
+        ("right_elbow_joint", -1.0472, 2.0944, 25.0, 37.0),
+        ("right_wrist_roll_joint", -1.97222, 1.97222, 25.0, 37.0),
+        ("right_wrist_pitch_joint", -1.61443, 1.61443, 5.0, 22.0),
+        ("right_wrist_yaw_joint", -1.61443, 1.61443, 5.0, 22.0),
+    )),
+)  # fmt: skip
+
+
+def g1_29dof(port_prefix: str = "/dev/ttyUSB") -> RobotConfig:
+    """The Unitree G1 (29 DoF) on five buses (``{port_prefix}0`` .. ``4``), IMU on bus2 (waist)."""
+    buses = []
+    for i, (name, has_imu, joints) in enumerate(_G1_BUSES):
+        motors = tuple(
+            MotorConfig(joint=j, motor_id=k, lower=lo, upper=hi, torque_limit=tl, velocity_limit=vl)
+            for k, (j, lo, hi, tl, vl) in enumerate(joints)
+        )
+        buses.append(BusConfig(name=name, port=f"{port_prefix}{i}", motors=motors, has_imu=has_imu))
+    cfg = RobotConfig(name="unitree_g1_29dof", buses=tuple(buses))
+    cfg.validate()
+    return cfg
+
+
+ROBOTS = {"unitree_g1_29dof": g1_29dof}
+"""Built-in robot configs by name."""
+
+
+def robot_config_to_json(cfg: RobotConfig) -> str:
+    """Serialise ``cfg`` (the format :func:`load_robot_config` reads)."""
+    return json.dumps(asdict(cfg), indent=2)
+
+
+def load_robot_config(source: str | pathlib.Path) -> RobotConfig:
+    """A built-in robot by name, or a JSON file written by :func:`robot_config_to_json`.
+
+    Raises:
+        ValueError: unknown name, or an invalid config (the message says what).
+    """
+    if str(source) in ROBOTS:
+        return ROBOTS[str(source)]()
+    path = pathlib.Path(source)
+    if not path.is_file():
+        raise ValueError(f"robot config '{source}' is neither a built-in robot {sorted(ROBOTS)} nor a file")
+    raw = json.loads(path.read_text())
+    buses = tuple(
+        BusConfig(**{**b, "motors": tuple(MotorConfig(**m) for m in b["motors"])}) for b in raw.pop("buses")
+    )
+    cfg = RobotConfig(**raw, buses=buses)
+    cfg.validate()
+    return cfg

@@ -1,0 +1,251 @@
+"""``upright-deploy sim-robot``: the G1 in MuJoCo, answering the GO-M8010-6 and IMU frames over ptys.
+
+The daemon drives it exactly as it drives the real robot, byte for byte, through
+:class:`~upright.deploy.robot.SerialRobot`. Each motor command sets that joint's MuJoCo position
+actuator to the commanded PD law (joint side: kp, kd, target; ``tau + kd·dq*`` as an applied
+force), with the actuator's torque limit, so the physics is the training scene's
+(:func:`upright.tasks.standup.scene.standup_scene`, dt 0.005 s).
+
+Time. Free-running (default): physics follows the wall clock. Lockstep (``--lockstep-dt DT``):
+physics advances to ``tick · DT`` when an IMU request for I/O tick ``tick`` arrives, so a loaded
+machine slows the simulated robot down instead of making it diverge; this is what the sim2sim tests
+use. Physics steps land on multiples of the timestep, so with a 500 Hz daemon (DT = 0.002) and a
+policy tick every 10th cycle, each policy period holds exactly 4 physics steps, as in training.
+
+This module is the only part of ``upright.deploy`` that imports MuJoCo and the robot/scene modules;
+the daemon never imports it.
+"""
+
+from __future__ import annotations
+
+import math
+import pathlib
+import signal
+import sys
+import time
+
+import mujoco
+import numpy as np
+
+from upright.deploy.protocol import go_m8010 as go
+from upright.deploy.protocol import imu_frame
+from upright.deploy.pty_device import Fault, PtyDeviceServer
+from upright.deploy.robot_config import RobotConfig
+
+SUPINE_QUAT = (math.sqrt(0.5), 0.0, -math.sqrt(0.5), 0.0)
+"""Lying on the back (the standup task's reset orientation)."""
+
+
+class MujocoRobotModel:
+    """The device model of :class:`~upright.deploy.pty_device.PtyDeviceServer`, backed by MuJoCo.
+
+    Args:
+        config: the robot's buses and motors (joint names must exist in the scene).
+        timestep: physics dt, s.
+        lockstep_dt: None for free-running, else the daemon's I/O period (advance per IMU request).
+        init_qpos: initial qpos (nq,); default supine at 0.5 m with the G1's default joint angles.
+        init_qvel: initial qvel (nv,); default zeros.
+        record: keep (time, qpos, qvel, head height) after every physics step (see :meth:`save`).
+        temperature: reported motor temperature, °C.
+    """
+
+    def __init__(
+        self,
+        config: RobotConfig,
+        timestep: float = 0.005,
+        lockstep_dt: float | None = None,
+        init_qpos: np.ndarray | None = None,
+        init_qvel: np.ndarray | None = None,
+        record: bool = False,
+        temperature: float = 35.0,
+    ):
+        from upright.robots import g1
+        from upright.sim.options import PhysicsOptions
+        from upright.tasks.standup.scene import standup_scene
+
+        self.model = m = standup_scene(PhysicsOptions(timestep=timestep))
+        self.data = d = mujoco.MjData(m)
+        self.config = config
+        self.lockstep_dt = lockstep_dt
+        self.temperature = temperature
+        motors = config.motors
+        jid = [mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_JOINT, mo.joint) for mo in motors]
+        if min(jid) < 0:
+            missing = [mo.joint for mo, j in zip(motors, jid) if j < 0]
+            raise ValueError(f"the simulated scene lacks joints {missing}")
+        self.qadr = np.array([m.jnt_qposadr[j] for j in jid])
+        self.vadr = np.array([m.jnt_dofadr[j] for j in jid])
+        act_of_joint = {int(m.actuator_trnid[a, 0]): a for a in range(m.nu)}
+        self.act = np.array([act_of_joint[j] for j in jid])
+        self.index = {}  # (bus, motor id) -> motor index
+        k = 0
+        for bi, bus in enumerate(config.buses):
+            for mo in bus.motors:
+                self.index[(bi, mo.motor_id)] = k
+                k += 1
+        self.gear_dir = config.array("gear") * config.array("direction")
+        self.offset = config.array("offset")
+        self.gear2 = config.array("gear") ** 2
+        self.ff = np.zeros(len(motors))
+        # motors start unpowered: zero gains
+        m.actuator_gainprm[:, 0] = 0.0
+        m.actuator_biasprm[:, 1:3] = 0.0
+        if init_qpos is None:
+            init_qpos = np.zeros(m.nq)
+            init_qpos[2] = 0.5
+            init_qpos[3:7] = SUPINE_QUAT
+            info = g1.robot_info()
+            for name, pos in zip(info.joint_names, info.default_pose):
+                init_qpos[m.jnt_qposadr[mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_JOINT, name)]] = pos
+        d.qpos[:] = init_qpos
+        d.qvel[:] = 0.0 if init_qvel is None else init_qvel
+        mujoco.mj_forward(m, d)
+        self._head = mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_SITE, "head")
+        self._feet = [mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_SITE, f"{s}_foot") for s in ("left", "right")]
+        sens = {mujoco.mj_id2name(m, mujoco.mjtObj.mjOBJ_SENSOR, i): i for i in range(m.nsensor)}
+        self._gyro = slice(m.sensor_adr[sens["imu_ang_vel"]], m.sensor_adr[sens["imu_ang_vel"]] + 3)
+        self._acc = slice(m.sensor_adr[sens["imu_lin_acc"]], m.sensor_adr[sens["imu_lin_acc"]] + 3)
+        # cached views (attribute access on MjModel/MjData creates a new array each time)
+        self._gainprm, self._biasprm = m.actuator_gainprm, m.actuator_biasprm
+        self._ctrl, self._qpos, self._qvel, self._force = d.ctrl, d.qpos, d.qvel, d.actuator_force
+        self._imu_seq = 0
+        self._imu_time = -1
+        self._t0 = time.monotonic()
+        self.recording = record
+        self.trace: list[tuple[float, np.ndarray, np.ndarray, float]] = []
+        if record:
+            self._record()
+
+    # --------------------------------------------------------------- physics
+    def head_height(self) -> float:
+        """Head site height above the mean foot height, m (the standup task's measure)."""
+        x = self.data.site_xpos
+        return float(x[self._head, 2] - 0.5 * (x[self._feet[0], 2] + x[self._feet[1], 2]))
+
+    def _record(self) -> None:
+        self.trace.append((self.data.time, self.data.qpos.copy(), self.data.qvel.copy(), self.head_height()))
+
+    def _step(self) -> None:
+        self.data.qfrc_applied[self.vadr] = self.ff
+        mujoco.mj_step(self.model, self.data)
+        if self.recording:
+            self._record()
+
+    def advance_to(self, t: float) -> None:
+        """Step physics until the next step would pass ``t`` (steps land on multiples of the timestep)."""
+        dt = self.model.opt.timestep
+        while self.data.time + dt <= t + 1e-9:
+            self._step()
+
+    def idle(self) -> float | None:
+        if self.lockstep_dt is not None:
+            return None
+        now = time.monotonic() - self._t0
+        dt = self.model.opt.timestep
+        if now - self.data.time > 0.1:  # fell far behind (suspended): skip rather than fast-forward
+            self.data.time = now - dt
+        self.advance_to(now)
+        return max(0.0, self.data.time + dt - (time.monotonic() - self._t0))
+
+    # --------------------------------------------------------------- devices
+    def motor_reply(self, bus: int, cmd: go.GoCommand) -> go.GoReply | None:
+        k = self.index.get((bus, cmd.motor_id))
+        if k is None:
+            return None
+        a = int(self.act[k])
+        gd, g2 = float(self.gear_dir[k]), float(self.gear2[k])
+        gain, bias = self._gainprm, self._biasprm
+        if cmd.mode == go.MotorMode.FOC:
+            kp, kd = cmd.kp * g2, cmd.kd * g2
+            gain[a, 0] = kp
+            bias[a, 1] = -kp
+            bias[a, 2] = -kd
+            self._ctrl[a] = cmd.q / gd + self.offset[k]
+            self.ff[k] = cmd.tau * gd + kd * cmd.dq / gd
+        else:
+            gain[a, 0] = 0.0
+            bias[a, 1] = bias[a, 2] = 0.0
+            self.ff[k] = 0.0
+        q = self._qpos[self.qadr[k]]
+        dq = self._qvel[self.vadr[k]]
+        tau = self._force[a] + self.ff[k]
+        return go.GoReply(
+            motor_id=cmd.motor_id, mode=cmd.mode, tau=tau / gd, dq=dq * gd, q=(q - self.offset[k]) * gd,
+            temperature=int(self.temperature), error=0, foot_force=0,
+        )  # fmt: skip
+
+    def imu_sample(self, tick: int) -> imu_frame.ImuSample:
+        if self.lockstep_dt is not None:
+            self.advance_to(tick * self.lockstep_dt)
+            t_us = int(round(tick * self.lockstep_dt * 1e6))
+        else:
+            t_us = int((time.monotonic() - self._t0) * 1e6)
+        if t_us != self._imu_time:
+            self._imu_seq += 1
+            self._imu_time = t_us
+        d = self.data
+        return imu_frame.ImuSample(
+            address=imu_frame.DEFAULT_ADDRESS, seq=self._imu_seq, t_us=t_us,
+            quat=tuple(float(v) for v in d.qpos[3:7]),
+            gyro=tuple(float(v) for v in d.sensordata[self._gyro]),
+            acc=tuple(float(v) for v in d.sensordata[self._acc]),
+        )  # fmt: skip
+
+    def save(self, path: str | pathlib.Path) -> None:
+        """Write the recorded trace: ``time`` (T,), ``qpos`` (T, nq), ``qvel`` (T, nv), ``head_height`` (T,)."""
+        if not self.trace:
+            return
+        t, qpos, qvel, head = zip(*self.trace)
+        np.savez(path, time=np.array(t), qpos=np.array(qpos), qvel=np.array(qvel), head_height=np.array(head))
+
+
+def run_sim_robot(
+    config: RobotConfig,
+    link_dir: str,
+    lockstep_dt: float | None = None,
+    init_state: str | None = None,
+    record: str | None = None,
+    faults: list[Fault] | tuple[Fault, ...] = (),
+    duration: float | None = None,
+) -> int:
+    """Serve the simulated robot until SIGINT/SIGTERM (or ``duration`` s); return an exit code.
+
+    Args:
+        config: buses and motors (the daemon must use the same layout).
+        link_dir: where to create one symlink per bus to its pty.
+        lockstep_dt: lockstep I/O period, or None for free-running.
+        init_state: ``.npz`` with ``qpos`` (and optionally ``qvel``) for the initial state.
+        record: ``.npz`` path for the physics trace, written at exit.
+        faults: faults to inject.
+        duration: stop after this many seconds.
+    """
+    qpos = qvel = None
+    if init_state:
+        with np.load(init_state) as z:
+            qpos = z["qpos"]
+            qvel = z["qvel"] if "qvel" in z.files else None
+    model = MujocoRobotModel(config, lockstep_dt=lockstep_dt, init_qpos=qpos, init_qvel=qvel, record=bool(record))
+    server = PtyDeviceServer(
+        [b.name for b in config.buses],
+        [{m.motor_id: m.joint for m in b.motors} for b in config.buses],
+        model,
+        link_dir=link_dir,
+        faults=faults,
+    )
+    stop = {"flag": False}
+
+    def on_signal(signum, frame):
+        stop["flag"] = True
+
+    signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGTERM, on_signal)
+    t_end = None if duration is None else time.monotonic() + duration
+    print(f"sim-robot ready: {' '.join(f'{k}={v}' for k, v in server.ports.items())}", flush=True)
+    try:
+        server.serve(lambda: stop["flag"] or (t_end is not None and time.monotonic() > t_end))
+    finally:
+        if record:
+            model.save(record)
+        server.close()
+    print("sim-robot stopped", file=sys.stderr, flush=True)
+    return 0

@@ -1,0 +1,84 @@
+"""The daemon's modes and the operator events that move between them.
+
+::
+
+    ZERO_TORQUE --start--> RAMP_TO_DEFAULT --(ramp done)--> HOLD --resume--> POLICY
+    POLICY --pause--> PAUSED --resume--> POLICY          POLICY --takeover--> HUMAN --release--> POLICY
+    PAUSED --takeover--> HUMAN --pause--> PAUSED
+    any --estop / fault / stop--> DAMPING   (terminal: only damping is sent until the process exits)
+
+Every other (event, mode) pair is refused and leaves the mode unchanged.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+
+class Mode(IntEnum):
+    ZERO_TORQUE = 0
+    RAMP_TO_DEFAULT = 1
+    HOLD = 2
+    POLICY = 3
+    HUMAN = 4
+    PAUSED = 5
+    DAMPING = 6
+
+
+class ControlSource(IntEnum):
+    """Who commanded a logged frame (the dataset's ``control_source`` codes)."""
+
+    POLICY = 0
+    HUMAN = 1
+    PAUSED = 2
+    DAMPING = 3
+    ESTOP = 4
+
+
+TRANSITIONS: dict[str, dict[Mode, Mode]] = {
+    "start": {Mode.ZERO_TORQUE: Mode.RAMP_TO_DEFAULT},
+    "ramp_done": {Mode.RAMP_TO_DEFAULT: Mode.HOLD},
+    "resume": {Mode.HOLD: Mode.POLICY, Mode.PAUSED: Mode.POLICY},
+    "pause": {Mode.POLICY: Mode.PAUSED, Mode.HUMAN: Mode.PAUSED},
+    "takeover": {Mode.POLICY: Mode.HUMAN, Mode.PAUSED: Mode.HUMAN},
+    "release": {Mode.HUMAN: Mode.POLICY},
+}
+"""Operator and internal events; ``estop``, ``fault`` and ``stop`` go to DAMPING from any mode."""
+
+TO_DAMPING = ("estop", "fault", "stop")
+
+
+class StateMachine:
+    """Current mode plus the reason the robot went to damping."""
+
+    def __init__(self) -> None:
+        self.mode = Mode.ZERO_TORQUE
+        self.damping_reason = ""
+        self.estop = False
+
+    def handle(self, event: str, reason: str = "") -> bool:
+        """Apply ``event``; return True if it changed the mode (or was a damping event)."""
+        if event in TO_DAMPING:
+            if self.mode != Mode.DAMPING:
+                self.mode = Mode.DAMPING
+                self.damping_reason = reason or event
+                self.estop = event == "estop"
+            return True
+        table = TRANSITIONS.get(event)
+        if table is None:
+            raise ValueError(f"unknown event '{event}'; known: {sorted([*TRANSITIONS, *TO_DAMPING])}")
+        if self.mode not in table:
+            return False
+        self.mode = table[self.mode]
+        return True
+
+    @property
+    def control_source(self) -> ControlSource:
+        """The logged control source of the current mode (DAMPING splits into damping / estop)."""
+        if self.mode == Mode.HUMAN:
+            return ControlSource.HUMAN
+        if self.mode == Mode.PAUSED:
+            return ControlSource.PAUSED
+        if self.mode == Mode.DAMPING:
+            return ControlSource.ESTOP if self.estop else ControlSource.DAMPING
+        return ControlSource.POLICY

@@ -1,0 +1,199 @@
+"""Helpers of the deploy tests: a small ONNX policy with real metadata, a fake robot on ptys, a harness."""
+
+from __future__ import annotations
+
+import pathlib
+import threading
+import time
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+from upright.deploy.controller import Controller, ControllerConfig
+from upright.deploy.metadata import PolicySpec
+from upright.deploy.protocol import go_m8010 as go
+from upright.deploy.protocol import imu_frame
+from upright.deploy.pty_device import Fault, PtyDeviceServer
+from upright.deploy.robot import JointCommand, SerialRobot
+from upright.deploy.robot_config import BusConfig, MotorConfig, RobotConfig
+from upright.tasks.standup.observations import OBSERVATION_TERMS, observation_dims
+
+
+def write_linear_policy(path: pathlib.Path, obs_dim: int, num_actions: int, metadata: dict | None, seed: int = 0,
+                        gain: float = 0.05) -> pathlib.Path:
+    """An ONNX graph ``actions = tanh(obs @ W + b)`` (random W, fixed seed) with ``metadata`` attached."""
+    rng = np.random.default_rng(seed)
+    w = (rng.standard_normal((obs_dim, num_actions)) * gain).astype(np.float32)
+    b = (rng.standard_normal(num_actions) * 0.1).astype(np.float32)
+    graph = helper.make_graph(
+        [helper.make_node("Gemm", ["obs", "W", "b"], ["pre"]), helper.make_node("Tanh", ["pre"], ["actions"])],
+        "linear_policy",
+        [helper.make_tensor_value_info("obs", TensorProto.FLOAT, [1, obs_dim])],
+        [helper.make_tensor_value_info("actions", TensorProto.FLOAT, [1, num_actions])],
+        [numpy_helper.from_array(w, "W"), numpy_helper.from_array(b, "b")],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.save(model, str(path))
+    if metadata is not None:
+        from upright.training.onnx_export import attach_metadata
+
+        attach_metadata(path, metadata)
+    return path
+
+
+# ------------------------------------------------------------------ a small robot for fault injection
+JOINTS = ("j0", "j1", "j2")
+HELD = ("h0",)
+
+
+def small_robot() -> RobotConfig:
+    motors = tuple(
+        MotorConfig(joint=name, motor_id=i, lower=-1.0, upper=1.0, torque_limit=20.0, velocity_limit=20.0)
+        for i, name in enumerate(JOINTS + HELD)
+    )
+    return RobotConfig(name="small", buses=(BusConfig(name="bus0", port="", motors=motors, has_imu=True),),
+                       reply_timeout_s=0.002)
+
+
+def small_spec(history: int = 2) -> PolicySpec:
+    j = len(JOINTS)
+    names = tuple(t.name for t in OBSERVATION_TERMS)
+    return PolicySpec(
+        path="<test>", task="test", joint_names=JOINTS, kp=np.full(j, 20.0), kd=np.full(j, 1.0),
+        default_joint_pos=np.array([0.1, -0.1, 0.2]), held_joint_names=HELD, held_kp=np.array([20.0]),
+        held_kd=np.array([1.0]), held_joint_pos=np.array([0.0]), action_scale=0.5, action_clip=100.0,
+        control_dt=0.02, observation_names=names, observation_dims=tuple(observation_dims(j)),
+        observation_scales=tuple(t.scale for t in OBSERVATION_TERMS), history_length=history,
+        observation_clip=100.0, input_name="obs", output_name="actions", metadata={},
+    )  # fmt: skip
+
+
+class KinematicModel:
+    """Motors that move toward their PD target (first order), an upright IMU; thread-safe enough for tests."""
+
+    def __init__(self, robot: RobotConfig, temperature: int = 35):
+        self.robot = robot
+        n = len(robot.joint_names)
+        self.q = np.zeros(n)
+        self.dq = np.zeros(n)
+        self.gear = robot.array("gear")
+        self.temperature = temperature
+        self.seq = 0
+        self.index = {(0, m.motor_id): k for k, m in enumerate(robot.motors)}
+
+    def motor_reply(self, bus: int, cmd: go.GoCommand) -> go.GoReply | None:
+        k = self.index.get((bus, cmd.motor_id))
+        if k is None:
+            return None
+        g = self.gear[k]
+        if cmd.mode == go.MotorMode.FOC and cmd.kp > 0:
+            target = cmd.q / g
+            new = self.q[k] + 0.05 * (target - self.q[k])
+            self.dq[k] = (new - self.q[k]) / 0.002
+            self.q[k] = new
+        else:
+            self.dq[k] = 0.0
+        return go.GoReply(cmd.motor_id, cmd.mode, 0.0, self.dq[k] * g, self.q[k] * g, self.temperature, 0, 0)
+
+    def imu_sample(self, tick: int) -> imu_frame.ImuSample:
+        self.seq += 1
+        return imu_frame.ImuSample(imu_frame.DEFAULT_ADDRESS, self.seq, tick * 2000, (1.0, 0.0, 0.0, 0.0),
+                                   (0.0, 0.0, 0.0), (0.0, 0.0, 9.81))
+
+    def idle(self):
+        return None
+
+
+class RecordingRobot(SerialRobot):
+    """A SerialRobot that keeps a copy of every joint-side command it sends."""
+
+    def __init__(self, config: RobotConfig):
+        super().__init__(config)
+        self.sent: list[tuple[int, dict[str, np.ndarray]]] = []
+
+    def exchange(self, command: JointCommand, tick: int):
+        self.sent.append((tick, {k: getattr(command, k).copy() for k in ("mode", "q", "dq", "kp", "kd", "tau")}))
+        return super().exchange(command, tick)
+
+
+class Harness:
+    """A controller driving the small robot, whose fake device runs on ptys in a thread."""
+
+    def __init__(self, policy, faults=(), cfg: ControllerConfig | None = None, temperature: int = 35):
+        self.robot_cfg = small_robot()
+        self.model = KinematicModel(self.robot_cfg, temperature)
+        self.server = PtyDeviceServer(["bus0"], [{m.motor_id: m.joint for m in self.robot_cfg.motors}], self.model,
+                                      faults=list(faults))
+        self.server.record_commands = True
+        self.robot_cfg = self.robot_cfg.with_ports(self.server.ports)
+        self._stop = False
+        self.thread = threading.Thread(target=self.server.serve, args=(lambda: self._stop,), daemon=True)
+        self.thread.start()
+        self.robot = RecordingRobot(self.robot_cfg)
+        self.robot.connect()
+        self.spec = small_spec()
+        self.cfg = cfg or ControllerConfig(ramp_s=0.1, policy_ramp_s=0.0, auto_start=True, auto_engage_s=0.04,
+                                           stop_damping_s=0.02)
+        self.controller = Controller(self.spec, self.robot_cfg, policy, self.cfg)
+
+    def close(self):
+        self._stop = True
+        self.thread.join(2)
+        self.robot.close()
+        self.server.close()
+
+    def damping_tick(self) -> int | None:
+        """First tick whose command was damping (kp = 0 everywhere, kd > 0)."""
+        for tick, c in self.robot.sent:
+            if (c["kp"] == 0).all() and (c["kd"] > 0).all():
+                return tick
+        return None
+
+    def assert_no_unsafe_command(self, max_delta: float | None = 0.5) -> None:
+        """Every command finite; position targets inside the limits with bounded per-tick jumps; once damping
+        started, damping only; and the last thing every motor received on the wire was damping."""
+        lower, upper = self.robot_cfg.array("lower"), self.robot_cfg.array("upper")
+        t_damp = self.damping_tick()
+        prev_q = None
+        for tick, c in self.robot.sent:
+            for k, v in c.items():
+                assert np.isfinite(v).all(), f"non-finite {k} sent at tick {tick}"
+            if t_damp is not None and tick >= t_damp:
+                assert (c["kp"] == 0).all() and (c["kd"] > 0).all() and (c["tau"] == 0).all(), f"tick {tick}: not damping"
+                continue
+            if (c["kp"] > 0).any():
+                assert ((c["q"] >= lower - 1e-9) & (c["q"] <= upper + 1e-9)).all(), f"tick {tick}: target out of limits"
+                if prev_q is not None and max_delta is not None:
+                    assert np.abs(c["q"] - prev_q).max() <= max_delta + 1e-9, f"tick {tick}: target jump"
+                prev_q = c["q"].copy()
+        # bytes on the wire: the last command of each motor is damping (kp = 0, kd > 0)
+        last = {}
+        for _, bus, cmd in self.server.commands:
+            last[cmd.motor_id] = cmd
+        assert set(last) == {m.motor_id for m in self.robot_cfg.motors}
+        for cmd in last.values():
+            assert cmd.kp == 0 and cmd.kd > 0 and cmd.tau == 0 and cmd.mode == go.MotorMode.FOC
+
+
+class ConstantPolicy:
+    """Returns a constant action; NaN from tick ``nan_after`` on; raises or sleeps when asked to."""
+
+    def __init__(self, value: float = 0.05, nan_after: int | None = None, sleep_s: float = 0.0,
+                 sleep_after: int = 0, raise_after: int | None = None, n: int = 3):
+        self.value, self.nan_after, self.sleep_s, self.sleep_after = value, nan_after, sleep_s, sleep_after
+        self.raise_after, self.n, self.calls = raise_after, n, 0
+
+    def __call__(self, obs):
+        self.calls += 1
+        if self.raise_after is not None and self.calls > self.raise_after:
+            raise RuntimeError("policy crashed")
+        if self.sleep_s and self.calls > self.sleep_after:
+            time.sleep(self.sleep_s)
+        if self.nan_after is not None and self.calls > self.nan_after:
+            return np.full(self.n, np.nan, np.float32)
+        return np.full(self.n, self.value, np.float32)
+
+
+__all__ = ["Fault", "Harness", "ConstantPolicy", "write_linear_policy", "small_robot", "small_spec"]
