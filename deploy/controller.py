@@ -265,6 +265,9 @@ class Controller:
 
         if self.sm.mode == Mode.ZERO_TORQUE and self.cfg.auto_start:
             self._enter("start", reading)
+        if (self.sm.mode == Mode.HOLD and self.cfg.auto_engage_s is not None
+                and self.hold_ticks * self.spec.control_dt >= self.cfg.auto_engage_s):  # fmt: skip
+            self._enter("resume", reading)  # at the start of the tick: this tick already runs the policy
         mode = self.sm.mode
         if mode == Mode.ZERO_TORQUE:
             c = self.command
@@ -281,8 +284,6 @@ class Controller:
         elif mode == Mode.HOLD:
             self._send_targets(self.default.copy(), reading)
             self.hold_ticks += 1
-            if self.cfg.auto_engage_s is not None and self.hold_ticks * self.spec.control_dt >= self.cfg.auto_engage_s:
-                self._enter("resume", reading)
         elif mode in (Mode.POLICY, Mode.HUMAN, Mode.PAUSED):
             self._active_tick(reading)
         if self.sm.mode == Mode.DAMPING:

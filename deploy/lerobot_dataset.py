@@ -223,6 +223,8 @@ class LeRobotV3Writer:
             }  # fmt: skip
         if extra_info:
             self.info.update(extra_info)
+        if not info_path.is_file():  # self-describing from the first frame on (recovery needs the features)
+            atomic_write_bytes(info_path, json.dumps(self.info, indent=2).encode())
         self.schema = arrow_schema(self.features)
         self.journal_dir = self.root / "journal"
 

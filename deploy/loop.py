@@ -171,7 +171,7 @@ def run_loop(
     finally:
         if watchdog:
             signal.setitimer(signal.ITIMER_REAL, 0)
-        send_damping(robot, controller, controller.cfg.stop_damping_s, period, tick)
+        send_damping(robot, controller, controller.cfg.stop_damping_s, period, tick + 1)
         gc.enable()
         gc.unfreeze()
         for sig, handler in old_handlers.items():

@@ -128,6 +128,9 @@ class MujocoRobotModel:
     def _step(self) -> None:
         self.data.qfrc_applied[self.vadr] = self.ff
         mujoco.mj_step(self.model, self.data)
+        # mj_step leaves sensors and site positions at the pre-step state; recompute them for the new one
+        # (as the training backend does), so the IMU and the recorded head height are current
+        mujoco.mj_forward(self.model, self.data)
         if self.recording:
             self._record()
 

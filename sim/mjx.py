@@ -24,6 +24,7 @@ Compiling the G1 step takes ~25 s on a 2-core CPU; :func:`enable_compilation_cac
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib.util
 import io
 import os
@@ -165,6 +166,46 @@ def _jax_substep(mx: mjx.Model, d: mjx.Data) -> mjx.Data:
     return _posvel(mx, d)
 
 
+def _advance(impl: str, mx: mjx.Model, fields: dict, d: mjx.Data, ctrl: jax.Array, nsub: jax.Array) -> mjx.Data:
+    """One env: ``nsub`` physics steps with ``ctrl`` held; ``fields`` are this env's per-env model fields."""
+    mx = mx.tree_replace(fields)
+    d = d.replace(ctrl=ctrl)
+    if impl == "jax":
+        return jax.lax.fori_loop(0, nsub, lambda _, d: _jax_substep(mx, d), d)
+    d = jax.lax.fori_loop(0, nsub, lambda _, d: mjx.step(mx, d), d)
+    force = d.actuator_force  # of the last substep, as on the native backend
+    return mjx.forward(mx, d).replace(actuator_force=force)
+
+
+def _reset(
+    impl: str, mx: mjx.Model, fields: dict, d: mjx.Data, d0: mjx.Data, done: jax.Array, qpos: jax.Array, qvel: jax.Array
+) -> mjx.Data:
+    """One env: if ``done``, fresh data (``mj_resetData``) with ``qpos``/``qvel``, position/velocity stages current."""
+    mx = mx.tree_replace(fields)
+    d = d.where(done, d0.replace(qpos=qpos, qvel=qvel))
+    new = _posvel(mx, d) if impl == "jax" else mjx.forward(mx, d)
+    return d.where(done, new)
+
+
+_PROGRAMS: dict[str, tuple] = {}
+
+
+def _programs(impl: str) -> tuple:
+    """The jitted, vmapped (advance, reset) programs for ``impl``, shared by every :class:`MjxSim`.
+
+    Sharing them means a second sim with the same model and N (e.g. a test's, or an eval env's) reuses
+    the compiled code instead of compiling again. Arguments: (model, per-env fields, data, ...).
+    """
+    if impl not in _PROGRAMS:
+        adv = functools.partial(_advance, impl)
+        rst = functools.partial(_reset, impl)
+        _PROGRAMS[impl] = (
+            jax.jit(jax.vmap(adv, in_axes=(None, 0, 0, 0, None))),
+            jax.jit(jax.vmap(rst, in_axes=(None, 0, 0, None, 0, 0, 0))),
+        )
+    return _PROGRAMS[impl]
+
+
 class MjxSim(BatchedSim):
     """Batched MuJoCo-MJX (JAX; Warp kernels on CUDA when available).
 
@@ -197,10 +238,13 @@ class MjxSim(BatchedSim):
         mx = mjx.put_model(model, device=self.jax_device, impl=self.impl)
         if self.impl == "jax":
             _integrator(mx)  # fail early on an unsupported integrator
-        # Per-env model: PER_ENV_FIELDS get a leading N axis, mapped by vmap with in_axes=0.
-        batched = {f: jnp.broadcast_to(getattr(mx, f), (n, *getattr(mx, f).shape)).copy() for f in PER_ENV_FIELDS}
-        self._mx = jax.device_put(mx.tree_replace(batched), self.jax_device)
-        axes = jax.tree_util.tree_map(lambda _: None, mx).tree_replace({f: 0 for f in PER_ENV_FIELDS})
+        self._mx = mx
+        # Per-env model: PER_ENV_FIELDS as (N, ...) arrays, vmapped with in_axes=0 and written into the
+        # shared model inside the program (a vmapped model).
+        self._fields = {
+            f: jax.device_put(jnp.broadcast_to(getattr(mx, f), (n, *getattr(mx, f).shape)), self.jax_device)
+            for f in PER_ENV_FIELDS
+        }
 
         make_kwargs = {}
         if self.impl == "warp":
@@ -217,23 +261,7 @@ class MjxSim(BatchedSim):
             self._d0 = jax.device_put(jax.jit(init_one)(0), self.jax_device)
             d = jax.device_put(jax.jit(jax.vmap(init_one))(jnp.arange(n)), self.jax_device)
 
-        posvel = _posvel if impl_ == "jax" else mjx.forward
-
-        def advance(mx, d, ctrl, nsub):
-            d = d.replace(ctrl=ctrl)
-            if impl_ == "jax":
-                return jax.lax.fori_loop(0, nsub, lambda _, d: _jax_substep(mx, d), d)
-            d = jax.lax.fori_loop(0, nsub, lambda _, d: mjx.step(mx, d), d)
-            force = d.actuator_force  # of the last substep, as on the native backend
-            return mjx.forward(mx, d).replace(actuator_force=force)
-
-        def reset(mx, d, d0, done, qpos, qvel):
-            # mj_resetData for the rows in `done`, then their qpos/qvel, then their pos/vel stages.
-            d = d.where(done, d0.replace(qpos=qpos, qvel=qvel))
-            return d.where(done, posvel(mx, d))
-
-        self._advance = jax.jit(jax.vmap(advance, in_axes=(axes, 0, 0, None)))
-        self._reset = jax.jit(jax.vmap(reset, in_axes=(axes, 0, None, 0, 0, 0)))
+        self._advance, self._reset = _programs(self.impl)
         self._d = d
         self._state: SimState | None = None
         self._nsub_cache: dict[int, jax.Array] = {}
@@ -265,7 +293,7 @@ class MjxSim(BatchedSim):
         if nsubsteps not in self._nsub_cache:
             self._nsub_cache[nsubsteps] = jax.device_put(jnp.int32(nsubsteps), self.jax_device)
         c = _to_jax(ctrl.to(self.device), torch.float32)
-        self._d = self._advance(self._mx, self._d, c, self._nsub_cache[nsubsteps])
+        self._d = self._advance(self._mx, self._fields, self._d, c, self._nsub_cache[nsubsteps])
         self._state = None
 
     def reset_envs(self, env_ids: torch.Tensor, qpos: torch.Tensor, qvel: torch.Tensor) -> None:
@@ -280,7 +308,9 @@ class MjxSim(BatchedSim):
         full_v = torch.zeros(n, self.model.nv, dtype=torch.float32, device=dev)
         full_q[ids] = qpos.detach().to(dev, torch.float32)
         full_v[ids] = qvel.detach().to(dev, torch.float32)
-        self._d = self._reset(self._mx, self._d, self._d0, _to_jax(done), _to_jax(full_q), _to_jax(full_v))
+        self._d = self._reset(
+            self._mx, self._fields, self._d, self._d0, _to_jax(done), _to_jax(full_q), _to_jax(full_v)
+        )
         self._state = None
 
     # ------------------------------------------------------------------ per-env model
@@ -296,15 +326,15 @@ class MjxSim(BatchedSim):
             ValueError: ``name`` is not in :data:`PER_ENV_FIELDS`.
         """
         self._check_field(name)
-        return torch.from_dlpack(getattr(self._mx, name)).clone()
+        return torch.from_dlpack(self._fields[name]).clone()
 
     def set_model_field(self, name: str, env_ids: torch.Tensor, values: torch.Tensor) -> None:
         self._check_field(name)
         current = self.model_field(name).to(self.device)
         ids = env_ids.detach().to(self.device, torch.long)
         current[ids] = values.detach().to(self.device, torch.float32).expand_as(current[ids])
-        self._mx = self._mx.tree_replace({name: _to_jax(current)})
+        self._fields = {**self._fields, name: _to_jax(current)}
 
     def close(self) -> None:
-        self._d = self._d0 = self._mx = None  # type: ignore[assignment]
+        self._d = self._d0 = self._mx = self._fields = None  # type: ignore[assignment]
         self._state = None

@@ -15,10 +15,10 @@ import matplotlib.pyplot as plt  # noqa: E402
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator  # noqa: E402
 
 DEFAULT_TAGS = (
-    ("Episode/Episode_Reward/group/task", "task-group reward per env step (0..1)"),
-    ("Episode/Metrics/head_height", "mean head height above feet, m"),
-    ("Episode/Metrics/base_height", "mean pelvis height, m"),
-    ("Episode/Episode_Reward/group/style", "style-group reward per env step"),
+    ("Episode_Reward/group/task", "task-group reward per env step (0..1)"),
+    ("Metrics/head_height", "mean head height above feet, m"),
+    ("Metrics/base_height", "mean pelvis height, m"),
+    ("Episode_Reward/group/style", "style-group reward per env step"),
 )
 """(TensorBoard tag, axis label) pairs plotted by default."""
 

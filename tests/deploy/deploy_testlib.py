@@ -135,7 +135,7 @@ class Harness:
         self.robot.connect()
         self.spec = small_spec()
         self.cfg = cfg or ControllerConfig(ramp_s=0.1, policy_ramp_s=0.0, auto_start=True, auto_engage_s=0.04,
-                                           stop_damping_s=0.02)
+                                           stop_damping_s=0.02, exit_after_damping_s=0.1)
         self.controller = Controller(self.spec, self.robot_cfg, policy, self.cfg)
 
     def close(self):
@@ -144,23 +144,28 @@ class Harness:
         self.robot.close()
         self.server.close()
 
-    def damping_tick(self) -> int | None:
-        """First tick whose command was damping (kp = 0 everywhere, kd > 0)."""
-        for tick, c in self.robot.sent:
+    def damping_index(self) -> int | None:
+        """Index (in ``robot.sent``) of the first damping command (kp = 0 everywhere, kd > 0)."""
+        for i, (_, c) in enumerate(self.robot.sent):
             if (c["kp"] == 0).all() and (c["kd"] > 0).all():
-                return tick
+                return i
         return None
+
+    def damping_tick(self) -> int | None:
+        """I/O tick of the first damping command."""
+        i = self.damping_index()
+        return None if i is None else self.robot.sent[i][0]
 
     def assert_no_unsafe_command(self, max_delta: float | None = 0.5) -> None:
         """Every command finite; position targets inside the limits with bounded per-tick jumps; once damping
         started, damping only; and the last thing every motor received on the wire was damping."""
         lower, upper = self.robot_cfg.array("lower"), self.robot_cfg.array("upper")
-        t_damp = self.damping_tick()
+        i_damp = self.damping_index()
         prev_q = None
-        for tick, c in self.robot.sent:
+        for i, (tick, c) in enumerate(self.robot.sent):
             for k, v in c.items():
                 assert np.isfinite(v).all(), f"non-finite {k} sent at tick {tick}"
-            if t_damp is not None and tick >= t_damp:
+            if i_damp is not None and i >= i_damp:
                 assert (c["kp"] == 0).all() and (c["kd"] > 0).all() and (c["tau"] == 0).all(), f"tick {tick}: not damping"
                 continue
             if (c["kp"] > 0).any():
@@ -197,3 +202,73 @@ class ConstantPolicy:
 
 
 __all__ = ["Fault", "Harness", "ConstantPolicy", "write_linear_policy", "small_robot", "small_spec"]
+
+
+# ------------------------------------------------------------------ processes: sim-robot and the daemon
+import json as _json  # noqa: E402
+import os as _os  # noqa: E402
+import signal as _signal  # noqa: E402
+import subprocess as _subprocess  # noqa: E402
+import sys as _sys  # noqa: E402
+
+E2E_SAFETY = [
+    # the machine running the tests is shared (2 cores, often a training run): lockstep makes the physics
+    # independent of timing, so the timing checks are loosened here; they are tested in test_loop.py
+    "--reply-timeout-ms", "20", "--max-sensor-age-ms", "1000", "--overruns", "1000000", "--watchdog-s", "5",
+]  # fmt: skip
+
+
+def start_sim_robot(tmp: pathlib.Path, *extra: str) -> tuple[_subprocess.Popen, pathlib.Path]:
+    links = tmp / "links"
+    log = open(tmp / "sim_robot.log", "w")
+    proc = _subprocess.Popen(
+        [_sys.executable, "-m", "upright.deploy.cli", "sim-robot", "--link-dir", str(links), *extra],
+        stdout=log, stderr=_subprocess.STDOUT, start_new_session=True,
+    )  # fmt: skip
+    deadline = time.monotonic() + 60
+    while not all((links / f"bus{i}").exists() for i in range(5)):
+        if proc.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError("sim-robot did not start: " + (tmp / "sim_robot.log").read_text())
+        time.sleep(0.1)
+    return proc, links
+
+
+def start_daemon(tmp: pathlib.Path, policy: pathlib.Path, links: pathlib.Path, *extra: str) -> _subprocess.Popen:
+    log = open(tmp / "daemon.log", "w")
+    return _subprocess.Popen(
+        [_sys.executable, "-m", "upright.deploy.cli", "run", "--policy", str(policy), "--port-dir", str(links),
+         "--dataset", str(tmp / "dataset"), "--socket", str(tmp / "ctl.sock"), "--no-keyboard", *E2E_SAFETY, *extra],
+        stdout=log, stderr=_subprocess.STDOUT, stdin=_subprocess.DEVNULL, start_new_session=True,
+    )  # fmt: skip
+
+
+def stop(proc: _subprocess.Popen, sig=_signal.SIGTERM, timeout: float = 30) -> int:
+    if proc.poll() is None:
+        try:
+            _os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            pass
+    return proc.wait(timeout)
+
+
+def ctl(tmp: pathlib.Path, *args: str) -> dict:
+    """`upright-deploy ctl ...` through the real CLI; returns the JSON reply."""
+    proc = _subprocess.run([_sys.executable, "-m", "upright.deploy.cli", "ctl", "--socket", str(tmp / "ctl.sock"), *args],
+                           capture_output=True, text=True, timeout=30)  # fmt: skip
+    assert proc.returncode in (0, 1), proc.stderr
+    return _json.loads(proc.stdout)
+
+
+def wait_for_mode(tmp: pathlib.Path, mode: str, timeout: float = 60) -> dict:
+    from upright.deploy.operator import send_command
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            reply = send_command(str(tmp / "ctl.sock"), {"cmd": "status"})
+            if reply["mode"] == mode:
+                return reply
+        except ConnectionError:
+            pass
+        time.sleep(0.1)
+    raise TimeoutError(f"daemon never reached {mode}: " + (tmp / "daemon.log").read_text()[-3000:])

@@ -92,7 +92,7 @@ def test_lost_imu_damps():
 def test_nan_from_the_policy_damps_and_nothing_nan_is_sent():
     policy = ConstantPolicy(0.05, nan_after=12)
     h = run(policy)
-    assert "fault" == "fault" and "NaN" in h.controller.sm.damping_reason
+    assert "NaN" in h.controller.sm.damping_reason
     assert h.controller.mode == Mode.DAMPING
     t = h.damping_tick()
     assert t is not None and t < 320
