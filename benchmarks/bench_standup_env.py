@@ -13,7 +13,7 @@ measurement does exactly the same work.
 Sections (see ``benchmarks/README.md``):
 
 1. stepping grid: for each N x threads, env-steps/s of the full ``StandupEnv.step`` (random actions in
-   [-1, 1]) and of the bare backend (``NativeSim.step(ctrl, nsubsteps=4)`` with precomputed controls).
+   [-1, 1]) and of the bare backend (``NativeSim.step(ctrl, nsubsteps=4)``, ctrl = q + the same actions).
 2. training: ``make_env`` + ``UprightRunner`` built as ``upright.training.train_loop.train`` does, a few
    PPO iterations of HoST's 50 steps per env; collection, update and overall env-steps/s.
 
@@ -257,23 +257,22 @@ def env_stepper(env: StandupEnv, actions: list[torch.Tensor]):
 
 def backend_stepper(env: StandupEnv, actions: list[torch.Tensor]):
     """``NativeSim.step(ctrl, 4)`` on the env's own backend (same N, threads and robot states), with
-    controls precomputed like the env's (p_target = q + a for policy joints, default pose for held ones)."""
+    controls built like the env's (p_target = measured q + a for the policy joints, default pose for the
+    held ones) by one gather and one add per step, so that the robots move as in the env."""
     sim = env.sim
     if not isinstance(sim, NativeSim):
         raise TypeError(f"expected the native backend, got {type(sim).__name__}")
-    base = env.default_pose.expand(env.num_envs, -1).clone()
+    m = env.model
+    jids = [mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_JOINT, name) for name in g1.POLICY_JOINT_NAMES]
+    q_adr = torch.as_tensor(m.jnt_qposadr[jids], dtype=torch.long)
     pol = torch.as_tensor(env.robot.policy_joint_ids, dtype=torch.long)
-    q = env.state.q
-    ctrls = []
-    for a in actions:
-        c = base.clone()
-        c[:, pol] = q + a
-        ctrls.append(c)
+    ctrl = env.default_pose.expand(env.num_envs, -1).clone()
     i = 0
 
     def step() -> None:
         nonlocal i
-        sim.step(ctrls[i % len(ctrls)], env.cfg.decimation)
+        ctrl[:, pol] = sim.state.qpos[:, q_adr] + actions[i % len(actions)]
+        sim.step(ctrl, env.cfg.decimation)
         i += 1
 
     return step
@@ -528,8 +527,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--profile-top", type=int, default=30)
     p.add_argument("--quick", action="store_true",
                    help="smoke run: grid N 64 and 1024, 1 s per figure; training N=256, 1 + 1 iterations")  # fmt: skip
-    p.add_argument("--torch-threads", type=int, default=None,
-                   help="torch.set_num_threads first (default: torch's own choice, as in train.py)")  # fmt: skip
+    p.add_argument("--torch-threads", type=int, default=1,
+                   help="torch threads while stepping (default 1, as train.py uses while collecting; "
+                        "the training section's runner switches to all CPUs for the update itself)")  # fmt: skip
     p.add_argument("--out", type=str, default=None, help="also write the Markdown report to this file")
     args = p.parse_args(argv)
     if args.quick:

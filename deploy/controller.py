@@ -35,7 +35,7 @@ from upright.deploy.protocol.go_m8010 import MotorMode
 from upright.deploy.robot import JointCommand, RobotReading
 from upright.deploy.robot_config import RobotConfig
 from upright.deploy.safety import SafetyConfig, SafetyFlag
-from upright.deploy.state_machine import ControlSource, Mode, StateMachine
+from upright.deploy.state_machine import Mode, StateMachine
 
 
 @dataclass
@@ -75,7 +75,9 @@ class Controller:
         ValueError: ``control_dt`` is not a whole number of I/O periods.
     """
 
-    def __init__(self, spec: PolicySpec, robot: RobotConfig, policy, cfg: ControllerConfig, logger=None, operator=None, keyboard=None):
+    def __init__(
+        self, spec: PolicySpec, robot: RobotConfig, policy, cfg: ControllerConfig, logger=None, operator=None, keyboard=None
+    ):
         self.spec, self.robot, self.policy, self.cfg = spec, robot, policy, cfg
         self.logger, self.operator, self.keyboard = logger, operator, keyboard
         dec = spec.control_dt * cfg.io_rate_hz
@@ -398,7 +400,8 @@ class Controller:
         elif cmd == "quit":
             self.request_stop("operator quit")
         elif cmd != "status":
-            ok, error = False, f"unknown command '{cmd}'; commands: start resume pause takeover release estop mark-success mark-failure status target quit"
+            ok, error = False, (f"unknown command '{cmd}'; commands: start resume pause takeover release estop "
+                                "mark-success mark-failure status target quit")
         reply = {"ok": ok, "cmd": cmd}
         if error:
             reply["error"] = error

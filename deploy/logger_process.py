@@ -272,7 +272,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="upright deploy logger process (started by the daemon)")
     parser.add_argument("--schema", required=True, help="JSON: root, features, fps, robot_type, task, ...")
     args = parser.parse_args(argv)
-    try:
+    try:  # never compete with the control process: normal scheduling, lower priority, any CPU
+        os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
+        os.sched_setaffinity(0, range(os.cpu_count() or 1))
         os.nice(5)
     except OSError:
         pass

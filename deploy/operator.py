@@ -127,16 +127,23 @@ class OperatorServer:
 
 
 class Keyboard:
-    """Single-key commands from a terminal (cbreak mode, non-blocking); inactive when stdin is not a tty."""
+    """Single-key commands from a terminal (cbreak mode, non-blocking); inactive when it is not a tty.
 
-    def __init__(self) -> None:
-        self.active = sys.stdin.isatty()
+    Args:
+        fd: the terminal (default: standard input).
+    """
+
+    def __init__(self, fd: int | None = None) -> None:
+        try:
+            self._fd = sys.stdin.fileno() if fd is None else fd
+            self.active = os.isatty(self._fd)
+        except (ValueError, OSError):
+            self.active = False
         self._saved = None
         if self.active:
             import termios
             import tty
 
-            self._fd = sys.stdin.fileno()
             self._saved = termios.tcgetattr(self._fd)
             tty.setcbreak(self._fd)
             os.set_blocking(self._fd, False)

@@ -60,14 +60,22 @@ def _to_jsonable(value: Any) -> Any:
 
 
 def attach_metadata(path: str | pathlib.Path, metadata: dict[str, Any]) -> None:
-    """Write ``metadata`` (JSON-serialisable values) into the ONNX file's ``metadata_props``, replacing old ones."""
-    model = onnx.load(str(path))
+    """Write ``metadata`` (JSON-serialisable values) into the ONNX file's ``metadata_props``, replacing old ones.
+
+    The weights are stored inside the file (torch's exporter may write them to ``<name>.data``; that
+    side file is folded in and removed), so the ``.onnx`` file alone is the policy.
+    """
+    path = pathlib.Path(path)
+    model = onnx.load(str(path))  # loads external weights into the graph
     del model.metadata_props[:]
     for key, value in {"upright_metadata_version": METADATA_VERSION, **metadata}.items():
         entry = model.metadata_props.add()
         entry.key = key
         entry.value = json.dumps(_to_jsonable(value))
-    onnx.save(model, str(path))
+    onnx.save(model, str(path), save_as_external_data=False)
+    side = path.with_name(path.name + ".data")
+    if side.exists():
+        side.unlink()
 
 
 def read_metadata(path: str | pathlib.Path) -> dict[str, Any]:

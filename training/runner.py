@@ -68,8 +68,17 @@ class UprightRunner(OnPolicyRunner):
         onnx_metadata: metadata written into every exported ONNX file.
     """
 
-    def __init__(self, env, train_cfg: dict, log_dir: str | None, device: str = "cpu", onnx_metadata: dict | None = None):
+    def __init__(
+        self,
+        env,
+        train_cfg: dict,
+        log_dir: str | None,
+        device: str = "cpu",
+        onnx_metadata: dict | None = None,
+        update_threads: int = 0,
+    ):
         super().__init__(env, train_cfg, log_dir=log_dir, device=device)
+        self._use_cpu_thread_split(update_threads)
         logger = ProgressLogger.__new__(ProgressLogger)
         logger.__dict__.update(self.logger.__dict__)
         logger.on_iteration_done = self._iteration_done
@@ -77,6 +86,24 @@ class UprightRunner(OnPolicyRunner):
         self.onnx_metadata = dict(onnx_metadata or {})
         self.completed_iterations = 0
         """Number of PPO iterations finished in this run, counting those before a resume."""
+
+    def _use_cpu_thread_split(self, update_threads: int) -> None:
+        """On CPU: 1 torch thread while collecting (the physics pool owns the cores; torch's idle OpenMP
+        workers would spin against it), ``update_threads`` (0 = all CPUs) for the PPO update."""
+        if torch.device(self.device).type != "cpu":
+            return
+        n_update = update_threads or os.cpu_count() or 1
+        update = self.alg.update
+
+        def update_with_threads():
+            torch.set_num_threads(n_update)
+            try:
+                return update()
+            finally:
+                torch.set_num_threads(1)
+
+        self.alg.update = update_with_threads
+        torch.set_num_threads(1)
 
     def _iteration_done(self, it: int) -> None:
         self.completed_iterations = it + 1

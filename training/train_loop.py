@@ -87,7 +87,10 @@ def train(cfg: DictConfig) -> pathlib.Path:
     env = make_env(cfg.task_name, cfg.env, cfg.sim, device=cfg.device, seed=cfg.seed)
     train_cfg = rsl_rl_config(cfg.train)
     meta = policy_metadata(cfg.task_name, env) | {"run_path": str(run_dir.resolve())}
-    runner = UprightRunner(env, train_cfg, log_dir=str(run_dir), device=cfg.device, onnx_metadata=meta)
+    runner = UprightRunner(
+        env, train_cfg, log_dir=str(run_dir), device=cfg.device, onnx_metadata=meta,
+        update_threads=cfg.train.update_threads,
+    )  # fmt: skip
     if ckpt is not None:
         runner.load(str(ckpt), map_location=cfg.device)
         print(f"Resuming {ckpt} after {runner.completed_iterations} completed iterations", flush=True)

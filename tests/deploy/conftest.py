@@ -31,7 +31,7 @@ def linear_policy(tmp_path_factory, standup_metadata):
     from deploy_testlib import write_linear_policy
 
     path = tmp_path_factory.mktemp("policy") / "policy.onnx"
-    return write_linear_policy(path, 456, 23, standup_metadata)
+    return write_linear_policy(path, 456, 23, standup_metadata, gain=0.003)
 
 
 @pytest.fixture(scope="session")

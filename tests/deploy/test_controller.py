@@ -1,0 +1,74 @@
+"""Controller logic on fabricated readings (no I/O): entering POLICY ramps from the measured pose, bumpless
+takeover, executed vs proposed actions."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+from deploy_testlib import ConstantPolicy, small_robot, small_spec
+
+from upright.deploy.controller import Controller, ControllerConfig
+from upright.deploy.robot import RobotReading
+from upright.deploy.state_machine import Mode
+
+
+def make(policy_ramp_s: float, action: float = 0.4):
+    c = Controller(small_spec(), small_robot(), ConstantPolicy(action), ControllerConfig(policy_ramp_s=policy_ramp_s, auto_engage_s=0.0))
+    now = time.monotonic_ns()
+    c.start(now)
+    c.sm.mode = Mode.HOLD  # as after RAMP_TO_DEFAULT: holding the default pose
+    c.command.kp[:] = c.kp
+    c.command.kd[:] = c.kd
+    c.command.q[:] = c.default
+    rd = RobotReading(4)
+    rd.ok[:] = True
+    rd.imu_ok, rd.imu_seq, rd.t_ns = True, 1, now
+    rd.q[:] = c.default + np.array([0.1, -0.05, 0.08, 0.0])  # the robot sags away from the held pose
+    return c, rd
+
+
+def tick(c, rd, k):
+    rd.imu_seq += 1
+    rd.t_ns = time.monotonic_ns()
+    c.on_cycle(rd, k * c.decimation, 0)
+
+
+def test_entering_policy_ramps_from_the_measured_pose():
+    c, rd = make(policy_ramp_s=0.1)  # 5 ticks
+    beta, a = c.spec.action_scale, 0.4
+    tick(c, rd, 0)
+    assert c.mode == Mode.POLICY
+    pol = c.pol
+    # first command: 1/5 of the way from the measured pose (not the held default) to q + β·a
+    np.testing.assert_allclose(c.command.q[pol], rd.q[pol] + beta * a / 5, atol=1e-7)
+    for k in range(1, 5):
+        tick(c, rd, k)
+        np.testing.assert_allclose(c.command.q[pol], rd.q[pol] + beta * a * (k + 1) / 5, atol=1e-7)
+    tick(c, rd, 5)
+    np.testing.assert_allclose(c.command.q[pol], rd.q[pol] + beta * a, atol=1e-7)  # ramp over: the env's rule
+    np.testing.assert_allclose(c.executed, a, rtol=1e-6)
+
+
+def test_no_ramp_is_the_env_rule_at_once_and_held_joints_keep_their_pose():
+    c, rd = make(policy_ramp_s=0.0)
+    tick(c, rd, 0)
+    np.testing.assert_allclose(c.command.q[c.pol], rd.q[c.pol] + c.spec.action_scale * 0.4, atol=1e-7)
+    np.testing.assert_allclose(c.command.q[c.held], c.spec.held_joint_pos)
+    np.testing.assert_allclose(c.command.kp[c.held], c.spec.held_kp)
+    np.testing.assert_array_equal(c.executed, c.proposal)
+
+
+def test_takeover_is_bumpless_and_logs_the_executed_action():
+    c, rd = make(policy_ramp_s=0.0)
+    tick(c, rd, 0)
+    before = c.command.q.copy()
+    assert c._enter("takeover", rd) and c.mode == Mode.HUMAN
+    tick(c, rd, 1)
+    np.testing.assert_allclose(c.command.q, before)  # the human starts from the current targets
+    c.human_goal[0] += 1.0
+    tick(c, rd, 2)
+    assert np.isclose(c.command.q[c.pol[0]] - before[c.pol[0]], c.cfg.safety.human_max_delta)  # rate-limited
+    # executed action = what the targets mean in policy units; the proposal is still the policy's
+    np.testing.assert_allclose(c.executed, (c.command.q[c.pol] - rd.q[c.pol]) / c.spec.action_scale, rtol=1e-6)
+    np.testing.assert_allclose(c.proposal, 0.4)

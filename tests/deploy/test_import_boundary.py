@@ -1,0 +1,23 @@
+"""The daemon imports only the shared term definitions from upright: never training, the simulator, MuJoCo,
+the robot model or the env (sim_robot, which may, is not imported by the daemon)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+CODE = """
+import sys
+import upright.deploy.cli, upright.deploy.controller, upright.deploy.loop, upright.deploy.metadata
+import upright.deploy.policy, upright.deploy.robot, upright.deploy.logger_process, upright.deploy.operator
+upright.deploy.cli.main(["ctl", "status", "--socket", "/nonexistent/upright.sock"])
+forbidden = ("upright.training", "upright.sim", "upright.robots", "upright.tasks.standup.env",
+             "upright.tasks.registry", "upright.deploy.sim_robot", "mujoco", "rsl_rl", "hydra")
+print(sorted(m for m in sys.modules if m.startswith(forbidden)))
+"""
+
+
+def test_daemon_import_closure():
+    proc = subprocess.run([sys.executable, "-c", CODE], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip().splitlines()[-1] == "[]", proc.stdout
