@@ -32,7 +32,9 @@ class ProgressLogger(Logger):
     """Called with the iteration index after it is logged."""
 
     def log(self, it: int, start_it: int, total_it: int, collect_time: float, learn_time: float, **kwargs: Any) -> None:
-        if self.writer is None:
+        if self.on_iteration_done is not None:
+            self.on_iteration_done(it)
+        if self.writer is None:  # ranks other than 0 of a distributed run do not log
             return
         groups = {}
         for g in GROUP_KEYS:
@@ -53,8 +55,6 @@ class ProgressLogger(Logger):
             f" | ep_len {ep_len:.1f} | ETA {datetime.timedelta(seconds=int(eta))}",
             flush=True,
         )
-        if self.on_iteration_done is not None:
-            self.on_iteration_done(it)
 
 
 class UprightRunner(OnPolicyRunner):
@@ -86,6 +86,33 @@ class UprightRunner(OnPolicyRunner):
         self.onnx_metadata = dict(onnx_metadata or {})
         self.completed_iterations = 0
         """Number of PPO iterations finished in this run, counting those before a resume."""
+
+    def _configure_multi_gpu(self) -> None:
+        """rsl-rl-lib's multi-process setup (torchrun env vars; NCCL on ``cuda:<LOCAL_RANK>``), extended to
+        CPU processes with the gloo backend (for tests and CPU clusters)."""
+        world_size = int(os.getenv("WORLD_SIZE", "1"))
+        if world_size > 1 and torch.device(self.device).type == "cpu":
+            self.gpu_world_size, self.is_distributed = world_size, True
+            self.gpu_local_rank = int(os.getenv("LOCAL_RANK", "0"))
+            self.gpu_global_rank = int(os.getenv("RANK", "0"))
+            self.cfg["multi_gpu"] = {
+                "global_rank": self.gpu_global_rank, "local_rank": self.gpu_local_rank, "world_size": world_size,
+            }  # fmt: skip
+            if not torch.distributed.is_initialized():
+                torch.distributed.init_process_group(backend="gloo", rank=self.gpu_global_rank, world_size=world_size)
+            return
+        super()._configure_multi_gpu()
+
+    def parameters_in_sync(self) -> float:
+        """Max |difference| between this rank's actor+critic state (weights and normaliser statistics) and
+        rank 0's (0.0 when not distributed)."""
+        models = (self.alg.get_policy(), self.alg.critic)
+        params = torch.cat([t.detach().float().flatten() for m in models for t in m.state_dict().values()])
+        if not self.is_distributed:
+            return 0.0
+        reference = params.clone()
+        torch.distributed.broadcast(reference, src=0)
+        return float((params - reference).abs().max())
 
     def _use_cpu_thread_split(self, update_threads: int) -> None:
         """On CPU: 1 torch thread while collecting (the physics pool owns the cores; torch's idle OpenMP

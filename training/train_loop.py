@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import pathlib
 import random
 
@@ -79,12 +80,25 @@ def resolve_run_dir(cfg: DictConfig) -> tuple[pathlib.Path, pathlib.Path | None]
     return run_dir, None
 
 
+def distributed_rank() -> tuple[int, int, int]:
+    """(global rank, local rank, world size) from torchrun's environment; (0, 0, 1) without torchrun."""
+    return int(os.getenv("RANK", "0")), int(os.getenv("LOCAL_RANK", "0")), int(os.getenv("WORLD_SIZE", "1"))
+
+
 def train(cfg: DictConfig) -> pathlib.Path:
-    """Train the configured task; return the run directory. Ctrl-C/SIGTERM save a checkpoint, then re-raise."""
-    seed_everything(cfg.seed)
+    """Train the configured task; return the run directory. Ctrl-C/SIGTERM save a checkpoint, then re-raise.
+
+    Under torchrun (WORLD_SIZE > 1) every process runs ``env.num_envs`` envs with seed ``seed + RANK``;
+    rsl-rl-lib averages gradients across processes (NCCL on ``cuda:<LOCAL_RANK>``, gloo on CPU) and only
+    rank 0 writes checkpoints and logs.
+    """
+    rank, local_rank, world_size = distributed_rank()
+    if world_size > 1 and str(cfg.device).startswith("cuda"):
+        cfg.device = f"cuda:{local_rank}"
+    seed_everything(cfg.seed + rank)
     run_dir, ckpt = resolve_run_dir(cfg)
     run_dir.mkdir(parents=True, exist_ok=True)
-    env = make_env(cfg.task_name, cfg.env, cfg.sim, device=cfg.device, seed=cfg.seed)
+    env = make_env(cfg.task_name, cfg.env, cfg.sim, device=cfg.device, seed=cfg.seed + rank)
     train_cfg = rsl_rl_config(cfg.train)
     meta = policy_metadata(cfg.task_name, env) | {"run_path": str(run_dir.resolve())}
     runner = UprightRunner(
@@ -94,11 +108,17 @@ def train(cfg: DictConfig) -> pathlib.Path:
     if ckpt is not None:
         runner.load(str(ckpt), map_location=cfg.device)
         print(f"Resuming {ckpt} after {runner.completed_iterations} completed iterations", flush=True)
-    OmegaConf.save(cfg, run_dir / f"config_{runner.completed_iterations}.yaml", resolve=True)
+    if rank == 0:
+        OmegaConf.save(cfg, run_dir / f"config_{runner.completed_iterations}.yaml", resolve=True)
     print(f"Run directory: {run_dir}  ({env.num_envs} envs, {cfg.sim.backend} backend, "
           f"{getattr(env.sim, 'num_threads', '?')} threads)", flush=True)  # fmt: skip
     try:
         runner.learn_until(cfg.train.max_iterations, init_at_random_ep_len=cfg.train.init_at_random_ep_len)
+        if world_size > 1:
+            diff = runner.parameters_in_sync()
+            print(f"rank {rank}/{world_size}: max |param - rank 0 param| = {diff:.3g};", flush=True)
+            if diff != 0.0:
+                raise RuntimeError(f"rank {rank}: policy parameters diverged from rank 0 by {diff}")
     finally:
         env.close()
     return run_dir
