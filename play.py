@@ -1,0 +1,52 @@
+"""Play a policy or a recording in sim: ``python play.py task=standup policy=<run dir | .pt | .onnx | zero | random>
+[viewer=auto|native|video|web] [video=out.mp4] [replay=<.npz | deploy dataset>] [record=out.npz]``.
+
+- ``viewer=native``: MuJoCo's window (needs a display). Keys: Space pause, → step, Backspace reset,
+  -/= slower/faster, PageDown/PageUp next/previous posture-terrain variant.
+- ``video=out.mp4`` (or ``viewer=video``): headless MP4 (EGL or OSMesa), camera tracking the robot.
+- ``viewer=web``: viser in the browser (scene, play/pause/step/reset, live reward-group and head-height plots);
+  ``web.port=8080``, JSON status at ``http://<host>:<port+1>/status``.
+- ``viewer=auto`` (default): native when DISPLAY or WAYLAND_DISPLAY is set, else web.
+
+Evaluation settings: one env, β fixed (``beta=``, default ``env.action_scale_init``), randomisation off
+(``randomize=true`` keeps it). Other keys: ``episodes``, ``duration``, ``speed``, ``variant``, ``seed``,
+``render.*``, ``web.*``, and every task key (``env.*``, ``sim.*``, ``train.*``) as for train.py.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from upright.viewer.gl import choose_offscreen_gl
+
+if any(a.startswith("video=") or a == "viewer=video" for a in sys.argv[1:]):
+    choose_offscreen_gl()  # before MuJoCo is imported (it reads MUJOCO_GL once): EGL, else OSMesa
+
+import hydra  # noqa: E402
+from omegaconf import DictConfig  # noqa: E402
+
+from upright.conf.validate import validate_overrides  # noqa: E402
+from upright.viewer.config import register_play_config  # noqa: E402
+
+register_play_config()
+
+
+@hydra.main(version_base=None, config_name="play")
+def main(cfg: DictConfig) -> None:
+    from upright.viewer.cli import PlayError, play
+
+    try:
+        sys.exit(play(cfg))
+    except PlayError as err:
+        print(f"error: {err}", file=sys.stderr, flush=True)
+        sys.exit(2)
+
+
+if __name__ == "__main__":
+    error = validate_overrides(sys.argv[1:], config_name="play")
+    if error:
+        error = error.replace("(resume=<run dir or checkpoint .pt>)", "(policy=<run dir | .pt | .onnx | zero | random>)")
+        print(f"error: {error}", file=sys.stderr)
+        raise SystemExit(2)
+    sys.argv += ["hydra.run.dir=.", "hydra.output_subdir=null"]
+    main()

@@ -1,0 +1,210 @@
+"""Policies for ``play.py``: ``policy=<run dir | checkpoint .pt | .onnx | zero | random>``.
+
+Every policy is a callable mapping the env's actor observation (N, obs_dim) float32 tensor to
+actions (N, num_actions). A file is checked against the task before anything runs: an ONNX file's
+metadata (task, joints, observation terms, dims and history, control dt) must match the env's, and a
+checkpoint's actor must accept the env's observation width; a mismatch is a :class:`PolicyLoadError`
+that names what differs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import math
+import pathlib
+from typing import Callable
+
+import numpy as np
+import torch
+
+PolicyFn = Callable[[torch.Tensor], torch.Tensor]
+
+METADATA_MUST_MATCH = (
+    "task", "joint_names", "observation_names", "observation_dims", "observation_history_length",
+)  # fmt: skip
+"""ONNX metadata keys that must equal the env's exactly."""
+
+
+class PolicyLoadError(ValueError):
+    """A policy cannot be loaded or does not fit the task (the message says which and why)."""
+
+
+def resolve_policy_path(policy: str) -> pathlib.Path:
+    """Resolve ``policy=``: a ``.pt``/``.onnx`` file, or a run directory (its ``policy.onnx``, else its latest ``model_<it>.pt``).
+
+    Raises:
+        PolicyLoadError: nothing loadable there (the message says what was looked for).
+    """
+    p = pathlib.Path(policy).expanduser()
+    if p.is_dir():
+        if (p / "policy.onnx").is_file():
+            return p / "policy.onnx"
+        ckpts = sorted(p.glob("model_*.pt"), key=lambda f: int(f.stem.split("_")[1]) if f.stem.split("_")[1].isdigit() else -1)
+        if ckpts:
+            return ckpts[-1]
+        raise PolicyLoadError(f"policy={policy}: run directory has neither policy.onnx nor a model_<iteration>.pt checkpoint")
+    if not p.exists():
+        raise PolicyLoadError(
+            f"policy={policy}: no such file or directory. Give a run directory, a checkpoint .pt, an .onnx file, "
+            "'zero' or 'random'."
+        )
+    if p.suffix not in (".pt", ".onnx"):
+        raise PolicyLoadError(f"policy={policy}: expected a .pt checkpoint or an .onnx file, got '{p.suffix or p.name}'")
+    return p
+
+
+def expected_metadata(task_name: str, env) -> dict:
+    """The ONNX metadata an exported policy of ``task_name`` carries for this env (what train.py writes)."""
+    from upright.tasks.registry import policy_metadata
+
+    return policy_metadata(task_name, env)
+
+
+def check_metadata(meta: dict, expected: dict, path: str | pathlib.Path) -> None:
+    """Compare an ONNX file's metadata with what the env expects.
+
+    Raises:
+        PolicyLoadError: a key differs (each difference is listed: key, file's value, task's value).
+    """
+    problems = []
+    for key in METADATA_MUST_MATCH:
+        got, want = meta.get(key), expected.get(key)
+        if isinstance(want, (np.ndarray, tuple)):
+            want = list(np.asarray(want).tolist()) if isinstance(want, np.ndarray) else list(want)
+        if got != want:
+            problems.append(f"  {key}: policy has {_short(got)}, task expects {_short(want)}")
+    dt_got, dt_want = meta.get("control_dt"), expected.get("control_dt")
+    if dt_got is not None and dt_want is not None and not math.isclose(float(dt_got), float(dt_want), rel_tol=1e-6):
+        problems.append(f"  control_dt: policy has {dt_got}, task expects {dt_want}")
+    if problems:
+        raise PolicyLoadError(
+            f"{path} does not match task '{expected.get('task')}':\n" + "\n".join(problems)
+            + "\nPlay it with the task/config it was trained with, or re-export it."
+        )
+
+
+def _short(value, limit: int = 160) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def zero_policy(num_actions: int) -> PolicyFn:
+    """Always zero actions (the PD targets stay at the measured pose)."""
+    return lambda obs: torch.zeros(obs.shape[0], num_actions, device=obs.device)
+
+
+def random_policy(num_actions: int, seed: int = 0) -> PolicyFn:
+    """Uniform actions in [-1, 1] (the actor's tanh range), from its own seeded generator."""
+    gen = torch.Generator().manual_seed(seed)
+
+    def act(obs: torch.Tensor) -> torch.Tensor:
+        return (torch.rand(obs.shape[0], num_actions, generator=gen) * 2.0 - 1.0).to(obs.device)
+
+    return act
+
+
+def onnx_policy(path: str | pathlib.Path, expected: dict, obs_dim: int) -> PolicyFn:
+    """An exported policy run with onnxruntime (one thread), after checking its metadata against ``expected``.
+
+    Raises:
+        PolicyLoadError: no upright metadata, metadata of another task/robot, or an input width that differs.
+    """
+    import onnxruntime as ort
+
+    from upright.training.onnx_export import PolicyMetadataError, read_metadata
+
+    try:
+        meta = read_metadata(path)
+    except PolicyMetadataError as err:
+        raise PolicyLoadError(str(err)) from None
+    except Exception as err:  # not an ONNX file at all
+        raise PolicyLoadError(f"{path}: cannot read as an ONNX model ({type(err).__name__}: {err})") from None
+    check_metadata(meta, expected, path)
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = 1
+    opts.inter_op_num_threads = 1
+    session = ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
+    inp = session.get_inputs()[0]
+    width = inp.shape[-1]
+    if isinstance(width, int) and width != obs_dim:
+        raise PolicyLoadError(f"{path}: input '{inp.name}' has width {width}, the task's observation has {obs_dim}")
+    in_name, out_name = inp.name, session.get_outputs()[0].name
+
+    def act(obs: torch.Tensor) -> torch.Tensor:
+        x = obs.detach().to("cpu", torch.float32).numpy()
+        out = np.concatenate([session.run([out_name], {in_name: x[i : i + 1]})[0] for i in range(x.shape[0])])
+        return torch.from_numpy(out).to(obs.device)
+
+    act.metadata = meta  # type: ignore[attr-defined]
+    return act
+
+
+def checkpoint_policy(path: str | pathlib.Path, env, train_cfg, device: str = "cpu") -> PolicyFn:
+    """A training checkpoint ``model_<it>.pt``: env + ``UprightRunner`` as train.py builds them, then
+    ``runner.load`` and ``get_inference_policy`` (deterministic actions).
+
+    Raises:
+        PolicyLoadError: not a checkpoint, or its actor does not fit the task's observation/action sizes.
+    """
+    from upright.training.runner import UprightRunner
+    from upright.training.train_loop import rsl_rl_config
+
+    try:
+        data = torch.load(str(path), weights_only=False, map_location="cpu")
+    except Exception as err:
+        raise PolicyLoadError(f"{path}: cannot read as a torch checkpoint ({type(err).__name__}: {err})") from None
+    if not isinstance(data, dict) or "actor_state_dict" not in data:
+        keys = sorted(data)[:8] if isinstance(data, dict) else type(data).__name__
+        raise PolicyLoadError(f"{path}: not an upright training checkpoint (no actor_state_dict; has {keys})")
+    threads = torch.get_num_threads()
+    with contextlib.redirect_stdout(io.StringIO()):  # rsl-rl prints the model layout
+        runner = UprightRunner(env, rsl_rl_config(train_cfg), log_dir=None, device=device)
+    torch.set_num_threads(threads)  # the runner sets 1 thread for collection; play is light either way
+    try:
+        runner.load(str(path), load_cfg={"actor": True}, map_location=device)
+    except RuntimeError as err:  # size mismatch in load_state_dict
+        first = " ".join(str(err).split())[:400]
+        raise PolicyLoadError(
+            f"{path} does not fit task '{getattr(env.cfg, 'task_name', 'standup')}' with train.* as configured "
+            f"(observation {env.num_obs_per_step * env.obs_history.shape[1]}, actions {env.num_actions}, "
+            f"actor {list(train_cfg.actor_hidden_dims)}): {first}"
+        ) from None
+    policy = runner.get_inference_policy(device)
+    td_cls = type(env.get_observations())
+
+    def act(obs: torch.Tensor) -> torch.Tensor:
+        with torch.no_grad():
+            td = td_cls({"actor": obs, "critic": obs}, batch_size=[obs.shape[0]], device=obs.device)
+            return policy(td)
+
+    return act
+
+
+def load_policy(spec: str, env, task_name: str, train_cfg=None, device: str = "cpu", seed: int = 0) -> PolicyFn:
+    """Build the policy ``spec`` names for ``env``.
+
+    Args:
+        spec: run directory, ``.pt``, ``.onnx``, ``zero`` or ``random``.
+        env: the task env (its observation width and joints are what the policy must fit).
+        task_name: the task (checked against ONNX metadata).
+        train_cfg: the task's ``train`` config (actor layout of checkpoints; default :class:`TrainCfg`).
+
+    Raises:
+        PolicyLoadError: see :func:`resolve_policy_path`, :func:`onnx_policy`, :func:`checkpoint_policy`.
+    """
+    if spec == "zero":
+        return zero_policy(env.num_actions)
+    if spec == "random":
+        return random_policy(env.num_actions, seed)
+    path = resolve_policy_path(spec)
+    obs_dim = int(env.get_observations()["actor"].shape[-1])
+    if path.suffix == ".onnx":
+        return onnx_policy(path, expected_metadata(task_name, env), obs_dim)
+    if train_cfg is None:  # the default actor layout
+        from omegaconf import OmegaConf
+
+        from upright.training.config import TrainCfg
+
+        train_cfg = OmegaConf.structured(TrainCfg)
+    return checkpoint_policy(path, env, train_cfg, device)
