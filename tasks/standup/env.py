@@ -201,6 +201,8 @@ class StandupEnv(VecEnv):
         time_outs = self.episode_length_buf >= self.max_episode_length
         dones = terminated | time_outs
         episode_log = self._log_step(state, group_rewards, terms, dones)
+        self.last_state = state
+        """State at the end of the last env step, before resets (for evaluation and logging)."""
 
         done_ids = dones.nonzero(as_tuple=False).flatten()
         if done_ids.numel() > 0:

@@ -1,0 +1,18 @@
+"""The evaluation CLI on real physics: writes CSV and Markdown beside HoST's Table III."""
+
+from __future__ import annotations
+
+import csv
+
+from upright.training import evaluate
+
+
+def test_zero_policy_does_not_stand_and_files_are_written(tmp_path, capsys):
+    evaluate.main(["--policy", "zero", "--episodes", "4", "--num-envs", "2", "--episode-length-s", "1.0",
+                   "--out", str(tmp_path), "sim.num_threads=1"])  # fmt: skip
+    rows = list(csv.DictReader(open(tmp_path / "eval.csv")))
+    assert rows[0]["terrain"] == "ground" and rows[0]["episodes"] == "4"
+    assert float(rows[0]["E_succ"]) == 0.0  # lying still never reaches 0.7 m
+    md = (tmp_path / "eval.md").read_text()
+    assert "HoST Table III" in md and "99.50" in md
+    assert "| ground | upright | 4 |" in capsys.readouterr().out
