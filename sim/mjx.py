@@ -11,14 +11,21 @@ elsewhere. The JAX device follows the torch device: ``cpu`` -> JAX CPU, ``cuda:k
 
 Physics runs in float32 (JAX's default); the native backend runs in float64. Both simulate the same
 compiled ``MjModel`` (same contact set: see :mod:`upright.robots.g1`), and ``tests/test_sim_mjx.py``
-states how closely their trajectories agree.
+states how closely their trajectories agree. The ``implicitfast`` integrator is :func:`_implicitfast`,
+which treats force-saturated actuators as C MuJoCo does (``mjx.implicit`` does not).
+
+After the ``nsubsteps`` physics steps the position/velocity stages are computed at the new state, so
+``sensordata``, ``site_xpos`` etc. are current after a step (as on the native backend, which steps
+with ``stage=mjSTAGE_VEL``).
 
 Per-env model fields (:data:`PER_ENV_FIELDS`) are held as (N, ...) arrays in a vmapped model
 (``in_axes=0`` for those fields, ``None`` for the rest), so domain randomisation writes them with
 :meth:`MjxSim.set_model_field` without recompiling.
 
-Compiling the G1 step takes ~25 s on a 2-core CPU; :func:`enable_compilation_cache` (called by
-:class:`MjxSim`) stores compiled programs on disk so that later processes load them in a few seconds.
+Compiling for the G1 takes ~20-40 s for the step and ~15-25 s for the reset program on a 2-core CPU
+(per N); :func:`enable_compilation_cache` (called by :class:`MjxSim`) stores compiled programs on
+disk so that later processes load them in a few seconds. Sims with the same model and N in one
+process share the compiled programs.
 """
 
 from __future__ import annotations
@@ -31,7 +38,6 @@ import os
 from pathlib import Path
 
 import mujoco
-import numpy as np
 import torch
 
 import jax
@@ -40,6 +46,7 @@ import jax.numpy as jnp
 with contextlib.redirect_stdout(io.StringIO()):  # mjx prints "Failed to import warp" when warp-lang is absent
     from mujoco import mjx
     from mujoco.mjx import warp as _mjx_warp
+    from mujoco.mjx._src import forward as _mjx_forward  # _advance: the integrators' shared state update
 
 from upright.sim.base import PER_ENV_FIELDS, BatchedSim, SimState
 
@@ -139,6 +146,37 @@ def _posvel(mx: mjx.Model, d: mjx.Data) -> mjx.Data:
     return mjx.sensor_vel(mx, d)
 
 
+def _implicitfast(mx: mjx.Model, d: mjx.Data) -> mjx.Data:
+    """MuJoCo's ``implicitfast`` integrator, as the C engine computes it.
+
+    Same as ``mjx.implicit`` except that, like C MuJoCo's ``mjd_actuator_vel``, an actuator whose force
+    is clamped by its ``forcerange`` adds no velocity derivative (its force does not depend on the
+    velocity then). ``mjx.implicit`` keeps Kd of saturated actuators in the implicit damping, which
+    moves a saturated G1 joint by up to ~20 rad/s per step away from the native backend.
+    """
+    qderiv = jnp.zeros((mx.nv, mx.nv), dtype=d.qvel.dtype)
+    if not mx.opt.disableflags & mjx.DisableBit.ACTUATION and mx.nu:
+        bias_vel = mx.actuator_biasprm[:, 2] * (mx.actuator_biastype == mjx.BiasType.AFFINE)
+        gain_vel = mx.actuator_gainprm[:, 2] * (mx.actuator_gaintype == mjx.GainType.AFFINE)
+        ctrl = d.ctrl
+        if mx.na:
+            ctrl = ctrl.at[mx.actuator_dyntype != mjx.DynType.NONE].set(d.act)
+        vel = bias_vel + gain_vel * ctrl
+        force, lo, hi = d.actuator_force, mx.actuator_forcerange[:, 0], mx.actuator_forcerange[:, 1]
+        clamped = jnp.asarray(mx.actuator_forcelimited, dtype=bool) & ((force <= lo) | (force >= hi))
+        vel = jnp.where(clamped, 0.0, vel)
+        moment = d._impl.actuator_moment
+        qderiv = moment.T @ (moment * vel[:, None])
+    if not mx.opt.disableflags & mjx.DisableBit.DAMPER:
+        qderiv = qderiv - jnp.diag(mx.dof_damping)
+        if mx.ntendon:
+            qderiv = qderiv - d._impl.ten_J.T @ jnp.diag(mx.tendon_damping) @ d._impl.ten_J
+    qm = mjx.full_m(mx, d) - mx.opt.timestep * qderiv
+    factor = jax.scipy.linalg.cho_factor(qm)
+    qacc = jax.scipy.linalg.cho_solve(factor, d.qfrc_smooth + d.qfrc_constraint)
+    return _mjx_forward._advance(mx, d, d.act_dot, qacc)
+
+
 def _integrator(mx: mjx.Model):
     kind = int(mx.opt.integrator)
     if kind == int(mujoco.mjtIntegrator.mjINT_EULER):
@@ -146,24 +184,15 @@ def _integrator(mx: mjx.Model):
     if kind == int(mujoco.mjtIntegrator.mjINT_RK4):
         return mjx.rungekutta4
     if kind == int(mujoco.mjtIntegrator.mjINT_IMPLICITFAST):
-        return mjx.implicit
+        return _implicitfast
     raise NotImplementedError(
         f"MJX does not implement integrator {mujoco.mjtIntegrator(kind).name}; use euler, implicitfast or rk4"
     )
 
 
-def _jax_substep(mx: mjx.Model, d: mjx.Data) -> mjx.Data:
-    """One physics step from a state whose position/velocity stages are current, leaving them current.
-
-    Same result as ``mjx.step`` followed by the position/velocity stages, without computing those
-    stages twice per step (``mjx.step`` starts with a full ``forward``).
-    """
-    d = mjx.fwd_actuation(mx, d)
-    d = mjx.fwd_acceleration(mx, d)
-    d = mjx.solve(mx, d)
-    d = mjx.sensor_acc(mx, d)
-    d = _integrator(mx)(mx, d)
-    return _posvel(mx, d)
+def _jax_step(mx: mjx.Model, d: mjx.Data) -> mjx.Data:
+    """One physics step: ``mjx.step`` with :func:`_integrator`'s integrator (C-matching ``implicitfast``)."""
+    return _integrator(mx)(mx, mjx.forward(mx, d))
 
 
 def _advance(impl: str, mx: mjx.Model, fields: dict, d: mjx.Data, ctrl: jax.Array, nsub: jax.Array) -> mjx.Data:
@@ -171,7 +200,11 @@ def _advance(impl: str, mx: mjx.Model, fields: dict, d: mjx.Data, ctrl: jax.Arra
     mx = mx.tree_replace(fields)
     d = d.replace(ctrl=ctrl)
     if impl == "jax":
-        return jax.lax.fori_loop(0, nsub, lambda _, d: _jax_substep(mx, d), d)
+        # nsub steps, then the position/velocity stages at the new state (as the native backend's
+        # stage=mjSTAGE_VEL). Computing those stages inside the loop body instead (to skip them in the
+        # next step's forward) made XLA's CPU runtime deadlock at N = 512 (jax 0.10.2).
+        d = jax.lax.fori_loop(0, nsub, lambda _, d: _jax_step(mx, d), d)
+        return _posvel(mx, d)
     d = jax.lax.fori_loop(0, nsub, lambda _, d: mjx.step(mx, d), d)
     force = d.actuator_force  # of the last substep, as on the native backend
     return mjx.forward(mx, d).replace(actuator_force=force)

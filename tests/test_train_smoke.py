@@ -46,7 +46,8 @@ def test_checkpoint_written(first_run):
 
 
 def test_onnx_with_metadata_written(first_run):
-    run_dir, _ = first_run
+    run_dir, proc = first_run
+    assert "ONNX export failed" not in proc.stdout
     path = run_dir / "policy.onnx"
     meta = read_metadata(path)
     assert len(meta["joint_names"]) == 23 and len(meta["kp"]) == 23 and len(meta["default_joint_pos"]) == 23
@@ -90,3 +91,23 @@ def test_tensorboard_has_every_group_and_term(first_run):
     expected |= {f"Episode_Reward/{key}" for key in RewardManager(standup_reward_terms()).keys}
     expected.add("Metrics/head_height")
     assert expected <= tags, sorted(expected - tags)
+
+
+def test_onnx_matches_the_checkpoint_actor_to_1e5(first_run):
+    from omegaconf import OmegaConf
+
+    from upright.tasks.standup.config import SimCfg, StandupEnvCfg
+    from upright.tasks.standup.env import StandupEnv
+    from upright.training.config import TrainCfg
+    from upright.viewer.policy import checkpoint_policy, expected_metadata, onnx_policy
+
+    run_dir, _ = first_run
+    env = StandupEnv(StandupEnvCfg(num_envs=6, unactuated_steps=0), SimCfg(num_threads=1), seed=5)
+    for _ in range(5):
+        env.step(torch.rand(6, 23) * 2 - 1)
+    obs = env.get_observations()["actor"]
+    from_onnx = onnx_policy(run_dir / "policy.onnx", expected_metadata("standup", env), obs.shape[1])(obs)
+    iteration = read_metadata(run_dir / "policy.onnx")["iteration"]  # completed iterations at export
+    from_torch = checkpoint_policy(run_dir / f"model_{iteration - 1}.pt", env, OmegaConf.structured(TrainCfg))(obs)
+    assert (from_onnx - from_torch).abs().max() <= 1e-5
+    assert from_torch.abs().max() > 1e-3  # a real, non-trivial output

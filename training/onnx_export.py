@@ -96,14 +96,14 @@ def read_metadata(path: str | pathlib.Path) -> dict[str, Any]:
 
 
 def check_onnx_matches_torch(
-    path: str | pathlib.Path, policy: torch.nn.Module, obs_dim: int, atol: float = 1e-5, num_samples: int = 64
+    path: str | pathlib.Path, policy: torch.nn.Module, obs: torch.Tensor, atol: float = 1e-5
 ) -> float:
-    """Run the ONNX file with onnxruntime and the torch policy on the same random observations.
+    """Run the ONNX file with onnxruntime and the torch policy on the same observations.
 
     Args:
-        path: ONNX file with input ``obs`` (B, obs_dim) and output ``actions``.
-        policy: torch module mapping (B, obs_dim) float32 to actions, in eval mode.
-        obs_dim: observation width.
+        path: ONNX file with input ``obs`` (1, D) and output ``actions``.
+        policy: torch module mapping (B, D) float32 to actions, in eval mode.
+        obs: (B, D) float32 observations to compare on, e.g. the env's current ones.
         atol: tolerance on the absolute difference.
 
     Returns:
@@ -117,10 +117,10 @@ def check_onnx_matches_torch(
     opts = ort.SessionOptions()
     opts.intra_op_num_threads = 1
     session = ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
-    obs = torch.randn(num_samples, obs_dim, generator=torch.Generator().manual_seed(0)) * 2.0
+    obs = obs.detach().to("cpu", torch.float32)
     with torch.no_grad():
         expected = policy(obs).cpu().numpy()
-    got = np.concatenate([session.run(None, {"obs": obs[i : i + 1].numpy()})[0] for i in range(num_samples)])
+    got = np.concatenate([session.run(None, {"obs": obs[i : i + 1].numpy()})[0] for i in range(obs.shape[0])])
     err = float(np.abs(got - expected).max())
     if err > atol:
         raise AssertionError(f"ONNX output differs from torch by {err:.3g} > {atol:g} ({path})")

@@ -177,7 +177,10 @@ class UprightRunner(OnPolicyRunner):
             self.export_policy_to_onnx(str(path.parent), path.name)
         attach_metadata(path, {**self.onnx_metadata, "iteration": self.completed_iterations})
         policy = self.alg.get_policy().as_onnx(verbose=False).eval()
-        err = check_onnx_matches_torch(path, policy, obs_dim=policy.input_size)
+        # the env's current observations (real inputs, through the embedded normaliser) and perturbed copies
+        real = self.env.get_observations()["actor"][:32]
+        noise = torch.randn(real.shape, generator=torch.Generator().manual_seed(0)).to(real.device)
+        err = check_onnx_matches_torch(path, policy, torch.cat([real, real + 0.1 * noise]))
         if was_training:
             self.alg.train_mode()
         return err

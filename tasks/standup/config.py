@@ -45,7 +45,7 @@ class SimCfg:
     """Physics backend selection."""
 
     backend: str = "native"
-    """Backend name: ``native`` (MuJoCo C, threads)."""
+    """Backend name: ``native`` (MuJoCo C, threads; the CPU default) or ``mjx`` (MuJoCo-MJX on JAX; GPUs)."""
     num_threads: int = 0
     """Threads for the native backend; 0 = all CPUs."""
     timestep: float = 0.005
