@@ -3,9 +3,8 @@
 Everything the daemon needs to run a policy comes from the file: joints, Kp/Kd, default pose,
 held joints, action scale/mode/clip, control dt, observation terms with dims, scales and history,
 observation clip, and the graph's input/output names. Values are JSON strings in the model's
-``metadata_props``, the schema that :mod:`upright.training.onnx_export` writes
-(:data:`REQUIRED_KEYS` and :data:`METADATA_VERSION` are kept equal to it by a test; deploy does not
-import training).
+``metadata_props``, the schema of :mod:`upright.tasks.policy_schema` that the exporter writes
+(deploy does not import training).
 
 A file without that metadata, or whose joints do not match the robot's, is refused with
 :class:`PolicyMetadataError` before the daemon touches a motor.
@@ -23,24 +22,11 @@ import numpy as np
 import onnx
 
 from upright.deploy.robot_config import RobotConfig
+from upright.tasks.policy_schema import METADATA_VERSION, REQUIRED_KEYS, PolicyMetadataError
 from upright.tasks.standup.observations import OBSERVATION_TERMS, observation_dims
-
-METADATA_VERSION = "1"
-"""Schema version this daemon understands (same as the exporter's)."""
-
-REQUIRED_KEYS = (
-    "upright_metadata_version", "task", "joint_names", "kp", "kd", "default_joint_pos", "action_scale",
-    "action_mode", "control_dt", "observation_names", "observation_dims", "observation_scales",
-    "observation_history_length",
-)  # fmt: skip
-"""Keys every upright policy file carries (the exporter's list)."""
 
 TERMS_BY_NAME = {t.name: t for t in OBSERVATION_TERMS}
 """The shared observation term definitions the daemon can build, by name."""
-
-
-class PolicyMetadataError(ValueError):
-    """The ONNX file is not a runnable upright policy for this robot (the message says why)."""
 
 
 @dataclass(frozen=True)

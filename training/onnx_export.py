@@ -18,15 +18,12 @@ import numpy as np
 import onnx
 import torch
 
-METADATA_VERSION = "1"
-"""Schema version of upright's ONNX metadata."""
+from upright.tasks.policy_schema import METADATA_VERSION, REQUIRED_KEYS, PolicyMetadataError, read_metadata
 
-REQUIRED_KEYS = (
-    "upright_metadata_version", "task", "joint_names", "kp", "kd", "default_joint_pos", "action_scale",
-    "action_mode", "control_dt", "observation_names", "observation_dims", "observation_scales",
-    "observation_history_length",
-)  # fmt: skip
-"""Keys every upright policy file carries."""
+__all__ = [
+    "METADATA_VERSION", "REQUIRED_KEYS", "PolicyMetadataError", "attach_metadata", "check_onnx_matches_torch",
+    "quiet_onnx_exporter", "read_metadata",
+]  # the schema lives in upright.tasks.policy_schema (shared with deploy)
 
 
 @contextlib.contextmanager
@@ -41,10 +38,6 @@ def quiet_onnx_exporter():
             yield
     finally:
         logger.setLevel(level)
-
-
-class PolicyMetadataError(ValueError):
-    """An ONNX file lacks upright metadata or carries invalid metadata."""
 
 
 def _to_jsonable(value: Any) -> Any:
@@ -76,23 +69,6 @@ def attach_metadata(path: str | pathlib.Path, metadata: dict[str, Any]) -> None:
     side = path.with_name(path.name + ".data")
     if side.exists():
         side.unlink()
-
-
-def read_metadata(path: str | pathlib.Path) -> dict[str, Any]:
-    """Read upright metadata from an ONNX file.
-
-    Raises:
-        PolicyMetadataError: missing keys (the message lists them and says how to re-export).
-    """
-    model = onnx.load(str(path), load_external_data=False)
-    meta = {p.key: json.loads(p.value) for p in model.metadata_props}
-    missing = [k for k in REQUIRED_KEYS if k not in meta]
-    if missing:
-        raise PolicyMetadataError(
-            f"{path} is not a self-describing upright policy: metadata keys {missing} are missing. "
-            "Re-export it with upright (train.py exports on every checkpoint save)."
-        )
-    return meta
 
 
 def check_onnx_matches_torch(
