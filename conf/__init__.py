@@ -36,18 +36,22 @@ class StandupTaskCfg:
     train: TrainCfg = field(default_factory=TrainCfg)
 
 
+def task_defaults() -> list[Any]:
+    """Hydra defaults list of every top-level config: the ``task`` group (standup), then the config itself;
+    Hydra's own logging is off (upright prints its own progress)."""
+    return [
+        {"task": "standup"},
+        "_self_",
+        {"override hydra/job_logging": "none"},
+        {"override hydra/hydra_logging": "none"},
+    ]
+
+
 @dataclass
 class Config:
     """Top-level config. ``task`` picks env/sim/train defaults; the rest are run settings."""
 
-    defaults: list[Any] = field(
-        default_factory=lambda: [
-            {"task": "standup"},
-            "_self_",
-            {"override hydra/job_logging": "none"},
-            {"override hydra/hydra_logging": "none"},
-        ]
-    )
+    defaults: list[Any] = field(default_factory=task_defaults)
     seed: int = 1
     """Seed of torch, numpy and the env RNG."""
     device: str = "cpu"

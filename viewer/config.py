@@ -14,7 +14,7 @@ from typing import Any, Optional
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING
 
-from upright.conf import register_configs
+from upright.conf import register_configs, task_defaults
 
 
 class ViewerKind(Enum):
@@ -70,14 +70,7 @@ class WebCfg:
 class PlayConfig:
     """Top-level ``play`` config. ``task`` picks env/sim/train as for training; the rest are play settings."""
 
-    defaults: list[Any] = field(
-        default_factory=lambda: [
-            {"task": "standup"},
-            "_self_",
-            {"override hydra/job_logging": "none"},
-            {"override hydra/hydra_logging": "none"},
-        ]
-    )
+    defaults: list[Any] = field(default_factory=task_defaults)
     policy: Optional[str] = None
     """Run directory (its policy.onnx, else its latest model_<it>.pt), checkpoint ``.pt``, ``.onnx``, ``zero`` or ``random``."""
     replay: Optional[str] = None
