@@ -111,3 +111,14 @@ def test_onnx_matches_the_checkpoint_actor_to_1e5(first_run):
     from_torch = checkpoint_policy(run_dir / f"model_{iteration - 1}.pt", env, OmegaConf.structured(TrainCfg))(obs)
     assert (from_onnx - from_torch).abs().max() <= 1e-5
     assert from_torch.abs().max() > 1e-3  # a real, non-trivial output
+
+
+def test_train_cli_runs_the_same_task_on_mjx(tmp_path):
+    """``python train.py task=standup sim.backend=mjx``: the same task code on the MJX backend."""
+    pytest.importorskip("jax")
+    proc = run_train(["task=standup", "sim.backend=mjx", "env.num_envs=4", "env.episode_length_s=0.3",
+                      "train.num_steps_per_env=4", "train.max_iterations=1", "run.root=runs", "run.name=mjx"], tmp_path)  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "mjx backend" in proc.stdout
+    assert [line.split()[1] for line in proc.stdout.splitlines() if line.startswith("it ")] == ["1/1"]
+    assert (tmp_path / "runs/standup/mjx/model_0.pt").is_file()
