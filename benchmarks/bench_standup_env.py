@@ -475,6 +475,15 @@ def report(args, mj: MjStepRate, grid: list[Measurement], physics: dict, train: 
                 f"overhead and perfect threading would reach about this ratio.",
                 "",
             ]
+            if goal:
+                own_limit = physics["rate"] * GOAL_THREADS / 4
+                own_ratio = goal[0].rate / own_limit
+                lines += [
+                    f"Goal row against the mj_step rate of the env's own states (same workload): "
+                    f"{goal[0].rate:,.0f} / ({physics['rate']:,.0f} x {GOAL_THREADS} / 4 = {own_limit:,.0f}) = "
+                    f"**{own_ratio:.2f}** -> {'PASS' if own_ratio >= GOAL_RATIO else 'FAIL'} against that limit.",
+                    "",
+                ]
     if train:
         lines += [
             f"## Training loop (make_env + UprightRunner as in train_loop.train; {args.steps_per_env} steps/env "
