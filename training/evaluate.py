@@ -34,9 +34,7 @@ def run_episodes(env, policy, episodes: int) -> dict[str, torch.Tensor]:
     results: dict[str, list[torch.Tensor]] = {k: [] for k in METRICS}
     done_episodes = 0
     while done_episodes < episodes:
-        env.reset_envs(torch.arange(n))
-        env.state = env._read_state()
-        env.obs_history.zero_()
+        env.reset_all()
         obs = env.get_observations()["actor"]
         hist = {k: [] for k in ("h", "feet", "q", "dq", "tau", "actuated")}
         alive = torch.ones(n, dtype=torch.bool)

@@ -149,7 +149,12 @@ def encode_command(cmd: GoCommand) -> bytes:
     return encode_command_values(cmd.motor_id, cmd.mode, cmd.tau, cmd.dq, cmd.q, cmd.kp, cmd.kd)
 
 
-def _check(frame: bytes, size: int, header: bytes) -> None:
+def check_frame(frame: bytes, size: int, header: bytes) -> None:
+    """Check a frame's length, header and trailing CRC-16/CCITT (little-endian).
+
+    Raises:
+        FrameError: wrong length or header; CrcError: bad CRC.
+    """
     if len(frame) != size:
         raise FrameError(f"frame is {len(frame)} bytes, expected {size}")
     if frame[:2] != header:
@@ -166,7 +171,7 @@ def decode_command(frame: bytes) -> GoCommand:
     Raises:
         FrameError: wrong length or header; CrcError: bad CRC.
     """
-    _check(frame, CMD_SIZE, CMD_HEADER)
+    check_frame(frame, CMD_SIZE, CMD_HEADER)
     _, mb, tau, dq, q, kp, kd = _CMD.unpack_from(frame)
     return GoCommand(
         motor_id=mb & 0x0F, mode=(mb >> 4) & 0x07, tau=tau / TAU_SCALE, dq=dq / DQ_SCALE, q=q / Q_SCALE,
@@ -205,7 +210,7 @@ def decode_reply(frame: bytes) -> GoReply:
     Raises:
         FrameError: wrong length or header; CrcError: bad CRC.
     """
-    _check(frame, REPLY_SIZE, REPLY_HEADER)
+    check_frame(frame, REPLY_SIZE, REPLY_HEADER)
     _, mb, tau, dq, q, temp, flags = _REPLY.unpack_from(frame)
     return GoReply(
         motor_id=mb & 0x0F, mode=(mb >> 4) & 0x07, tau=tau / TAU_SCALE, dq=dq / DQ_SCALE, q=q / Q_SCALE,

@@ -29,7 +29,7 @@ import struct
 from dataclasses import dataclass
 
 from upright.deploy.protocol.crc import crc16_ccitt
-from upright.deploy.protocol.go_m8010 import CrcError, FrameError
+from upright.deploy.protocol.go_m8010 import CrcError, FrameError, check_frame
 
 REQUEST_HEADER = b"\xfc\xee"
 REPLY_HEADER = b"\xfb\xee"
@@ -60,19 +60,9 @@ def encode_request(tick: int, address: int = DEFAULT_ADDRESS) -> bytes:
     return body + _CRC.pack(crc16_ccitt(body))
 
 
-def _check(frame: bytes, size: int, header: bytes) -> None:
-    if len(frame) != size:
-        raise FrameError(f"frame is {len(frame)} bytes, expected {size}")
-    if frame[:2] != header:
-        raise FrameError(f"bad header {frame[:2].hex(' ')}, expected {header.hex(' ')}")
-    crc = _CRC.unpack_from(frame, size - 2)[0]
-    if crc != crc16_ccitt(frame[: size - 2]):
-        raise CrcError("IMU frame CRC mismatch")
-
-
 def decode_request(frame: bytes) -> tuple[int, int]:
     """Decode a request into (address, tick). Raises FrameError / CrcError."""
-    _check(frame, REQUEST_SIZE, REQUEST_HEADER)
+    check_frame(frame, REQUEST_SIZE, REQUEST_HEADER)
     _, address, tick = _REQ.unpack_from(frame)
     return address, tick
 
@@ -88,6 +78,6 @@ def encode_reply(sample: ImuSample) -> bytes:
 
 def decode_reply(frame: bytes) -> ImuSample:
     """Decode a 57-byte IMU reply. Raises FrameError / CrcError."""
-    _check(frame, REPLY_SIZE, REPLY_HEADER)
+    check_frame(frame, REPLY_SIZE, REPLY_HEADER)
     v = _REP.unpack_from(frame)
     return ImuSample(address=v[1], seq=v[2], t_us=v[3], quat=tuple(v[4:8]), gyro=tuple(v[8:11]), acc=tuple(v[11:14]))

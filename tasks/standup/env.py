@@ -14,7 +14,6 @@ from __future__ import annotations
 import math
 
 import mujoco
-import numpy as np
 import torch
 from tensordict import TensorDict
 from rsl_rl.env import VecEnv
@@ -25,7 +24,7 @@ from upright.sim.options import PhysicsOptions
 from upright.tasks.quat import quat_rotate_inverse
 from upright.tasks.standup.config import SimCfg, StandupEnvCfg
 from upright.tasks.standup.observations import HISTORY_LENGTH, compute_observation, observation_dims
-from upright.tasks.standup.rewards import GROUP_WEIGHTS, REWARD_GROUPS, RewardManager, standup_reward_terms
+from upright.tasks.standup.rewards import REWARD_GROUPS, RewardManager, standup_reward_terms
 from upright.tasks.standup.scene import standup_scene
 from upright.tasks.standup.state import StandupState
 from upright.tasks.standup.terminations import velocity_explosion
@@ -76,9 +75,7 @@ class StandupEnv(VecEnv):
         self.prev_dq = torch.zeros(n, j, device=dev)
         self.obs_history = torch.zeros(n, HISTORY_LENGTH, self.num_obs_per_step, device=dev)
         self._episode_sums: dict[str, torch.Tensor] = {}
-        self.reset_envs(torch.arange(n, device=dev))
-        self.state = self._read_state()
-        self._update_history(torch.zeros(n, dtype=torch.bool, device=dev))
+        self.reset_all()
 
     # ------------------------------------------------------------------ set-up
     def _init_indices(self) -> None:
@@ -209,7 +206,7 @@ class StandupEnv(VecEnv):
             self.reset_envs(done_ids)
             state = self._read_state()
         self.state = state
-        self._update_history(dones)
+        self._update_history()
         extras = {"time_outs": time_outs, "reward_groups": group_rewards, "episode": episode_log}
         return self.get_observations(), group_rewards.sum(dim=1), dones.long(), extras
 
@@ -239,11 +236,17 @@ class StandupEnv(VecEnv):
         for v in self._episode_sums.values():
             v[env_ids] = 0.0
 
-    def _update_history(self, reset: torch.Tensor) -> None:
+    def reset_all(self) -> None:
+        """Start a new episode in every env at once (all at step 0) and build the first observation."""
+        self.reset_envs(torch.arange(self.num_envs, device=self.device))
+        self.state = self._read_state()
+        self._update_history()
+
+    def _update_history(self) -> None:
+        """Append the current observation frame (zero during the unactuated start); reset envs have zero history."""
         frame = compute_observation(self.state, noise=self.cfg.obs_noise, generator=None)
         passive = (self.episode_length_buf < self.cfg.unactuated_steps).unsqueeze(-1)
         frame = torch.where(passive, torch.zeros_like(frame), frame)
-        self.obs_history[reset] = 0.0
         self.obs_history = torch.cat([self.obs_history[:, 1:], frame.unsqueeze(1)], dim=1)
 
     # ------------------------------------------------------------------ logging
@@ -268,23 +271,7 @@ class StandupEnv(VecEnv):
             log["Metrics/final_head_height"] = state.head_height[dones]
         return log
 
-    @property
-    def group_weights(self) -> tuple[float, ...]:
-        """HoST advantage weights per reward group."""
-        return GROUP_WEIGHTS
-
     def close(self) -> None:
         """Release the backend."""
         self.sim.close()
 
-
-def policy_joint_metadata(env: StandupEnv) -> dict[str, np.ndarray | list[str]]:
-    """Joint names, Kp, Kd, default pose of the policy joints (for ONNX metadata)."""
-    info, ids = env.robot, env.robot.policy_joint_ids
-    return {
-        "joint_names": list(info.policy_joint_names),
-        "kp": info.kp[ids],
-        "kd": info.kd[ids],
-        "default_pose": info.default_pose[ids],
-        "torque_limit": info.torque_limit[ids],
-    }

@@ -46,7 +46,7 @@ def env_rollout(policy, qpos, qvel, steps):
     env.sim.reset_envs(torch.tensor([0]), torch.tensor(qpos[None]), torch.tensor(qvel[None]))
     env.episode_length_buf[:] = env.cfg.unactuated_steps
     env.state = env._read_state()
-    env._update_history(torch.zeros(1, dtype=torch.bool))
+    env._update_history()
     frame0 = env.obs_history[0, -1].numpy().copy()
     session = ort.InferenceSession(str(policy), providers=["CPUExecutionProvider"])
     heads, actions = [], []
