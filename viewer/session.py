@@ -258,12 +258,7 @@ class PolicySession(Session):
 
     def reset(self) -> None:
         """Start a new episode now (the env's reset: supine, scattered joint angles)."""
-        env = self.env
-        ids = torch.zeros(1, dtype=torch.long, device=env.device)
-        env.reset_envs(ids)
-        # VecEnv has no public single-env reset that refreshes the observation; do what step() does after a reset.
-        env.state = env._read_state()
-        env._update_history(torch.ones(1, dtype=torch.bool, device=env.device))
+        self.env.reset_all()
         self.episode += 1
         self.episode_time = 0.0
         self.reset_count += 1
