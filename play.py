@@ -8,7 +8,7 @@
   ``web.port=8080``, JSON status at ``http://<host>:<port+1>/status``.
 - ``viewer=auto`` (default): native when DISPLAY or WAYLAND_DISPLAY is set, else web.
 
-Evaluation settings: one env, β fixed (``beta=``, default ``env.action_scale_init``), randomisation off
+Evaluation settings: one env, β fixed (``beta=``, default ``env.curriculum.beta_init``), randomisation off
 (``randomize=true`` keeps it). Other keys: ``episodes``, ``duration``, ``speed``, ``variant``, ``seed``,
 ``render.*``, ``web.*``, and every task key (``env.*``, ``sim.*``, ``train.*``) as for train.py.
 """

@@ -81,7 +81,36 @@ class BatchedSim(ABC):
 
     @abstractmethod
     def step(self, ctrl: torch.Tensor, nsubsteps: int) -> None:
-        """Hold ``ctrl`` (N, nu) for ``nsubsteps`` physics steps in every env, then refresh :attr:`state`."""
+        """Advance every env ``nsubsteps`` physics steps, then refresh :attr:`state`.
+
+        Args:
+            ctrl: (N, nu) controls held for all substeps, or (nsubsteps, N, nu) one control per substep
+                (action delay in physics substeps uses this).
+            nsubsteps: physics steps to take.
+
+        Raises:
+            ValueError: ``ctrl`` has neither shape.
+        """
+
+    @abstractmethod
+    def set_body_wrench(self, body_ids: list[int], wrench: torch.Tensor) -> None:
+        """Set the external wrench (``mjData.xfrc_applied``) on bodies ``body_ids`` in every env.
+
+        Args:
+            body_ids: K body ids of the model.
+            wrench: (N, K, 6) float, world frame, applied at each body's COM: force (N) then torque (N·m).
+
+        The wrench stays applied at every substep until set again; a reset clears it in the reset envs.
+        """
+
+    def _substep_ctrl(self, ctrl: torch.Tensor, nsubsteps: int) -> torch.Tensor | None:
+        """Validate ``ctrl``; return it as (nsubsteps, N, nu) if it is per substep, else None."""
+        n, nu = self.num_envs, self.model.nu
+        if ctrl.shape == (n, nu):
+            return None
+        if ctrl.shape == (nsubsteps, n, nu):
+            return ctrl
+        raise ValueError(f"ctrl must be (N, nu) = ({n}, {nu}) or (nsubsteps, N, nu); got {tuple(ctrl.shape)}")
 
     @abstractmethod
     def reset_envs(self, env_ids: torch.Tensor, qpos: torch.Tensor, qvel: torch.Tensor) -> None:

@@ -322,12 +322,26 @@ class MjxSim(BatchedSim):
             )
         return self._state
 
-    def step(self, ctrl: torch.Tensor, nsubsteps: int) -> None:
+    def _nsub(self, nsubsteps: int) -> jax.Array:
         if nsubsteps not in self._nsub_cache:
             self._nsub_cache[nsubsteps] = jax.device_put(jnp.int32(nsubsteps), self.jax_device)
-        c = _to_jax(ctrl.to(self.device), torch.float32)
-        self._d = self._advance(self._mx, self._fields, self._d, c, self._nsub_cache[nsubsteps])
+        return self._nsub_cache[nsubsteps]
+
+    def step(self, ctrl: torch.Tensor, nsubsteps: int) -> None:
+        per_substep = self._substep_ctrl(ctrl, nsubsteps)
+        if per_substep is None:
+            c = _to_jax(ctrl.to(self.device), torch.float32)
+            self._d = self._advance(self._mx, self._fields, self._d, c, self._nsub(nsubsteps))
+        else:  # one call of the same compiled program per substep (nsub is a traced argument: no recompile)
+            for k in range(nsubsteps):
+                c = _to_jax(per_substep[k].to(self.device), torch.float32)
+                self._d = self._advance(self._mx, self._fields, self._d, c, self._nsub(1))
         self._state = None
+
+    def set_body_wrench(self, body_ids: list[int], wrench: torch.Tensor) -> None:
+        xfrc = torch.from_dlpack(self._d.xfrc_applied).clone()
+        xfrc[:, list(body_ids)] = wrench.detach().to(xfrc.device, xfrc.dtype)
+        self._d = self._d.replace(xfrc_applied=_to_jax(xfrc))
 
     def reset_envs(self, env_ids: torch.Tensor, qpos: torch.Tensor, qvel: torch.Tensor) -> None:
         """Masked over all N envs (one compiled program for any subset); other rows are left untouched."""

@@ -38,6 +38,7 @@ class NativeSim(BatchedSim):
         self._sensordata, self._site_xpos = b.bind("sensordata"), b.bind("site_xpos")
         self._actuator_force = b.bind("actuator_force")
         self._time = b.bind("time")
+        self._xfrc = b.bind("xfrc_applied")
         b.reset(stage=mujoco.mjtStage.mjSTAGE_VEL)
         self._refresh()
 
@@ -58,9 +59,19 @@ class NativeSim(BatchedSim):
         )
 
     def step(self, ctrl: torch.Tensor, nsubsteps: int) -> None:
-        self._ctrl[:] = ctrl.detach().to("cpu", torch.float64).numpy()
-        self._batch.step(nstep=nsubsteps, stage=mujoco.mjtStage.mjSTAGE_VEL)
+        per_substep = self._substep_ctrl(ctrl, nsubsteps)
+        if per_substep is None:  # the hot path: one C call for all substeps
+            self._ctrl[:] = ctrl.detach().to("cpu", torch.float64).numpy()
+            self._batch.step(nstep=nsubsteps, stage=mujoco.mjtStage.mjSTAGE_VEL)
+        else:
+            controls = per_substep.detach().to("cpu", torch.float64).numpy()
+            for k in range(nsubsteps):
+                self._ctrl[:] = controls[k]
+                self._batch.step(nstep=1, stage=mujoco.mjtStage.mjSTAGE_VEL)
         self._refresh()
+
+    def set_body_wrench(self, body_ids: list[int], wrench: torch.Tensor) -> None:
+        self._xfrc[:, list(body_ids)] = wrench.detach().to("cpu", torch.float64).numpy()
 
     def reset_envs(self, env_ids: torch.Tensor, qpos: torch.Tensor, qvel: torch.Tensor) -> None:
         ids = env_ids.detach().to("cpu", torch.int64).numpy()

@@ -108,10 +108,11 @@ def main(argv: list[str] | None = None) -> None:
     cfg.env.num_envs = args.num_envs
     cfg.env.episode_length_s = args.episode_length_s
     cfg.env.obs_noise = False
+    cfg.env.curriculum.enabled = False  # no pull force; β fixed below
     cfg.train.init_at_random_ep_len = False
     env = make_env(cfg.task_name, cfg.env, cfg.sim, device="cpu", seed=args.seed)
     policy = load_policy(args.policy, env, cfg.task_name, cfg.train, seed=args.seed)
-    beta = args.beta if args.beta is not None else getattr(policy, "metadata", {}).get("action_scale", cfg.env.action_scale_init)
+    beta = args.beta if args.beta is not None else getattr(policy, "metadata", {}).get("action_scale", cfg.env.curriculum.beta_min)
     env.beta[:] = float(beta)
     torch.set_num_threads(1)
     start = time.monotonic()

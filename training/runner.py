@@ -163,6 +163,8 @@ class UprightRunner(OnPolicyRunner):
         infos = dict(infos or {})
         infos["completed_iterations"] = self.completed_iterations
         infos["env_step_counter"] = self.completed_iterations * self.cfg["num_steps_per_env"] * self.env.num_envs
+        if hasattr(self.env, "state_dict"):  # the env's curricula continue on resume
+            infos["env_state"] = self.env.state_dict()
         super().save(path, infos)
         run_dir = pathlib.Path(path).parent
         try:
@@ -190,6 +192,8 @@ class UprightRunner(OnPolicyRunner):
         infos = super().load(path, load_cfg=load_cfg, strict=strict, map_location=map_location) or {}
         loaded = torch.load(path, weights_only=False, map_location=map_location)
         self.completed_iterations = int(infos.get("completed_iterations", loaded["iter"] + 1))
+        if "env_state" in infos and hasattr(self.env, "load_state_dict"):
+            self.env.load_state_dict(infos["env_state"])
         self.current_learning_iteration = self.completed_iterations
         return infos
 

@@ -86,7 +86,7 @@ class PlayConfig:
     duration: Optional[float] = None
     """Sim seconds to play (overrides ``episodes``)."""
     beta: Optional[float] = None
-    """Action scale β held fixed during play, as in evaluation (default: the task's ``env.action_scale_init``)."""
+    """Action scale β held fixed during play, as in evaluation (default: the task's ``env.curriculum.beta_init``)."""
     randomize: bool = False
     """Keep the task's randomisation (observation noise; domain randomisation once it exists). Off for evaluation."""
     record: Optional[str] = None

@@ -5,7 +5,7 @@ A session owns a display copy of the state (``model``, ``data``: an ``MjData`` w
 computed) that renderers read, advances by one control period per :meth:`Session.step`, and reports
 reward groups and head height for the plots.
 
-Evaluation settings for policies: one env, β fixed (``beta=``, default the task's ``env.action_scale_init``),
+Evaluation settings for policies: one env, β fixed (``beta=``, default the task's ``env.curriculum.beta_init``),
 randomisation off (``randomize=false``: no observation noise; domain randomisation once it exists). The
 reset distribution (supine, joint angles scattered around the default pose) stays as in training.
 """
@@ -169,6 +169,8 @@ def _play_env_cfg(env_cfg, variant: Variant, randomize: bool):
     if isinstance(cfg, DictConfig):
         cfg = cfg.copy()
     cfg.num_envs = 1
+    if "curriculum" in cfg:
+        cfg.curriculum.enabled = False  # no pull force in play; β is held fixed by the session
     if not randomize:
         for key in ("obs_noise",):  # randomisation switches of the task config
             if key in cfg:
@@ -198,7 +200,7 @@ class PolicySession(Session):
         self.task_name = str(cfg.task_name)
         self.variants = task_variants(self.task_name)
         self.variant_index = find_variant(self.task_name, cfg.get("variant"))
-        self.beta = float(cfg.beta if cfg.get("beta") is not None else cfg.env.action_scale_init)
+        self.beta = float(cfg.beta if cfg.get("beta") is not None else cfg.env.curriculum.beta_init)
         self.randomize = bool(cfg.get("randomize", False))
         self.env = self._make_env()
         self.group_names = tuple(REWARD_GROUPS) if self.task_name == "standup" else ()

@@ -6,7 +6,9 @@ from the command line, e.g. ``python train.py task=standup env.num_envs=256``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+from upright.tasks.standup.curriculum import CurriculumCfg
 
 
 @dataclass
@@ -22,8 +24,8 @@ class StandupEnvCfg:
     """Physics steps per env step: dt 0.005 s x 4 = 0.02 s, a 50 Hz policy."""
     unactuated_steps: int = 30
     """Env steps at the start of each episode with zero action and zero observation (0.6 s)."""
-    action_scale_init: float = 1.0
-    """Initial action scale β (p_target = q + β·a)."""
+    curriculum: CurriculumCfg = field(default_factory=CurriculumCfg)
+    """Pull-force and β curricula (β: p_target = q + β·a). ``env.curriculum.enabled=false`` for play and evaluation."""
     action_clip: float = 100.0
     """Sampled actions are clipped to ±action_clip (HoST ``clip_actions``)."""
     obs_noise: bool = True

@@ -2,7 +2,8 @@
 
 One env step (0.02 s) = the policy's action turned into PD targets p_target = q + β·a for the 23
 policy joints (held joints target their default angle), held for ``decimation`` = 4 physics steps of
-0.005 s, then state, rewards (4 groups), terminations, resets and the next observation.
+0.005 s, with the curriculum's upward pull on the torso when the pelvis is near upright; then state,
+rewards (4 groups), terminations, curriculum trigger, resets and the next observation.
 
 The PD target is computed once per env step from the measured q and held while the motor-side PD
 runs (MuJoCo ``position`` actuators), as on the real robot. HoST's Isaac Gym code recomputes
@@ -23,6 +24,7 @@ from upright.sim import make_sim
 from upright.sim.options import PhysicsOptions
 from upright.tasks.quat import quat_rotate_inverse
 from upright.tasks.standup.config import SimCfg, StandupEnvCfg
+from upright.tasks.standup.curriculum import StandupCurriculum
 from upright.tasks.standup.observations import HISTORY_LENGTH, compute_observation, observation_dims
 from upright.tasks.standup.rewards import REWARD_GROUPS, RewardManager, standup_reward_terms
 from upright.tasks.standup.scene import standup_scene
@@ -67,7 +69,12 @@ class StandupEnv(VecEnv):
         self.reward_manager = RewardManager(standup_reward_terms(), dt=self.step_dt)
         n, j, dev = self.num_envs, self.num_actions, self.device
         self.episode_length_buf = torch.zeros(n, dtype=torch.long, device=dev)
-        self.beta = torch.full((n,), cfg.action_scale_init, device=dev)
+        self.curriculum = StandupCurriculum(cfg.curriculum, n, dev)
+        """Per-env pull force and β (HoST curricula)."""
+        self.beta = self.curriculum.beta
+        """(N,) action bound β per env (the curriculum's tensor; evaluation and play fill it with a fixed β)."""
+        self.pull_force = torch.zeros(n, device=dev)
+        """(N,) upward pull on the torso applied during the last env step, N."""
         self.actions = torch.zeros(n, j, device=dev)
         self.last_actions = torch.zeros(n, j, device=dev)
         self.last_last_actions = torch.zeros(n, j, device=dev)
@@ -109,6 +116,9 @@ class StandupEnv(VecEnv):
             return sid
 
         sides = ("left", "right")
+        self._torso_body = mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_BODY, "torso_link")
+        if self._torso_body < 0:
+            raise ValueError("Scene lacks body 'torso_link' (the pull force acts on it)")
         self._head_site = site("head")
         self._feet_sites = [site(f"{s}_foot") for s in sides]
         self._knee_sites = [site(f"{s}_knee") for s in sides]
@@ -186,6 +196,7 @@ class StandupEnv(VecEnv):
         self.p_target = q_policy + self.beta.unsqueeze(-1) * a
         ctrl = self.default_pose.expand(self.num_envs, -1).clone()
         ctrl[:, self._policy_ids] = self.p_target
+        self._apply_pull_force(actuated.squeeze(-1))
         self.sim.step(ctrl, cfg.decimation)
         self.episode_length_buf += 1
 
@@ -203,12 +214,24 @@ class StandupEnv(VecEnv):
 
         done_ids = dones.nonzero(as_tuple=False).flatten()
         if done_ids.numel() > 0:
+            self.curriculum.on_reset(done_ids, state.head_height[done_ids])
             self.reset_envs(done_ids)
             state = self._read_state()
         self.state = state
         self._update_history()
         extras = {"time_outs": time_outs, "reward_groups": group_rewards, "episode": episode_log}
         return self.get_observations(), group_rewards.sum(dim=1), dones.long(), extras
+
+    def _apply_pull_force(self, actuated: torch.Tensor) -> None:
+        """Set the torso's upward pull for this env step from the state at its start (gated per env)."""
+        force = self.curriculum.pull_force(self.state.projected_gravity, actuated)
+        if not (force.any() or self.pull_force.any()):
+            self.pull_force = force
+            return  # nothing applied now or before: skip the backend call
+        wrench = torch.zeros(self.num_envs, 1, 6, device=self.device)
+        wrench[:, 0, 2] = force
+        self.sim.set_body_wrench([self._torso_body], wrench)
+        self.pull_force = force
 
     # ------------------------------------------------------------------ resets
     def reset_envs(self, env_ids: torch.Tensor) -> None:
@@ -263,6 +286,9 @@ class StandupEnv(VecEnv):
             "Metrics/head_height": state.head_height,
             "Metrics/base_height": state.base_height,
             "Metrics/action_scale": state.beta,
+            "Curriculum/pull_force_level": self.curriculum.force,
+            "Curriculum/pull_force_applied": self.pull_force,
+            "Curriculum/triggers": torch.tensor(float(self.curriculum.num_triggers)),
         }
         if dones.any():
             length = self.episode_length_buf[dones].float().clamp(min=1)
@@ -270,6 +296,15 @@ class StandupEnv(VecEnv):
                 log[f"Episode_Reward/{key}"] = total[dones] / length
             log["Metrics/final_head_height"] = state.head_height[dones]
         return log
+
+    def state_dict(self) -> dict:
+        """Training state kept in checkpoints: the per-env curricula."""
+        return {"curriculum": self.curriculum.state_dict()}
+
+    def load_state_dict(self, state: dict) -> None:
+        """Restore :meth:`state_dict` (on resume)."""
+        if "curriculum" in state:
+            self.curriculum.load_state_dict(state["curriculum"])
 
     def close(self) -> None:
         """Release the backend."""

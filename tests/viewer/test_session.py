@@ -42,7 +42,7 @@ def test_randomize_keeps_observation_noise():
 
     s = PolicySession(_cfg(["policy=zero", "randomize=true"]))
     try:
-        assert s.env.cfg.obs_noise is True and float(s.env.beta[0]) == 1.0  # β default: env.action_scale_init
+        assert s.env.cfg.obs_noise is True and float(s.env.beta[0]) == 1.0  # β default: env.curriculum.beta_init
     finally:
         s.close()
 

@@ -1,0 +1,112 @@
+"""HoST's two curricula, kept per env: the vertical pull force and the action bound β.
+
+Source: HoST spec §2 and §4 (``update_force_curriculum`` in ``env/host_ground.py``; Huang et al., RSS 2025).
+
+* **Pull force.** An upward (+z, world frame) force on the torso, applied at every physics substep
+  once the unactuated start is over **and** the pelvis is near upright (projected gravity z < -0.8).
+  HoST applies 100 N to each of two bodies named ``*torso_link`` (200 N in total, ~60 % of the G1's
+  weight) and lowers it by 20 N per body (40 N in total) per trigger. upright applies the same totals to
+  the one ``torso_link``: 200 N, -40 N per trigger, floor 0 N.
+* **β** (``p_target = q + β·a``) starts at 1.0 and drops 0.02 per trigger, floor 0.25.
+* **Trigger.** When envs reset, if the mean over the resetting envs of head height above the mean foot
+  height at their last step exceeds 0.9 m, the resetting envs step both curricula down.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+
+@dataclass
+class CurriculumCfg:
+    """Settings of the pull-force and β curricula (HoST defaults)."""
+
+    enabled: bool = True
+    """Apply the pull force and step β down on the trigger. False: no force, β fixed at ``beta_init``."""
+    force_init: float = 200.0
+    """Initial upward pull on the torso, N (HoST: 2 x 100 N)."""
+    force_step: float = 40.0
+    """Decrease per trigger, N (HoST: 2 x 20 N)."""
+    force_min: float = 0.0
+    """Floor of the pull force, N."""
+    gravity_gate: float = -0.8
+    """Force only while projected gravity z (pelvis frame) is below this, i.e. the pelvis is near upright."""
+    beta_init: float = 1.0
+    """Initial action bound β."""
+    beta_step: float = 0.02
+    """Decrease of β per trigger."""
+    beta_min: float = 0.25
+    """Floor of β (HoST: 0.25; slope: 0.3)."""
+    threshold_height: float = 0.9
+    """Trigger: mean head height above the feet of the resetting envs at their last step, m."""
+
+
+class StandupCurriculum:
+    """Per-env pull force (N) and β for N envs.
+
+    Args:
+        cfg: curriculum settings.
+        num_envs: number of envs N.
+        device: torch device of the per-env tensors.
+    """
+
+    def __init__(self, cfg: CurriculumCfg, num_envs: int, device: torch.device | str = "cpu"):
+        if cfg.beta_min <= 0 or cfg.beta_init < cfg.beta_min:
+            raise ValueError(f"curriculum needs 0 < beta_min <= beta_init; got {cfg.beta_min}, {cfg.beta_init}")
+        if cfg.force_min < 0 or cfg.force_init < cfg.force_min:
+            raise ValueError(f"curriculum needs 0 <= force_min <= force_init; got {cfg.force_min}, {cfg.force_init}")
+        self.cfg = cfg
+        self.force = torch.full((num_envs,), cfg.force_init if cfg.enabled else 0.0, device=device)
+        """(N,) float32 upward pull on the torso of each env, N."""
+        self.beta = torch.full((num_envs,), cfg.beta_init, device=device)
+        """(N,) float32 action bound β of each env."""
+        self.num_triggers = 0
+        """Times the trigger fired so far."""
+
+    def pull_force(self, projected_gravity: torch.Tensor, actuated: torch.Tensor) -> torch.Tensor:
+        """Upward force to apply now, (N,) float32, N: the env's force where gated on, else 0.
+
+        Args:
+            projected_gravity: (N, 3) gravity direction in the pelvis frame.
+            actuated: (N,) bool, True once the unactuated start is over.
+        """
+        on = actuated & (projected_gravity[:, 2] < self.cfg.gravity_gate)
+        return torch.where(on, self.force, torch.zeros_like(self.force))
+
+    def on_reset(self, env_ids: torch.Tensor, head_height: torch.Tensor) -> bool:
+        """Apply the trigger for the envs ``env_ids`` (M,) that are resetting.
+
+        Args:
+            env_ids: (M,) long ids of the resetting envs.
+            head_height: (M,) head height above the mean foot height at their last step, m.
+
+        Returns:
+            True if the trigger fired (their β and force stepped down).
+        """
+        if not self.cfg.enabled or env_ids.numel() == 0:
+            return False
+        if head_height.mean() <= self.cfg.threshold_height:
+            return False
+        c = self.cfg
+        self.beta[env_ids] = (self.beta[env_ids] - c.beta_step).clamp(min=c.beta_min)
+        self.force[env_ids] = (self.force[env_ids] - c.force_step).clamp(min=c.force_min)
+        self.num_triggers += 1
+        return True
+
+    def state_dict(self) -> dict[str, torch.Tensor | int]:
+        """Per-env state for checkpoints."""
+        return {"force": self.force.clone(), "beta": self.beta.clone(), "num_triggers": self.num_triggers}
+
+    def load_state_dict(self, state: dict) -> None:
+        """Restore :meth:`state_dict`; a checkpoint with another env count restores the mean per env.
+
+        Raises:
+            KeyError: ``state`` lacks ``force`` or ``beta``.
+        """
+        for name in ("force", "beta"):
+            value = state[name].to(self.force.device, torch.float32)
+            target = getattr(self, name)
+            target.copy_(value if value.shape == target.shape else value.mean().expand_as(target))
+        self.num_triggers = int(state.get("num_triggers", 0))
