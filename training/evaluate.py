@@ -1,12 +1,19 @@
 """Evaluate a standup policy with HoST's metrics and print them beside the paper's Table III.
 
-    python -m upright.training.evaluate --policy logs/standup/<run> --episodes 500 --out docs/eval [env.* overrides]
+    python -m upright.training.evaluate --policy logs/standup/<run> --terrain platform --out docs/eval [env.*=...]
 
-Protocol (HoST ``scripts/eval``; spec §7): episodes of 5 s from the reset distribution of training,
-β fixed (the policy file's ``action_scale`` unless ``--beta``), no observation noise, no pull force.
+Protocol (HoST ``scripts/eval``; spec §7): episodes of 5 s from the reset distribution of training on
+the ``--terrain`` (its sub-terrains, start pose and terminations), β fixed (the policy file's
+``action_scale`` unless ``--beta``; else the terrain's β floor), no observation noise, no pull force,
+domain randomisation on as in HoST's evaluation (``env.domain_rand``, spec §6; ``--no-domain-rand``
+evaluates on the nominal model with no action delay and the exact default start pose).
 Each wave resets all ``--num-envs`` envs together and runs one full episode; a terminated env counts
-as a failure. E_succ is over all episodes; E_feet and E_engy are over the successful ones (both are
-defined relative to the first standing step); E_smth is over all episodes.
+as a failure. Success uses the terrain's criterion (:data:`upright.tasks.standup.metrics.SUCCESS_CRITERIA`:
+ground pelvis z > 0.7 then never < 0.5 m; platform 0.7 / 0.3; wall 0.6 / 0.1; slope pelvis above the
+feet 0.6 / 0.1), and that height also marks the first standing step; it is tested on the actuated
+steps only (not while the robot drops and settles at the start). E_succ is over all episodes;
+E_feet and E_engy are over the successful ones (both are defined relative to the first standing
+step); E_smth is over all episodes.
 """
 
 from __future__ import annotations
@@ -21,16 +28,24 @@ import torch
 from hydra import compose, initialize
 
 from upright.conf import register_configs
+from upright.conf.validate import validate_overrides
 from upright.tasks.registry import make_env
 from upright.tasks.standup import metrics
+from upright.tasks.standup.terrains import POSTURE_NAMES, TERRAIN_NAMES
 
 METRICS = ("E_succ", "E_feet", "E_smth", "E_engy")
 UNITS = {"E_succ": "%", "E_feet": "cm²/step", "E_smth": "deg-scaled", "E_engy": "kJ"}
 
 
-def run_episodes(env, policy, episodes: int) -> dict[str, torch.Tensor]:
-    """Run ``episodes`` full episodes (in waves of ``env.num_envs``); return per-episode metrics (E,)."""
+def run_episodes(
+    env, policy, episodes: int, criterion: metrics.SuccessCriterion | None = None
+) -> dict[str, torch.Tensor]:
+    """Run ``episodes`` full episodes (in waves of ``env.num_envs``); return per-episode metrics (E,).
+
+    ``criterion`` defaults to the env's terrain's (:attr:`StandupEnv.terrain`'s ``success``).
+    """
     n, steps = env.num_envs, env.max_episode_length
+    crit = criterion or env.terrain.success
     results: dict[str, list[torch.Tensor]] = {k: [] for k in METRICS}
     done_episodes = 0
     while done_episodes < episodes:
@@ -47,17 +62,21 @@ def run_episodes(env, policy, episodes: int) -> dict[str, torch.Tensor]:
             terminated = dones.bool() & ~extras["time_outs"]
             s = env.last_state  # the state the step ended in, before any reset
             alive &= ~terminated
-            hist["h"].append(torch.where(alive, s.base_height, torch.zeros_like(s.base_height)))
+            # heights count from the policy's first actuated step: a robot dropped onto a platform can pass the
+            # standing height while it falls; a terminated env never counts again
+            h = crit.height(s.base_pos, s.feet_pos)
+            hist["h"].append(torch.where(alive & actuated, h, torch.full_like(h, -math.inf)))
             hist["feet"].append(s.ankle_pos)
             hist["q"].append(s.q)
             hist["dq"].append(s.dq)
             hist["tau"].append(s.tau)
             hist["actuated"].append(actuated)
         h = torch.stack(hist["h"], 1)
-        ok = metrics.success(h) & alive
+        ok = metrics.success(h, crit.stand_height, crit.fall_height) & alive
         results["E_succ"].append(ok.float() * 100.0)
-        feet = metrics.feet_movement(torch.stack(hist["feet"], 1), h)
-        energy = metrics.energy(torch.stack(hist["dq"], 1), torch.stack(hist["tau"], 1), h, dt=env.step_dt)
+        feet = metrics.feet_movement(torch.stack(hist["feet"], 1), h, crit.stand_height)
+        energy = metrics.energy(torch.stack(hist["dq"], 1), torch.stack(hist["tau"], 1), h, dt=env.step_dt,
+                                success_height=crit.stand_height)  # fmt: skip
         results["E_feet"].append(torch.where(ok, feet, torch.full_like(feet, math.nan)))
         results["E_engy"].append(torch.where(ok, energy, torch.full_like(energy, math.nan)))
         results["E_smth"].append(metrics.smoothness(torch.stack(hist["q"], 1), torch.stack(hist["actuated"], 1)))
@@ -86,41 +105,94 @@ def table_markdown(terrain: str, ours: dict[str, float], episodes: int, extra: s
     return "\n".join(lines) + ("\n\n" + extra if extra else "") + "\n"
 
 
+def make_eval_env(
+    policy_source: str,
+    *,
+    task: str = "standup",
+    terrain: str = "ground",
+    posture: str = "supine",
+    overrides: list[str] | tuple[str, ...] = (),
+    num_envs: int = 100,
+    episode_length_s: float = 5.0,
+    beta: float | None = None,
+    domain_rand: bool = True,
+    seed: int = 0,
+    error=None,
+):
+    """Build the evaluation env and load the policy (HoST protocol, spec §7).
+
+    Evaluation settings: no observation noise (``env.disturbance.obs_noise_scale`` can force it), no pull
+    force, β fixed at ``beta`` (default: the policy file's ``action_scale``, else the terrain's β floor),
+    domain randomisation as ``domain_rand`` says, episodes of ``episode_length_s``.
+
+    Returns:
+        (env, policy, β used, composed config).
+
+    Raises:
+        SystemExit: bad overrides (through ``error``, e.g. ``argparse.ArgumentParser.error``).
+        ValueError: bad overrides when ``error`` is None.
+        PolicyLoadError: the policy cannot be loaded or does not fit the task.
+    """
+    from upright.viewer.policy import load_policy
+
+    all_overrides = [f"task={task}", f"terrain={terrain}", f"posture={posture}", *overrides]
+    problem = validate_overrides(all_overrides)
+    if problem:
+        if error is None:
+            raise ValueError(problem)
+        error(problem)
+    register_configs()
+    with initialize(version_base=None, config_path=None):
+        cfg = compose("config", overrides=all_overrides)
+    cfg.env.num_envs = num_envs
+    cfg.env.episode_length_s = episode_length_s
+    cfg.env.obs_noise = False
+    cfg.env.curriculum.enabled = False  # no pull force; β fixed below
+    if not domain_rand:
+        cfg.env.domain_rand.enabled = False
+    cfg.train.init_at_random_ep_len = False
+    env = make_env(cfg.task_name, cfg.env, cfg.sim, device="cpu", seed=seed)
+    policy = load_policy(policy_source, env, cfg.task_name, cfg.train, seed=seed)
+    if beta is None:
+        beta = getattr(policy, "metadata", {}).get("action_scale", cfg.env.curriculum.beta_min)
+    env.beta[:] = float(beta)
+    return env, policy, float(beta), cfg
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--policy", required=True, help="run dir, model_<it>.pt, policy.onnx, zero or random")
     parser.add_argument("--task", default="standup")
-    parser.add_argument("--terrain", default="ground", choices=sorted(metrics.PAPER_TABLE_III))
+    parser.add_argument("--terrain", default="ground", choices=list(TERRAIN_NAMES),
+                        help="terrain to build and evaluate on, with its success criterion and Table III row")
+    parser.add_argument("--posture", default="supine", choices=list(POSTURE_NAMES))
     parser.add_argument("--episodes", type=int, default=500)
     parser.add_argument("--num-envs", type=int, default=100)
     parser.add_argument("--episode-length-s", type=float, default=5.0)
     parser.add_argument("--beta", type=float, default=None, help="fixed action scale (default: the policy's)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--no-domain-rand", action="store_true",
+                        help="evaluate without domain randomisation (HoST's evaluation keeps it on)")
     parser.add_argument("--out", default=None, help="folder for eval.csv and eval.md")
     parser.add_argument("overrides", nargs="*", help="task config overrides, e.g. sim.num_threads=2")
     args = parser.parse_args(argv)
 
-    from upright.viewer.policy import load_policy
-
-    register_configs()
-    with initialize(version_base=None, config_path=None):
-        cfg = compose("config", overrides=[f"task={args.task}", *args.overrides])
-    cfg.env.num_envs = args.num_envs
-    cfg.env.episode_length_s = args.episode_length_s
-    cfg.env.obs_noise = False
-    cfg.env.curriculum.enabled = False  # no pull force; β fixed below
-    cfg.train.init_at_random_ep_len = False
-    env = make_env(cfg.task_name, cfg.env, cfg.sim, device="cpu", seed=args.seed)
-    policy = load_policy(args.policy, env, cfg.task_name, cfg.train, seed=args.seed)
-    beta = args.beta if args.beta is not None else getattr(policy, "metadata", {}).get("action_scale", cfg.env.curriculum.beta_min)
-    env.beta[:] = float(beta)
+    env, policy, beta, cfg = make_eval_env(
+        args.policy, task=args.task, terrain=args.terrain, posture=args.posture, overrides=args.overrides,
+        num_envs=args.num_envs, episode_length_s=args.episode_length_s, beta=args.beta,
+        domain_rand=not args.no_domain_rand, seed=args.seed, error=parser.error,
+    )  # fmt: skip
     torch.set_num_threads(1)
     start = time.monotonic()
     per_episode = run_episodes(env, policy, args.episodes)
     ours = summarize(per_episode)
     seconds = time.monotonic() - start
-    note = (f"Policy `{args.policy}`, β = {beta}, {args.episode_length_s} s episodes, no observation noise, "
-            f"no pull force; {args.episodes} episodes in {seconds:.0f} s.")  # fmt: skip
+    crit = env.terrain.success
+    height = "pelvis height above the feet" if crit.relative_to_feet else "pelvis z"
+    note = (f"Policy `{args.policy}`, terrain {args.terrain}, posture {args.posture}, β = {beta}, "
+            f"{args.episode_length_s} s episodes, no observation noise, no pull force, domain randomisation "
+            f"{'on (HoST spec §6)' if cfg.env.domain_rand.enabled else 'off (--no-domain-rand)'}; success: {height} > "
+            f"{crit.stand_height} m, then never < {crit.fall_height} m; {args.episodes} episodes in {seconds:.0f} s.")  # fmt: skip
     md = table_markdown(args.terrain, ours, args.episodes, note)
     print(md)
     if args.out:
