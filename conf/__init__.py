@@ -1,7 +1,12 @@
-"""Hydra structured configs for ``train.py`` / ``play.py``: one config group ``task`` with one entry per task.
+"""Hydra structured configs for ``train.py`` / ``play.py``: config groups ``task`` (one entry per task),
+``terrain`` and ``posture`` (the standup task's variants).
 
-Command line: ``python train.py task=standup env.num_envs=256 train.max_iterations=100 seed=3
-run.name=my_run resume=logs/standup/my_run``.
+Command line: ``python train.py task=standup terrain=platform posture=supine env.num_envs=256
+train.max_iterations=100 seed=3 run.name=my_run resume=logs/standup/my_run``.
+
+``terrain=<name>`` sets ``env.terrain`` and the terrain's HoST values of other ``env.*`` fields
+(:meth:`upright.tasks.standup.terrains.TerrainSpec.env_overrides`); ``posture=<name>`` sets ``env.posture``.
+Explicit ``env.*`` overrides on the command line still win.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, OmegaConf
 
 from upright.tasks.standup.config import SimCfg, StandupEnvCfg
+from upright.tasks.standup.terrains import POSTURE_NAMES, TERRAINS
 from upright.training.config import TrainCfg
 
 
@@ -37,10 +43,13 @@ class StandupTaskCfg:
 
 
 def task_defaults() -> list[Any]:
-    """Hydra defaults list of every top-level config: the ``task`` group (standup), then the config itself;
-    Hydra's own logging is off (upright prints its own progress)."""
+    """Hydra defaults list of every top-level config: the ``task`` group (standup), the ``terrain`` (ground) and
+    ``posture`` (supine) groups, then the config itself; Hydra's own logging is off (upright prints its own
+    progress)."""
     return [
         {"task": "standup"},
+        {"terrain": "ground"},
+        {"posture": "supine"},
         "_self_",
         {"override hydra/job_logging": "none"},
         {"override hydra/hydra_logging": "none"},
@@ -69,6 +78,18 @@ TASKS = {"standup": StandupTaskCfg}
 """Registered tasks (``task=<name>``)."""
 
 
+def _nested(dotted: dict[str, Any]) -> dict[str, Any]:
+    """``{"a.b": 1}`` -> ``{"a": {"b": 1}}``."""
+    out: dict[str, Any] = {}
+    for key, value in dotted.items():
+        *heads, leaf = key.split(".")
+        node = out
+        for h in heads:
+            node = node.setdefault(h, {})
+        node[leaf] = value
+    return out
+
+
 def register_configs() -> None:
     """Register the structured configs with Hydra's ConfigStore (idempotent)."""
     cs = ConfigStore.instance()
@@ -79,3 +100,7 @@ def register_configs() -> None:
         task = node()
         typed = {k: OmegaConf.structured(getattr(task, k)) for k in ("env", "sim", "train")}
         cs.store(group="task", name=name, node={"task_name": task.task_name, **typed}, package="_global_")
+    for name, spec in TERRAINS.items():
+        cs.store(group="terrain", name=name, node={"env": _nested(spec.env_overrides())}, package="_global_")
+    for name in POSTURE_NAMES:
+        cs.store(group="posture", name=name, node={"env": {"posture": name}}, package="_global_")

@@ -10,6 +10,7 @@ from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from upright.conf import TASKS, register_configs
+from upright.tasks.standup.terrains import check_variant
 
 
 def leaf_keys(cfg, prefix: str = "") -> list[str]:
@@ -32,6 +33,16 @@ def validate_overrides(args: list[str], config_name: str = "config") -> str | No
     task = next((a.split("=", 1)[1] for a in overrides if a.startswith("task=")), "standup")
     if task not in TASKS:
         return f"Unknown task '{task}'. Valid tasks: {', '.join(sorted(TASKS))}."
+    for key in ("env.terrain", "env.posture"):
+        if any(a.lstrip("+~").startswith(key + "=") for a in overrides):
+            top = key.split(".")[1]
+            return f"Set the {top} with the top-level key {top}=<name>, not {key}= (it also sets the {top}'s settings)."
+    terrain = next((a.split("=", 1)[1] for a in overrides if a.startswith("terrain=")), "ground")
+    posture = next((a.split("=", 1)[1] for a in overrides if a.startswith("posture=")), "supine")
+    try:
+        check_variant(terrain, posture)
+    except ValueError as err:
+        return str(err)
     try:
         with initialize(version_base=None, config_path=None):
             compose(config_name=config_name, overrides=overrides)

@@ -14,6 +14,7 @@ import torch
 
 PER_ENV_FIELDS: tuple[str, ...] = (
     "geom_friction",
+    "geom_solref",
     "body_mass",
     "body_ipos",
     "body_inertia",
@@ -23,9 +24,10 @@ PER_ENV_FIELDS: tuple[str, ...] = (
     "dof_armature",
     "dof_frictionloss",
 )
-"""``MjModel`` fields every backend can vary per env (:meth:`BatchedSim.set_model_field`): friction, masses,
-COM, inertia, actuator gains (``gainprm``/``biasprm``: Kp, Kd of position actuators), joint damping,
-armature and friction loss, the fields domain randomisation changes. The native backend can vary more."""
+"""``MjModel`` fields every backend can vary per env (:meth:`BatchedSim.set_model_field`): friction, contact
+``solref`` (stiffness and damping: restitution), masses, COM, inertia, actuator gains (``gainprm``/``biasprm``:
+Kp, Kd of position actuators), joint damping, armature and friction loss, the fields domain randomisation
+changes. The native backend can vary more."""
 
 
 @dataclass
@@ -130,7 +132,9 @@ class BatchedSim(ABC):
         Takes effect at the next step, in those envs only. Same call on every backend; the fields that
         every backend can vary are :data:`PER_ENV_FIELDS`. Only the raw field changes: constants
         MuJoCo derives from it at compile time (``mj_setConst``: subtree masses, ``*_invweight0``,
-        ``stat.meaninertia``) keep their compiled values, on every backend alike.
+        ``stat.meaninertia``) keep their compiled values, on every backend alike. The exception is collision
+        culling: the native backend moves a body's bounding volumes (``bvh_aabb``) with its ``body_ipos``
+        (MJX does not use them), so a COM offset never hides contacts.
 
         Raises:
             ValueError: the field cannot vary per env on this backend (the message lists the valid ones).

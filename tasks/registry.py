@@ -29,6 +29,8 @@ def policy_metadata(task_name: str, env) -> dict[str, Any]:
     pol, held = info.policy_joint_ids, info.held_joint_ids
     return {
         "task": task_name,
+        "terrain": str(env.cfg.terrain),
+        "posture": str(env.cfg.posture),
         "robot": "unitree_g1_29dof",
         "joint_names": list(info.policy_joint_names),
         "kp": info.kp[pol],

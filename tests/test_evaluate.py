@@ -16,3 +16,14 @@ def test_zero_policy_does_not_stand_and_files_are_written(tmp_path, capsys):
     md = (tmp_path / "eval.md").read_text()
     assert "HoST Table III" in md and "99.50" in md
     assert "| ground | upright | 4 |" in capsys.readouterr().out
+    assert "domain randomisation on" in md  # HoST's evaluation keeps it on
+
+
+def test_no_domain_rand_flag_is_applied_and_reported(tmp_path, monkeypatch):
+    made = []
+    make_env = evaluate.make_env
+    monkeypatch.setattr(evaluate, "make_env", lambda *a, **k: made.append(make_env(*a, **k)) or made[-1])
+    evaluate.main(["--policy", "zero", "--episodes", "1", "--num-envs", "1", "--episode-length-s", "0.1",
+                   "--no-domain-rand", "--out", str(tmp_path), "sim.num_threads=1"])  # fmt: skip
+    assert made[0].randomizer.enabled is False
+    assert "domain randomisation off (--no-domain-rand)" in (tmp_path / "eval.md").read_text()

@@ -256,7 +256,8 @@ def test_process_env_step_and_compute_returns_match_reference():
     torch.testing.assert_close(st.group_advantages, torch.tensor(ref_normed), atol=1e-5, rtol=0)
     assert st.advantages.shape == (T, N, 1)
     torch.testing.assert_close(st.advantages[..., 0], torch.tensor(ref_combined), atol=1e-5, rtol=0)
-    # rsl_rl's unchanged mini-batch generator yields (B, G) values/returns and (B, 1) advantages.
+    # The storage's mini-batch generator (rsl_rl's, plus next observations on request) yields (B, G) values/returns
+    # and (B, 1) advantages.
     batches = list(st.mini_batch_generator(num_mini_batches=3, num_epochs=1))
     assert len(batches) == 3
     for batch in batches:

@@ -77,7 +77,11 @@ def test_held_joints_stay_near_default_under_zero_actions():
     from upright.tasks.standup.config import SimCfg, StandupEnvCfg
     from upright.tasks.standup.env import StandupEnv
 
-    env = StandupEnv(StandupEnvCfg(num_envs=4, obs_noise=False), SimCfg(num_threads=1), seed=0)
+    from upright.tasks.standup.randomization import DomainRandCfg
+
+    # the nominal robot: domain randomisation (e.g. restitution near 1) can knock the 5 N·m wrists further
+    cfg = StandupEnvCfg(num_envs=4, obs_noise=False, domain_rand=DomainRandCfg(enabled=False))
+    env = StandupEnv(cfg, SimCfg(num_threads=1), seed=0)
     worst = 0.0
     for _ in range(60):
         env.step(torch.zeros(4, 23))

@@ -72,3 +72,35 @@ def test_reset_only_touches_given_rows(model):
 def test_unknown_backend_lists_valid(model):
     with pytest.raises(ValueError, match="Valid backends: native"):
         make_sim("physx", model, 2)
+
+
+def test_per_env_com_offset_keeps_collision_culling_right(model):
+    """A per-env ``body_ipos`` write equals a model compiled with that COM whose bounding volumes (``bvh_aabb``)
+    were recomputed (``mj_setConst``; its other constants kept compiled, as on every backend): floor contacts of
+    the moved torso are not culled. Without moving the boxes the lying G1 differs by ~0.7 rad/s after one substep."""
+    torso = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_BODY, "torso_link")
+    delta = np.array([0.1, -0.1, 0.05])
+    reference = standup_scene()
+    reference.body_ipos[torso] += delta
+    recomputed = standup_scene()
+    recomputed.body_ipos[torso] += delta
+    mujoco.mj_setConst(recomputed, mujoco.MjData(recomputed))
+    reference.bvh_aabb[:] = recomputed.bvh_aabb
+    settle = mujoco.MjData(model)  # lying on the floor, at rest after 1 s
+    settle.qpos[:] = lying_state(model, seed=0)[0]
+    settle.ctrl[:] = settle.qpos[7:]
+    mujoco.mj_step(model, settle, nstep=200)
+    qpos, qvel = settle.qpos.copy(), settle.qvel.copy()
+    d = mujoco.MjData(reference)
+    d.qpos[:], d.qvel[:], d.ctrl[:] = qpos, qvel, model.qpos0[7:]
+    mujoco.mj_step(reference, d)
+    assert d.ncon > 0
+
+    sim = make_sim("native", model, 2, num_threads=1)
+    ipos = torch.tensor(model.body_ipos).repeat(2, 1, 1)
+    ipos[1, torso] += torch.tensor(delta)
+    sim.set_model_field("body_ipos", torch.tensor([1]), ipos[1:])
+    sim.reset_envs(torch.arange(2), torch.tensor(qpos).repeat(2, 1), torch.tensor(qvel).repeat(2, 1))
+    sim.step(torch.tensor(model.qpos0[7:]).repeat(2, 1), 1)
+    np.testing.assert_allclose(sim.state.qvel[1].double().numpy(), d.qvel, atol=1e-4)
+    assert np.abs(sim.state.qvel[0].double().numpy() - d.qvel).max() > 1e-2  # env 0 keeps the compiled COM

@@ -1,6 +1,7 @@
 """Typed training configuration: PPO (HoST settings), networks, checkpointing.
 
-PPO settings follow HoST (``legged_robot_config.py`` + G1 overrides; spec §3).
+PPO settings follow HoST (``legged_robot_config.py`` + G1 overrides; spec §3); L2C2 smoothness weights from
+HoST's ``ppo.py`` / ``g1_config_ground.py`` (spec §5).
 """
 
 from __future__ import annotations
@@ -39,6 +40,13 @@ class TrainCfg:
     max_grad_norm: float = 1.0
     schedule: str = "adaptive"
     desired_kl: float = 0.01
+    l2c2_policy_coef: float = 1.0 * 0.1 / (1.0 - 0.1)
+    """λ_π of the L2C2 smoothness term ``λ_π·mean‖μ(s_t) − μ(s̄)‖²`` (HoST spec §5): ``upper·ε`` with
+    ``ε = lower/(upper − lower)``, HoST ``smoothness_upper_bound`` 1.0 and ``smoothness_lower_bound`` 0.1, so 0.111
+    (the paper states λ_π = 1). 0 here and in ``l2c2_value_coef`` disables L2C2 (the plain PPO update)."""
+    l2c2_value_coef: float = 0.1 * 1.0 * 0.1 / (1.0 - 0.1)
+    """λ_V of the L2C2 term ``λ_V·mean‖V(s_t) − V(s̄)‖²`` over the 4 critics' values (HoST spec §5):
+    ``value_smoothness_coef`` 0.1 · λ_π = 0.0111 (HoST wall task: 0.25 · λ_π; paper: λ_V = 0.1)."""
     update_threads: int = 0
     """Torch threads for the PPO update on CPU (0 = all CPUs). Collection always uses 1 torch thread so the
     physics thread pool has the cores (measured: 2 torch threads made env stepping ~2x slower under load)."""

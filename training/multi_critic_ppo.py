@@ -6,6 +6,12 @@ sum ``A = sum_g w_g * Ahat_g`` (no re-normalisation after the sum). The value lo
 element-wise to the (B, G) values and averaged over batch and critics. Method and constants:
 ``/work/shared/reference/host_standup.md`` section 3 ("Multi-critic PPO").
 
+HoST's L2C2 smoothness term (spec section 5; Kobayashi, "L2C2: Locally Lipschitz Continuous Constraint", 2022) is
+added to the PPO loss: for the mixed state ``s_mix = s_t + u * (s_{t+1} - s_t)``, ``u ~ U(-1, 1)`` per transition
+and ``u = 0`` where the episode ended after t,
+``L = lambda_pi * mean_B ||mu(s_t) - mu(s_mix)||^2 + lambda_V * mean_B ||V(s_t) - V(s_mix)||^2`` with ``V`` the
+(B, G) values of the G critics (see :func:`l2c2_losses`).
+
 :class:`MultiCriticPPO` plugs into rsl_rl's unmodified ``OnPolicyRunner`` through
 ``cfg["algorithm"]["class_name"] = "upright.training.multi_critic_ppo:MultiCriticPPO"``. The environment must put the
 per-group rewards, float (N, G), in ``extras["reward_groups"]``; the scalar reward returned by ``env.step`` is used
@@ -15,6 +21,7 @@ only by the runner's logger.
 from __future__ import annotations
 
 import torch
+import torch.nn as nn
 from collections.abc import Sequence
 from tensordict import TensorDict
 
@@ -32,6 +39,23 @@ DEFAULT_GROUP_WEIGHTS: tuple[float, ...] = (2.5, 0.1, 1.0, 1.0)
 
 ADVANTAGE_EPS: float = 1e-8
 """Denominator guard of the per-group advantage normalisation (HoST / rsl_rl)."""
+
+HOST_SMOOTHNESS_LOWER_BOUND: float = 0.1
+"""HoST ``smoothness_lower_bound`` (spec section 5)."""
+
+HOST_SMOOTHNESS_UPPER_BOUND: float = 1.0
+"""HoST ``smoothness_upper_bound`` (spec section 5)."""
+
+HOST_VALUE_SMOOTHNESS_COEF: float = 0.1
+"""HoST ``value_smoothness_coef``, the ratio lambda_V / lambda_pi (spec section 5; 0.25 for the wall task)."""
+
+HOST_L2C2_POLICY_COEF: float = HOST_SMOOTHNESS_UPPER_BOUND * (
+    HOST_SMOOTHNESS_LOWER_BOUND / (HOST_SMOOTHNESS_UPPER_BOUND - HOST_SMOOTHNESS_LOWER_BOUND)
+)
+"""HoST's policy L2C2 weight lambda_pi = upper * lower / (upper - lower) = 0.111 (spec section 5; paper: 1)."""
+
+HOST_L2C2_VALUE_COEF: float = HOST_VALUE_SMOOTHNESS_COEF * HOST_L2C2_POLICY_COEF
+"""HoST's value L2C2 weight lambda_V = value_smoothness_coef * lambda_pi = 0.0111 (spec section 5; paper: 0.1)."""
 
 
 def compute_group_gae(
@@ -100,14 +124,79 @@ def combine_group_advantages(
     return (normalize_group_advantages(advantages, eps) * weights).sum(dim=-1, keepdim=True)
 
 
+def sample_l2c2_mix_weights(dones: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
+    """L2C2 interpolation weights: ``u ~ U(-1, 1)`` per transition, ``u = 0`` where the episode ended after it.
+
+    Args:
+        dones: (B,) or (B, 1), any numeric/bool dtype; nonzero where s_t was terminal (then s_{t+1} is the first
+            observation of a new episode and must not be mixed in).
+        generator: Optional torch generator (default: torch's global one).
+
+    Returns:
+        float32 (B, 1) on ``dones.device``, values in [-1, 1) (as HoST: ``(rand - 0.5) * 2 * (1 - done)``).
+    """
+    not_done = 1.0 - dones.reshape(-1, 1).float()
+    u = torch.rand(not_done.shape, generator=generator, device=dones.device) * 2.0 - 1.0
+    return u * not_done
+
+
+def mix_observations(obs: TensorDict, next_obs: TensorDict, u: torch.Tensor) -> TensorDict:
+    """Mixed state of L2C2, ``obs + u * (next_obs - obs)``, for every observation group.
+
+    Args:
+        obs: s_t, TensorDict (B, ...) of float groups.
+        next_obs: s_{t+1}, TensorDict with the same groups and shapes.
+        u: Interpolation weights, float (B, 1) (or (B,)), broadcast over each group's feature dimensions.
+
+    Returns:
+        TensorDict (B, ...) with the groups of ``obs``.
+    """
+    batch = obs.batch_size[0]
+    mixed = {}
+    for key, value in obs.items():
+        weight = u.reshape(batch, *([1] * (value.dim() - 1))).to(value.dtype)
+        mixed[key] = value + weight * (next_obs[key] - value)
+    return TensorDict(mixed, batch_size=obs.batch_size, device=obs.device)
+
+
+def l2c2_losses(
+    actor: MLPModel,
+    critic: MultiCriticModel,
+    mean_actions: torch.Tensor,
+    values: torch.Tensor,
+    mixed_obs: TensorDict,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The two unweighted L2C2 terms of HoST (spec section 5), gradients flowing into both sides.
+
+    ``mixed_obs`` goes through the models' ``forward``, i.e. through the same empirical observation normaliser as
+    s_t; in rsl_rl 5.5.1 ``forward`` only applies the normaliser (its statistics change only in
+    ``update_normalization``), so this does not update it.
+
+    Args:
+        actor: Policy model; ``actor(mixed_obs)`` is its deterministic output, the action mean mu(s_mix) (B, A).
+        critic: Multi-critic model; ``critic(mixed_obs)`` is V(s_mix), (B, G).
+        mean_actions: mu(s_t), float (B, A), from the update's forward pass (keeps its graph).
+        values: V(s_t), float (B, G), from the update's forward pass (keeps its graph).
+        mixed_obs: s_mix, TensorDict (B, ...) (see :func:`mix_observations`).
+
+    Returns:
+        ``(policy_term, value_term)``: scalar float tensors ``mean_B sum_A (mu(s_t) - mu(s_mix))^2`` and
+        ``mean_B sum_G (V(s_t) - V(s_mix))^2`` (squared L2 norms, averaged over the batch, as HoST).
+    """
+    policy_term = (mean_actions - actor(mixed_obs)).square().sum(dim=-1).mean()
+    value_term = (values - critic(mixed_obs)).square().sum(dim=-1).mean()
+    return policy_term, value_term
+
+
 class MultiCriticPPO(PPO):
     """PPO with one critic per reward group and HoST's weighted combination of normalised group advantages.
 
-    Reuses rsl_rl's :class:`~rsl_rl.algorithms.PPO` for acting, the update (the clipped value loss there works
-    element-wise on the (B, G) values/returns and ``.mean()`` averages over batch and critics; the (B, 1) combined
-    advantage is squeezed as usual), the adaptive-KL learning rate, entropy bonus, gradient clipping,
-    ``save``/``load`` (actor, critic, optimizer) and export. Not supported: RND, per-mini-batch advantage
-    normalisation, recurrent critics.
+    Reuses rsl_rl's :class:`~rsl_rl.algorithms.PPO` for acting, ``save``/``load`` (actor, critic, optimizer; the
+    state-dict layout is unchanged by L2C2), gradient reduction across processes and export. :meth:`update` is rsl_rl
+    5.5.1's update loop (the clipped value loss works element-wise on the (B, G) values/returns and ``.mean()``
+    averages over batch and critics; the (B, 1) combined advantage is squeezed as usual; adaptive-KL learning rate,
+    entropy bonus, symmetry, gradient clipping) plus HoST's L2C2 term; with both L2C2 weights 0 it performs exactly
+    rsl_rl's update. Not supported: RND, per-mini-batch advantage normalisation, recurrent models.
     """
 
     critic: MultiCriticModel
@@ -122,6 +211,12 @@ class MultiCriticPPO(PPO):
     group_names: list[str]
     """Names of the reward groups, used for the per-group entries of the loss dict."""
 
+    l2c2_policy_coef: float
+    """lambda_pi, weight of the policy L2C2 term (HoST 0.111; 0 with ``l2c2_value_coef`` 0 disables L2C2)."""
+
+    l2c2_value_coef: float
+    """lambda_V, weight of the value L2C2 term (HoST 0.0111)."""
+
     def __init__(
         self,
         actor: MLPModel,
@@ -129,6 +224,8 @@ class MultiCriticPPO(PPO):
         storage: MultiCriticRolloutStorage,
         group_weights: Sequence[float] = DEFAULT_GROUP_WEIGHTS,
         group_names: Sequence[str] | None = None,
+        l2c2_policy_coef: float = HOST_L2C2_POLICY_COEF,
+        l2c2_value_coef: float = HOST_L2C2_VALUE_COEF,
         **kwargs,
     ) -> None:
         """Initialize the algorithm.
@@ -139,6 +236,9 @@ class MultiCriticPPO(PPO):
             storage: Multi-critic storage with ``num_groups == len(group_weights)``.
             group_weights: Weight of each group's normalised advantage (default HoST [2.5, 0.1, 1.0, 1.0]).
             group_names: Optional group names for logging; default ``group0``, ``group1``, ...
+            l2c2_policy_coef: lambda_pi of the L2C2 term (default HoST's 0.111, spec section 5); >= 0.
+            l2c2_value_coef: lambda_V of the L2C2 term (default HoST's 0.0111, spec section 5); >= 0. Both 0: no
+                L2C2 (the update is then exactly rsl_rl's).
             **kwargs: All other arguments of :class:`~rsl_rl.algorithms.PPO` (clip_param, gamma, lam, ...).
         """
         if kwargs.get("rnd_cfg"):
@@ -157,9 +257,20 @@ class MultiCriticPPO(PPO):
             raise ValueError(f"MultiCriticPPO: storage has {storage.num_groups} groups, expected {num_groups}.")
         if group_names is not None and len(group_names) != num_groups:
             raise ValueError(f"MultiCriticPPO: {len(group_names)} group names for {num_groups} groups.")
+        if l2c2_policy_coef < 0 or l2c2_value_coef < 0:
+            raise ValueError(f"MultiCriticPPO: L2C2 weights must be >= 0, got {l2c2_policy_coef}, {l2c2_value_coef}.")
+        if actor.is_recurrent:
+            raise ValueError("MultiCriticPPO does not support recurrent actors.")
         super().__init__(actor, critic, storage, **kwargs)
         self.group_weights = torch.tensor(list(group_weights), dtype=torch.float32, device=self.device)
         self.group_names = list(group_names) if group_names is not None else [f"group{i}" for i in range(num_groups)]
+        self.l2c2_policy_coef = float(l2c2_policy_coef)
+        self.l2c2_value_coef = float(l2c2_value_coef)
+
+    @property
+    def l2c2_enabled(self) -> bool:
+        """Whether the update adds the L2C2 term (either weight > 0)."""
+        return self.l2c2_policy_coef > 0.0 or self.l2c2_value_coef > 0.0
 
     def process_env_step(
         self, obs: TensorDict, rewards: torch.Tensor, dones: torch.Tensor, extras: dict[str, torch.Tensor]
@@ -183,8 +294,13 @@ class MultiCriticPPO(PPO):
         super().process_env_step(obs, group_rewards, dones, parent_extras)
 
     def compute_returns(self, obs: TensorDict) -> None:
-        """Per-group GAE, per-group rollout normalisation and the weighted combined advantage (T, N, 1)."""
+        """Per-group GAE, per-group rollout normalisation and the weighted combined advantage (T, N, 1).
+
+        ``obs`` (TensorDict (N, ...)), the observation after the last step, is also kept in the storage as s_{t+1}
+        of the last transition (for L2C2).
+        """
         st = self.storage
+        st.set_last_observations(obs)
         last_values = self.critic(obs).detach()
         returns, advantages = compute_group_gae(st.rewards, st.values, st.dones, last_values, self.gamma, self.lam)
         st.returns.copy_(returns)
@@ -192,18 +308,157 @@ class MultiCriticPPO(PPO):
         st.advantages.copy_(combine_group_advantages(advantages, self.group_weights))
 
     def update(self) -> dict[str, float]:
-        """Run rsl_rl's PPO update; add ``value_mse_<group>`` entries to the loss dict.
+        """PPO update over ``num_learning_epochs`` x ``num_mini_batches`` mini-batches, with HoST's L2C2 term.
 
-        ``value_mse_<group>`` is the mean squared error between the critic values recorded during the rollout and
-        the GAE returns of that group, over the whole rollout, before the update (free to compute; the parent's
-        ``value`` entry is the clipped training loss averaged over groups, mini-batches and epochs).
+        The loop is rsl_rl 5.5.1's ``PPO.update`` (same operations in the same order, so with both L2C2 weights 0
+        the parameters after the update are exactly rsl_rl's), with, per mini-batch of B transitions,
+        ``loss += l2c2_policy_coef * policy_term + l2c2_value_coef * value_term`` (:func:`l2c2_losses` on the
+        mixed state of :func:`mix_observations`, ``u`` from :func:`sample_l2c2_mix_weights`; with symmetry
+        augmentation only the B original transitions enter L2C2). The observation normalisers are updated after all
+        epochs from the rollout's observations only, as in rsl_rl.
+
+        Returns:
+            Mean losses over all mini-batches: ``value``, ``surrogate``, ``entropy`` (and ``symmetry``) as rsl_rl;
+            ``l2c2_policy`` and ``l2c2_value``, the unweighted L2C2 terms (only when L2C2 is enabled); and
+            ``value_mse_<group>``, the mean squared error between the critic values recorded during the rollout and
+            the GAE returns of that group, over the whole rollout, before the update.
         """
         st = self.storage
         value_mse = (st.returns - st.values).pow(2).mean(dim=(0, 1)).tolist()
-        loss_dict = super().update()
+        use_l2c2 = self.l2c2_enabled
+        mean_value_loss = 0.0
+        mean_surrogate_loss = 0.0
+        mean_entropy = 0.0
+        mean_symmetry_loss = 0.0 if self.symmetry else None
+        mean_l2c2_policy = 0.0
+        mean_l2c2_value = 0.0
+
+        generator = st.mini_batch_generator(
+            self.num_mini_batches, self.num_learning_epochs, with_next_observations=use_l2c2
+        )
+        for batch in generator:
+            original_batch_size = batch.observations.batch_size[0]
+            observations = batch.observations  # s_t before any symmetry augmentation
+
+            if self.symmetry:
+                self.symmetry.augment_batch(batch, original_batch_size)
+
+            with torch.amp.autocast(  # type: ignore
+                device_type=torch.device(self.device).type, enabled=self.use_mixed_precision, dtype=torch.bfloat16
+            ):
+                # Recompute log probs, entropy and values with the current parameters
+                self.actor(
+                    batch.observations,
+                    masks=batch.masks,
+                    hidden_state=batch.hidden_states[0],
+                    stochastic_output=True,
+                )
+                actions_log_prob = self.actor.get_output_log_prob(batch.actions)  # type: ignore
+                values = self.critic(batch.observations, masks=batch.masks, hidden_state=batch.hidden_states[1])
+                distribution_params = tuple(p[:original_batch_size] for p in self.actor.output_distribution_params)
+                entropy = self.actor.output_entropy[:original_batch_size]
+
+                if self.desired_kl is not None and self.schedule == "adaptive":
+                    self._adapt_learning_rate(batch.old_distribution_params, distribution_params)  # type: ignore
+
+                # Surrogate loss
+                ratio = torch.exp(actions_log_prob - torch.squeeze(batch.old_actions_log_prob))  # type: ignore
+                surrogate = -torch.squeeze(batch.advantages) * ratio  # type: ignore
+                surrogate_clipped = -torch.squeeze(batch.advantages) * torch.clamp(  # type: ignore
+                    ratio, 1.0 - self.clip_param, 1.0 + self.clip_param
+                )
+                surrogate_loss = torch.max(surrogate, surrogate_clipped).mean()
+
+                # Value function loss, element-wise over the (B, G) values of the G critics
+                if self.use_clipped_value_loss:
+                    value_clipped = batch.values + (values - batch.values).clamp(-self.clip_param, self.clip_param)
+                    value_losses = (values - batch.returns).pow(2)
+                    value_losses_clipped = (value_clipped - batch.returns).pow(2)
+                    value_loss = torch.max(value_losses, value_losses_clipped).mean()
+                else:
+                    value_loss = (batch.returns - values).pow(2).mean()
+
+                loss = surrogate_loss + self.value_loss_coef * value_loss - self.entropy_coef * entropy.mean()
+
+                if self.symmetry:
+                    symmetry_loss = self.symmetry.compute_loss(self.actor, batch, original_batch_size)
+                    if self.symmetry.use_mirror_loss:
+                        loss = loss + self.symmetry.mirror_loss_coeff * symmetry_loss
+
+                # L2C2 (HoST spec section 5) on the original transitions
+                if use_l2c2:
+                    u = sample_l2c2_mix_weights(batch.transition_dones)  # type: ignore
+                    mixed = mix_observations(observations, batch.next_observations, u)  # type: ignore
+                    l2c2_policy, l2c2_value = l2c2_losses(
+                        self.actor,
+                        self.critic,
+                        self.actor.output_mean[:original_batch_size],
+                        values[:original_batch_size],
+                        mixed,
+                    )
+                    loss = loss + self.l2c2_policy_coef * l2c2_policy + self.l2c2_value_coef * l2c2_value
+
+            self.optimizer.zero_grad()
+            loss.backward()
+            if self.is_multi_gpu:
+                self.reduce_parameters()
+            nn.utils.clip_grad_norm_(self.actor.parameters(), self.max_grad_norm)
+            nn.utils.clip_grad_norm_(self.critic.parameters(), self.max_grad_norm)
+            self.optimizer.step()
+
+            mean_value_loss += value_loss.item()
+            mean_surrogate_loss += surrogate_loss.item()
+            mean_entropy += entropy.mean().item()
+            if mean_symmetry_loss is not None:
+                mean_symmetry_loss += symmetry_loss.item()
+            if use_l2c2:
+                mean_l2c2_policy += l2c2_policy.item()
+                mean_l2c2_value += l2c2_value.item()
+
+        # Update the observation normalizers (rollout observations only)
+        obs = st.observations.flatten(0, 1)
+        self.actor.update_normalization(obs)  # type: ignore
+        self.critic.update_normalization(obs)  # type: ignore
+
+        num_updates = self.num_learning_epochs * self.num_mini_batches
+        loss_dict = {
+            "value": mean_value_loss / num_updates,
+            "surrogate": mean_surrogate_loss / num_updates,
+            "entropy": mean_entropy / num_updates,
+        }
+        if mean_symmetry_loss is not None:
+            loss_dict["symmetry"] = mean_symmetry_loss / num_updates
+        if use_l2c2:
+            loss_dict["l2c2_policy"] = mean_l2c2_policy / num_updates
+            loss_dict["l2c2_value"] = mean_l2c2_value / num_updates
         for name, mse in zip(self.group_names, value_mse):
             loss_dict[f"value_mse_{name}"] = mse
+
+        st.clear()
         return loss_dict
+
+    def _adapt_learning_rate(
+        self, old_params: tuple[torch.Tensor, ...], new_params: tuple[torch.Tensor, ...]
+    ) -> None:
+        """rsl_rl 5.5.1's adaptive-KL schedule: lr / 1.5 if KL > 2 * desired, lr * 1.5 if KL < desired / 2
+        (clamped to [1e-5, 1e-2]); rank 0 decides and broadcasts in multi-process runs."""
+        with torch.inference_mode():
+            kl = self.actor.get_kl_divergence(old_params, new_params)
+            kl_mean = torch.mean(kl)
+            if self.is_multi_gpu:
+                torch.distributed.all_reduce(kl_mean, op=torch.distributed.ReduceOp.SUM)
+                kl_mean /= self.gpu_world_size
+            if self.gpu_global_rank == 0:
+                if kl_mean > self.desired_kl * 2.0:
+                    self.learning_rate = max(1e-5, self.learning_rate / 1.5)
+                elif kl_mean < self.desired_kl / 2.0 and kl_mean > 0.0:
+                    self.learning_rate = min(1e-2, self.learning_rate * 1.5)
+            if self.is_multi_gpu:
+                lr_tensor = torch.tensor(self.learning_rate, device=self.device)
+                torch.distributed.broadcast(lr_tensor, src=0)
+                self.learning_rate = lr_tensor.item()
+            for param_group in self.optimizer.param_groups:
+                param_group["lr"] = self.learning_rate
 
     @staticmethod
     def construct_algorithm(obs: TensorDict, env: VecEnv, cfg: dict, device: str) -> MultiCriticPPO:

@@ -24,9 +24,17 @@ from upright.training.onnx_export import attach_metadata, check_onnx_matches_tor
 GROUP_KEYS = ("task", "regularization", "style", "post_task")
 
 
+def _mean_of_extra(ep_extras: list[dict], key: str) -> float | None:
+    """Mean of ``key`` over all logged steps' extras (tensors of any shape, or numbers); None if never logged."""
+    vals = [torch.as_tensor(ep[key], dtype=torch.float32).flatten().cpu() for ep in ep_extras if key in ep]
+    return float(torch.cat(vals).mean()) if vals else None
+
+
 class ProgressLogger(Logger):
     """rsl_rl ``Logger`` that writes the same TensorBoard scalars but prints one line per iteration:
-    iteration, env-steps/s, mean episode reward per group, mean episode length, ETA."""
+    iteration, env-steps/s, mean episode reward per group, head height, the curriculum's mean action bound β and mean
+    pull force (when the env logs ``Metrics/action_scale`` / ``Curriculum/pull_force_level``), mean episode length,
+    ETA."""
 
     on_iteration_done: Callable[[int], None] | None = None
     """Called with the iteration index after it is logged."""
@@ -42,6 +50,11 @@ class ProgressLogger(Logger):
             groups[g] = float(torch.cat([v.flatten() for v in vals]).mean()) if vals else float("nan")
         heads = [ep["Metrics/head_height"] for ep in self.ep_extras if "Metrics/head_height" in ep]
         head = float(torch.cat([h.flatten() for h in heads]).mean()) if heads else float("nan")
+        beta = _mean_of_extra(self.ep_extras, "Metrics/action_scale")
+        force = _mean_of_extra(self.ep_extras, "Curriculum/pull_force_level")
+        curriculum = (f" | beta {beta:.2f}" if beta is not None else "") + (
+            f" | pull {force:.0f} N" if force is not None else ""
+        )
         with contextlib.redirect_stdout(io.StringIO()):  # the parent prints a multi-line block
             super().log(it=it, start_it=start_it, total_it=total_it, collect_time=collect_time,
                         learn_time=learn_time, **kwargs)  # fmt: skip
@@ -51,7 +64,7 @@ class ProgressLogger(Logger):
         ep_len = statistics.mean(self.lenbuffer) if self.lenbuffer else float("nan")
         group_str = " ".join(f"{g}={v:.3f}" for g, v in groups.items())
         print(
-            f"it {it + 1}/{total_it} | {fps:,.0f} env-steps/s | rew/step {group_str} | head {head:.3f} m"
+            f"it {it + 1}/{total_it} | {fps:,.0f} env-steps/s | rew/step {group_str} | head {head:.3f} m{curriculum}"
             f" | ep_len {ep_len:.1f} | ETA {datetime.timedelta(seconds=int(eta))}",
             flush=True,
         )

@@ -36,6 +36,8 @@ def rsl_rl_config(train: DictConfig) -> dict:
             "max_grad_norm": train.max_grad_norm,
             "schedule": train.schedule,
             "desired_kl": train.desired_kl,
+            "l2c2_policy_coef": train.l2c2_policy_coef,
+            "l2c2_value_coef": train.l2c2_value_coef,
             "use_clipped_value_loss": True,
         },
         "actor": {

@@ -88,7 +88,8 @@ class PlayConfig:
     beta: Optional[float] = None
     """Action scale β held fixed during play, as in evaluation (default: the task's ``env.curriculum.beta_init``)."""
     randomize: bool = False
-    """Keep the task's randomisation (observation noise; domain randomisation once it exists). Off for evaluation."""
+    """Keep the task's randomisation (observation noise and ``env.domain_rand``: HoST's domain randomisation and
+    the reset joint scatter). Off by default: nominal model, clean start."""
     record: Optional[str] = None
     """Write the played qpos trajectory to this ``.npz`` (the format :mod:`upright.viewer.trajectory` reads)."""
     speed: float = 1.0

@@ -6,8 +6,10 @@ computed) that renderers read, advances by one control period per :meth:`Session
 reward groups and head height for the plots.
 
 Evaluation settings for policies: one env, β fixed (``beta=``, default the task's ``env.curriculum.beta_init``),
-randomisation off (``randomize=false``: no observation noise; domain randomisation once it exists). The
-reset distribution (supine, joint angles scattered around the default pose) stays as in training.
+randomisation off (``randomize=false``: no observation noise and ``env.domain_rand.enabled=false``: the
+nominal model, no action delay, resets at the exact default pose of the terrain's start posture).
+``randomize=true`` keeps both, and the training reset distribution (joint angles scattered around the
+default pose). ``env.disturbance.*`` overrides apply either way.
 """
 
 from __future__ import annotations
@@ -175,6 +177,8 @@ def _play_env_cfg(env_cfg, variant: Variant, randomize: bool):
         for key in ("obs_noise",):  # randomisation switches of the task config
             if key in cfg:
                 setattr(cfg, key, False)
+        if "domain_rand" in cfg:  # nominal model, no action delay, exact default start pose
+            cfg.domain_rand.enabled = False
     return cfg
 
 
@@ -199,7 +203,10 @@ class PolicySession(Session):
         self.cfg = cfg
         self.task_name = str(cfg.task_name)
         self.variants = task_variants(self.task_name)
-        self.variant_index = find_variant(self.task_name, cfg.get("variant"))
+        self.variant_index = find_variant(self.task_name, cfg.get("variant"), cfg.env)
+        self._keep_cfg_env = cfg.get("variant") is None
+        """Until a switch, build the env from ``cfg.env`` as given (it already is the variant that
+        ``terrain=``/``posture=`` chose, with any ``env.*`` overrides of the command line)."""
         self.beta = float(cfg.beta if cfg.get("beta") is not None else cfg.env.curriculum.beta_init)
         self.randomize = bool(cfg.get("randomize", False))
         self.env = self._make_env()
@@ -220,7 +227,10 @@ class PolicySession(Session):
         from upright.tasks.registry import make_env
 
         cfg = self.cfg
-        env_cfg = _play_env_cfg(cfg.env, self.variants[self.variant_index], self.randomize)
+        variant = self.variants[self.variant_index]
+        if self._keep_cfg_env:
+            variant = Variant(variant.name, variant.posture, variant.terrain)  # no overrides
+        env_cfg = _play_env_cfg(cfg.env, variant, self.randomize)
         sim_cfg = cfg.sim.copy() if isinstance(cfg.sim, DictConfig) else OmegaConf.structured(cfg.sim)
         sim_cfg.num_threads = 1
         env = make_env(self.task_name, env_cfg, sim_cfg, device=str(cfg.device), seed=int(cfg.seed))
@@ -273,6 +283,7 @@ class PolicySession(Session):
         if len(self.variants) < 2:
             return False
         self.variant_index = index
+        self._keep_cfg_env = False
         old = self.env
         self.env = self._make_env()
         old.close()
@@ -368,7 +379,7 @@ def _task_model(cfg: DictConfig) -> tuple[mujoco.MjModel, np.ndarray]:
     """The task's compiled model and its default qpos (robot default pose), from a one-env instance."""
     from upright.tasks.registry import make_env
 
-    variant = task_variants(str(cfg.task_name))[find_variant(str(cfg.task_name), cfg.get("variant"))]
+    variant = task_variants(str(cfg.task_name))[find_variant(str(cfg.task_name), cfg.get("variant"), cfg.env)]
     env_cfg = _play_env_cfg(cfg.env, variant, randomize=False)
     sim_cfg = cfg.sim.copy()
     sim_cfg.num_threads = 1

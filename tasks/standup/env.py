@@ -1,9 +1,15 @@
-"""The standup env (G1, ground, supine), a batched ``rsl_rl`` ``VecEnv`` over any :mod:`upright.sim` backend.
+"""The standup env (G1; ground, platform, wall or slope; supine or prone), a batched ``rsl_rl`` ``VecEnv`` over
+any :mod:`upright.sim` backend.
 
 One env step (0.02 s) = the policy's action turned into PD targets p_target = q + β·a for the 23
 policy joints (held joints target their default angle), held for ``decimation`` = 4 physics steps of
 0.005 s, with the curriculum's upward pull on the torso when the pelvis is near upright; then state,
 rewards (4 groups), terminations, curriculum trigger, resets and the next observation.
+
+Terrain and posture (``cfg.terrain``, ``cfg.posture``; :mod:`upright.tasks.standup.terrains`): the scene
+holds a row of sub-terrains, and every reset places the env on one drawn uniformly, in the terrain's
+start pose. Wall and slope push the torso along -x during the unactuated phase
+(``cfg.passive_push_force``); platform, wall and slope add height terminations.
 
 The PD target is computed once per env step from the measured q and held while the motor-side PD
 runs (MuJoCo ``position`` actuators), as on the real robot. HoST's Isaac Gym code recomputes
@@ -12,7 +18,7 @@ q + β·a at every physics substep instead; see the README's notes on HoST.
 
 from __future__ import annotations
 
-import math
+import dataclasses
 
 import mujoco
 import torch
@@ -26,17 +32,17 @@ from upright.tasks.quat import quat_rotate_inverse
 from upright.tasks.standup.config import SimCfg, StandupEnvCfg
 from upright.tasks.standup.curriculum import StandupCurriculum
 from upright.tasks.standup.observations import HISTORY_LENGTH, compute_observation, observation_dims
+from upright.tasks.standup.randomization import StandupRandomizer
 from upright.tasks.standup.rewards import REWARD_GROUPS, RewardManager, standup_reward_terms
 from upright.tasks.standup.scene import standup_scene
 from upright.tasks.standup.state import StandupState
-from upright.tasks.standup.terminations import velocity_explosion
-
-SUPINE_QUAT = (math.sqrt(0.5), 0.0, -math.sqrt(0.5), 0.0)
-"""Pelvis orientation at reset (w, x, y, z): -90° about y, lying on the back (HoST rot xyzw [0,-1,0,1])."""
+from upright.tasks.standup.terminations import terrain_fall, velocity_explosion
+from upright.tasks.standup.terrains import StartSampler, check_variant, terrain_layout
+from upright.tasks.standup.terrains.settings import SUPINE_QUAT  # noqa: F401  (re-exported for benchmarks)
 
 
 class StandupEnv(VecEnv):
-    """G1 standing up from supine on flat ground (HoST), N envs in parallel.
+    """G1 standing up (HoST) on ``cfg.terrain`` from ``cfg.posture``, N envs in parallel.
 
     Args:
         cfg: env settings.
@@ -46,7 +52,7 @@ class StandupEnv(VecEnv):
 
     Raises:
         ModelNotFoundError: the G1 model cannot be found (set ``MENAGERIE_ROOT``).
-        ValueError: a bad config value (the message names it).
+        ValueError: a bad config value, e.g. an unknown terrain or posture (the message names it and the valid ones).
     """
 
     def __init__(self, cfg: StandupEnvCfg, sim_cfg: SimCfg | None = None, device: str = "cpu", seed: int = 0):
@@ -57,7 +63,11 @@ class StandupEnv(VecEnv):
         self.sim_cfg = sim_cfg
         self.device = torch.device(device)
         self.rng = torch.Generator(device="cpu").manual_seed(seed)
-        self.model = standup_scene(PhysicsOptions(timestep=sim_cfg.timestep))
+        self.terrain = check_variant(cfg.terrain, cfg.posture)
+        """HoST's settings of the terrain (:class:`~upright.tasks.standup.terrains.TerrainSpec`)."""
+        self.terrain_layout = terrain_layout(cfg.terrain)
+        """The sub-terrains in the model."""
+        self.model = standup_scene(PhysicsOptions(timestep=sim_cfg.timestep), cfg.terrain, self.terrain.kp_overrides)
         self.sim = make_sim(sim_cfg.backend, self.model, cfg.num_envs, sim_cfg.num_threads, self.device)
         self.num_envs = cfg.num_envs
         self.step_dt = sim_cfg.timestep * cfg.decimation
@@ -75,6 +85,8 @@ class StandupEnv(VecEnv):
         """(N,) action bound β per env (the curriculum's tensor; evaluation and play fill it with a fixed β)."""
         self.pull_force = torch.zeros(n, device=dev)
         """(N,) upward pull on the torso applied during the last env step, N."""
+        self.push_force = torch.zeros(n, device=dev)
+        """(N,) push along world x on the torso applied during the last env step, N (wall/slope passive phase)."""
         self.actions = torch.zeros(n, j, device=dev)
         self.last_actions = torch.zeros(n, j, device=dev)
         self.last_last_actions = torch.zeros(n, j, device=dev)
@@ -82,12 +94,20 @@ class StandupEnv(VecEnv):
         self.prev_dq = torch.zeros(n, j, device=dev)
         self.obs_history = torch.zeros(n, HISTORY_LENGTH, self.num_obs_per_step, device=dev)
         self._episode_sums: dict[str, torch.Tensor] = {}
+        self.randomizer = StandupRandomizer(
+            cfg.domain_rand, cfg.disturbance, self.sim, policy_actuators=self._policy_ids,
+            root_body=int(self.model.body_rootid[self._torso_body]), torso_body=self._torso_body,
+            decimation=cfg.decimation, step_dt=self.step_dt, seed=seed + 1_000_003,
+        )  # fmt: skip
+        """Domain randomisation and disturbances (creation-time fields are written here)."""
         self.reset_all()
 
     # ------------------------------------------------------------------ set-up
     def _init_indices(self) -> None:
         m = self.model
         info = g1.robot_info()
+        if self.terrain.kp_overrides:  # the compiled actuators' Kp (slope: hip 100, knee 150)
+            info = dataclasses.replace(info, kp=m.actuator_gainprm[:, 0].astype(float).copy())
         self.robot = info
         jids = [mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_JOINT, name) for name in g1.JOINT_NAMES]
         if min(jids) < 0:
@@ -103,6 +123,15 @@ class StandupEnv(VecEnv):
         self._pq_adr, self._pv_adr = self._q_adr[pol], self._v_adr[pol]
         dev = self.device
         self.default_pose = torch.tensor(info.default_pose, dtype=torch.float32, device=dev)
+        self.reset_pose = self.default_pose.clone()
+        """(29,) joint angles that resets scatter around, rad: the default pose with the terrain's overrides
+        (platform/slope knees 1.0; wall hip pitch -1.5, knees 0, elbows 0)."""
+        for name, angle in self.terrain.reset_joint_overrides:
+            self.reset_pose[g1.JOINT_NAMES.index(name)] = angle
+        self._starts = StartSampler(self.terrain_layout, self.terrain, self.cfg.posture, self.cfg.init_height, dev)
+        """Draws each resetting env's sub-terrain and pelvis pose."""
+        self.sub_terrain = torch.zeros(self.cfg.num_envs, dtype=torch.long, device=dev)
+        """(N,) index of each env's current sub-terrain in :attr:`terrain_layout`."""
         rng = torch.tensor(m.jnt_range[jids], dtype=torch.float32, device=dev)
         self.joint_lower, self.joint_upper = rng[:, 0], rng[:, 1]
         mid, half = rng.mean(dim=1), 0.5 * (rng[:, 1] - rng[:, 0]) * g1.SOFT_LIMIT_FACTOR
@@ -197,7 +226,7 @@ class StandupEnv(VecEnv):
         ctrl = self.default_pose.expand(self.num_envs, -1).clone()
         ctrl[:, self._policy_ids] = self.p_target
         self._apply_pull_force(actuated.squeeze(-1))
-        self.sim.step(ctrl, cfg.decimation)
+        self.sim.step(self.randomizer.before_physics(ctrl, actuated.squeeze(-1)), cfg.decimation)
         self.episode_length_buf += 1
 
         state = self._read_state()
@@ -206,6 +235,7 @@ class StandupEnv(VecEnv):
             state, max_joint_vel=cfg.max_joint_vel, max_base_lin_vel=cfg.max_base_lin_vel,
             unactuated_steps=cfg.unactuated_steps,
         )  # fmt: skip
+        terminated |= terrain_fall(state, self.terrain.termination, unactuated_steps=cfg.unactuated_steps)
         time_outs = self.episode_length_buf >= self.max_episode_length
         dones = terminated | time_outs
         episode_log = self._log_step(state, group_rewards, terms, dones)
@@ -223,35 +253,39 @@ class StandupEnv(VecEnv):
         return self.get_observations(), group_rewards.sum(dim=1), dones.long(), extras
 
     def _apply_pull_force(self, actuated: torch.Tensor) -> None:
-        """Set the torso's upward pull for this env step from the state at its start (gated per env)."""
+        """Set the torso's wrench for this env step from the state at its start (gated per env): the curriculum's
+        upward pull once actuated, and the terrain's push along world x (``cfg.passive_push_force``) while not."""
         force = self.curriculum.pull_force(self.state.projected_gravity, actuated)
-        if not (force.any() or self.pull_force.any()):
-            self.pull_force = force
+        push = torch.where(actuated, 0.0, float(self.cfg.passive_push_force))
+        if not (force.any() or push.any() or self.pull_force.any() or self.push_force.any()):
+            self.pull_force, self.push_force = force, push
             return  # nothing applied now or before: skip the backend call
         wrench = torch.zeros(self.num_envs, 1, 6, device=self.device)
+        wrench[:, 0, 0] = push
         wrench[:, 0, 2] = force
         self.sim.set_body_wrench([self._torso_body], wrench)
-        self.pull_force = force
+        self.pull_force, self.push_force = force, push
 
     # ------------------------------------------------------------------ resets
     def reset_envs(self, env_ids: torch.Tensor) -> None:
-        """Start new episodes in ``env_ids``: supine at ``init_height`` with randomised joint angles."""
+        """Start new episodes in ``env_ids``: each on a random sub-terrain, in the terrain's start pose
+        (``init_height`` above the surface, the posture's orientation) with randomised joint angles."""
         m = env_ids.numel()
         if m == 0:
             return
         cfg, dev = self.cfg, self.device
-        lo, hi = cfg.init_joint_scale
-        olo, ohi = cfg.init_joint_offset
+        (lo, hi), (olo, ohi) = self.randomizer.init_joint_ranges(cfg.init_joint_scale, cfg.init_joint_offset)
         scale = lo + (hi - lo) * torch.rand(m, self.robot.kp.size, generator=self.rng).to(dev)
         offset = olo + (ohi - olo) * torch.rand(m, self.robot.kp.size, generator=self.rng).to(dev)
-        joints = (self.default_pose * scale + offset).clamp(self.joint_lower, self.joint_upper)
+        joints = (self.reset_pose * scale + offset).clamp(self.joint_lower, self.joint_upper)
         joints[:, self._held_ids] = self.default_pose[self._held_ids]
         qpos = torch.zeros(m, self.model.nq, device=dev)
-        qpos[:, 2] = cfg.init_height
-        qpos[:, 3:7] = torch.tensor(SUPINE_QUAT, device=dev)
+        sub, qpos[:, 0:3], qpos[:, 3:7] = self._starts.sample(m, self.rng)
+        self.sub_terrain[env_ids] = sub
         qpos[:, self._q_adr] = joints
         qvel = torch.zeros(m, self.model.nv, device=dev)
         self.sim.reset_envs(env_ids, qpos, qvel)
+        self.randomizer.on_reset(env_ids, qpos[:, self._q_adr])
         self.episode_length_buf[env_ids] = 0
         for buf in (self.actions, self.last_actions, self.last_last_actions, self.prev_dq, self.obs_history):
             buf[env_ids] = 0.0
@@ -267,7 +301,8 @@ class StandupEnv(VecEnv):
 
     def _update_history(self) -> None:
         """Append the current observation frame (zero during the unactuated start); reset envs have zero history."""
-        frame = compute_observation(self.state, noise=self.cfg.obs_noise, generator=None)
+        scale = self.randomizer.obs_noise_scale(bool(self.cfg.obs_noise))
+        frame = compute_observation(self.state, noise=scale > 0, generator=None, noise_scale=scale)
         passive = (self.episode_length_buf < self.cfg.unactuated_steps).unsqueeze(-1)
         frame = torch.where(passive, torch.zeros_like(frame), frame)
         self.obs_history = torch.cat([self.obs_history[:, 1:], frame.unsqueeze(1)], dim=1)

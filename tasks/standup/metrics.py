@@ -8,6 +8,7 @@ average over episodes.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import torch
 
@@ -15,6 +16,38 @@ SUCCESS_HEIGHT = 0.7
 """E_succ: the pelvis must rise above this height, m (HoST ground ``eval``)."""
 FALL_HEIGHT = 0.5
 """E_succ: ...and never drop below this height afterwards, m."""
+
+
+@dataclass(frozen=True)
+class SuccessCriterion:
+    """E_succ of one terrain: the height rises above ``stand_height`` and never drops below ``fall_height`` after.
+
+    The height is pelvis z (world, m, ground at z = 0), or pelvis z minus the mean foot z when
+    ``relative_to_feet`` (slope). Source: HoST spec §7 (``scripts/eval/eval_*.py``).
+    """
+
+    stand_height: float
+    """Height the pelvis must exceed, m."""
+    fall_height: float
+    """Height it must never drop below afterwards, m."""
+    relative_to_feet: bool = False
+    """Measure the pelvis relative to the mean foot height instead of world z."""
+
+    def height(self, base_pos: torch.Tensor, feet_pos: torch.Tensor) -> torch.Tensor:
+        """(...) height this criterion tests, m, from ``base_pos`` (..., 3) and ``feet_pos`` (..., 2, 3), world
+        frame."""
+        h = base_pos[..., 2]
+        return h - feet_pos[..., 2].mean(dim=-1) if self.relative_to_feet else h
+
+
+SUCCESS_CRITERIA: dict[str, SuccessCriterion] = {
+    "ground": SuccessCriterion(SUCCESS_HEIGHT, FALL_HEIGHT),
+    "platform": SuccessCriterion(0.7, 0.3),
+    "wall": SuccessCriterion(0.6, 0.1),
+    "slope": SuccessCriterion(0.6, 0.1, relative_to_feet=True),
+}
+"""E_succ per terrain (spec §7): ground > 0.7 then never < 0.5 m; platform > 0.7 / 0.3; wall > 0.6 / 0.1;
+slope pelvis-above-feet > 0.6 / 0.1."""
 
 
 def first_standing_step(base_height: torch.Tensor, success_height: float = SUCCESS_HEIGHT) -> torch.Tensor:

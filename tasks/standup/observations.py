@@ -77,20 +77,23 @@ OBS_CLIP = 100.0
 """Observations are clipped to ±100 (HoST ``clip_observations``)."""
 
 
-def compute_observation(state: StandupState, noise: bool, generator: torch.Generator | None = None) -> torch.Tensor:
+def compute_observation(
+    state: StandupState, noise: bool, generator: torch.Generator | None = None, noise_scale: float = 1.0
+) -> torch.Tensor:
     """Concatenate the scaled (and optionally noised) terms into one (N, 76) float32 frame.
 
     Args:
         state: current state.
         noise: add the uniform noise of each term.
         generator: optional torch RNG for the noise.
+        noise_scale: multiplier of every term's noise half-width (``env.disturbance.obs_noise_scale``; 1 = HoST).
     """
     parts = []
     for term in OBSERVATION_TERMS:
         value = term.func(state) * term.scale
-        if noise and term.noise > 0:
+        if noise and term.noise > 0 and noise_scale > 0:
             u = torch.rand(value.shape, generator=generator, device=value.device) * 2.0 - 1.0
-            value = value + term.noise * u
+            value = value + (noise_scale * term.noise) * u
         parts.append(value)
     return torch.cat(parts, dim=-1).clamp(-OBS_CLIP, OBS_CLIP)
 

@@ -1,12 +1,15 @@
-"""Standup episode terminations (HoST ground): velocity explosion and time-out.
+"""Standup episode terminations: velocity explosion, time-out, and the terrain-specific falls.
 
-HoST has no contact-based termination on the ground; an episode ends on a time-out (500 steps,
-bootstrapped by the PPO) or when the simulation blows up after the unactuated phase.
+HoST has no contact-based termination; on the ground an episode ends on a time-out (500 steps,
+bootstrapped by the PPO) or when the simulation blows up after the unactuated phase. Platform, wall
+and slope add height checks (:class:`TerrainTermination`, :func:`terrain_fall`).
 
 Source: HoST spec section 7 (``/work/shared/reference/host_standup.md``), ``check_termination``.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import torch
 
@@ -43,3 +46,53 @@ def time_out(episode_step: torch.Tensor, max_episode_length: int = 500) -> torch
         ``>`` would allow one more).
     """
     return episode_step >= max_episode_length
+
+
+@dataclass(frozen=True)
+class TerrainTermination:
+    """Height checks of one terrain (HoST spec §7, ``check_termination`` of the terrain configs).
+
+    Heights are world z, m, with the ground plane at z = 0; None disables a check. An env terminates
+    when ANY enabled check fires.
+    """
+
+    base_z_min: float | None = None
+    """Pelvis z below this (platform: 0.2 m, the robot fell off the box onto the ground)."""
+    head_z_min: float | None = None
+    """Head keyframe z below this (wall: 0.2 m, the robot slid down and lies flat)."""
+    feet_z_max: float | None = None
+    """Mean foot z above this (platform and wall: 0.35 m, the robot climbs the box or the ramp)."""
+    base_above_feet_min: float | None = None
+    """Pelvis z minus mean foot z below this (slope: -0.1 m, head-down on the slope)."""
+
+
+GROUND_TERMINATION = TerrainTermination()
+"""Ground: no height checks."""
+PLATFORM_TERMINATION = TerrainTermination(base_z_min=0.2, feet_z_max=0.35)
+"""Platform (spec §7): pelvis z < 0.2 m or mean foot z > 0.35 m."""
+WALL_TERMINATION = TerrainTermination(head_z_min=0.2, feet_z_max=0.35)
+"""Wall (spec §7): head z < 0.2 m or mean foot z > 0.35 m."""
+SLOPE_TERMINATION = TerrainTermination(base_above_feet_min=-0.1)
+"""Slope (spec §7): pelvis height relative to the feet < -0.1 m."""
+
+
+def terrain_fall(state: StandupState, checks: TerrainTermination, unactuated_steps: int = 30) -> torch.Tensor:
+    """Envs that fail a terrain height check, checked (like :func:`velocity_explosion`) only after the
+    unactuated phase, i.e. where ``state.episode_step > unactuated_steps``; the robot is still settling
+    under gravity before that (the spec does not say whether HoST gates these checks).
+
+    Returns:
+        (N,) bool.
+    """
+    base_z, head_z = state.base_pos[:, 2], state.head_pos[:, 2]
+    feet_z = state.feet_pos[:, :, 2].mean(dim=1)
+    fell = torch.zeros_like(base_z, dtype=torch.bool)
+    if checks.base_z_min is not None:
+        fell |= base_z < checks.base_z_min
+    if checks.head_z_min is not None:
+        fell |= head_z < checks.head_z_min
+    if checks.feet_z_max is not None:
+        fell |= feet_z > checks.feet_z_max
+    if checks.base_above_feet_min is not None:
+        fell |= (base_z - feet_z) < checks.base_above_feet_min
+    return fell & (state.episode_step > unactuated_steps)

@@ -21,8 +21,11 @@ import torch
 from deploy_testlib import ctl, start_daemon, start_sim_robot, stop, wait_for_mode
 
 from upright.deploy.lerobot_dataset import load_frames, read_journal
+from upright.deploy.metadata import load_policy_spec
 from upright.tasks.standup.config import SimCfg, StandupEnvCfg
+from upright.tasks.standup.curriculum import CurriculumCfg
 from upright.tasks.standup.env import StandupEnv
+from upright.tasks.standup.randomization import DomainRandCfg
 
 PARITY_ARGS = [
     "--auto-start", "--ramp-s", "0.2", "--auto-engage", "0.1", "--policy-ramp-s", "0", "--max-target-delta", "none",
@@ -38,8 +41,12 @@ STANDING_HEAD = 0.8
 
 def env_rollout(policy, qpos, qvel, steps):
     """The training env from the given physics state, as at its first actuated step, with the deploy's
-    joint-limit clamp on the PD targets; returns head heights after each step, actions and the first frame."""
-    env = StandupEnv(StandupEnvCfg(num_envs=1, obs_noise=False), SimCfg(num_threads=1))
+    joint-limit clamp on the PD targets; returns head heights after each step, actions and the first frame.
+    As on the robot: no pull force, β fixed at the policy's exported action scale."""
+    beta = float(load_policy_spec(policy).action_scale)
+    curriculum = CurriculumCfg(enabled=False, beta_init=beta, beta_min=beta)
+    env = StandupEnv(StandupEnvCfg(num_envs=1, obs_noise=False, curriculum=curriculum,
+                                   domain_rand=DomainRandCfg(enabled=False)), SimCfg(num_threads=1))  # nominal robot
     step = env.sim.step
     lo, hi = env.joint_lower, env.joint_upper
     env.sim.step = lambda ctrl, n: step(torch.maximum(torch.minimum(ctrl, hi), lo), n)

@@ -1,6 +1,7 @@
 """The standup task on ``sim.backend=mjx`` matches ``sim.backend=native``: observations and rewards, term by term.
 
-Two ``StandupEnv`` (4 envs, same seed, ``obs_noise=False``) get the same actions for 40 env steps:
+Two ``StandupEnv`` (4 envs, same seed, ``obs_noise=False``, domain randomisation on: the same samples on both
+backends) get the same actions for 40 env steps:
 10 unactuated (the robot drops from 0.5 m and lands) and 30 with random actions (0.3·N(0, 1)).
 
 The comparison is made in lockstep: after every step, the MJX env's physics is set to the native

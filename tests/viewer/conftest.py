@@ -13,11 +13,13 @@ os.environ.setdefault("MENAGERIE_ROOT", str((ROOT / ".." / "shared" / "menagerie
 
 @pytest.fixture(scope="module")
 def standup_env():
-    """A one-env standup env (evaluation settings: no observation noise)."""
+    """A one-env standup env (play settings: no observation noise, no domain randomisation)."""
     from upright.tasks.registry import make_env
     from upright.tasks.standup.config import SimCfg, StandupEnvCfg
+    from upright.tasks.standup.randomization import DomainRandCfg
 
-    env = make_env("standup", StandupEnvCfg(num_envs=1, obs_noise=False), SimCfg(num_threads=1), device="cpu", seed=0)
+    cfg = StandupEnvCfg(num_envs=1, obs_noise=False, domain_rand=DomainRandCfg(enabled=False))
+    env = make_env("standup", cfg, SimCfg(num_threads=1), device="cpu", seed=0)
     yield env
     env.close()
 

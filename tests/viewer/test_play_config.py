@@ -79,9 +79,12 @@ def test_native_keys(capsys):
     assert c.take()[0] is False and c.speed == 0.5
 
 
-def test_variant_switch_with_one_variant_says_so(capsys):
+def test_variant_switch_with_one_variant_says_so(capsys, monkeypatch):
+    from upright.viewer import variants
     from upright.viewer.native import switch_variant
     from upright.viewer.variants import find_variant, task_variants
+
+    monkeypatch.setitem(variants.TASK_VARIANTS, "standup", (variants.Variant("ground/supine", "supine", "ground"),))
 
     class Fake:
         variants = task_variants("standup")
@@ -93,3 +96,15 @@ def test_variant_switch_with_one_variant_says_so(capsys):
     assert "only one posture/terrain variant available (ground/supine)" in capsys.readouterr().out
     with pytest.raises(ValueError, match="has variants"):
         find_variant("standup", "wall/prone")
+
+
+def test_standup_variants_are_the_terrain_posture_combinations():
+    from upright.viewer.variants import find_variant, task_variants
+
+    names = [v.name for v in task_variants("standup")]
+    assert names == ["ground/supine", "ground/prone", "platform/supine", "wall/supine", "slope/supine", "slope/prone"]
+    slope = task_variants("standup")[names.index("slope/prone")]
+    assert slope.env_overrides["terrain"] == "slope" and slope.env_overrides["posture"] == "prone"
+    assert slope.env_overrides["curriculum.beta_min"] == 0.3 and slope.env_overrides["unactuated_steps"] == 50
+    with pytest.raises(ValueError, match="has variants"):
+        find_variant("standup", "wall/prone")  # HoST's wall start is seated: no prone

@@ -23,6 +23,7 @@ def test_policy_session_evaluation_settings_and_reset():
     s = PolicySession(_cfg(["policy=random", "beta=0.6", "env.episode_length_s=0.2"]))
     try:
         assert s.env.num_envs == 1 and s.env.cfg.obs_noise is False
+        assert s.env.cfg.domain_rand.enabled is False and s.env.randomizer.enabled is False  # play: nominal model
         assert float(s.env.beta[0]) == pytest.approx(0.6)
         infos = [s.step() for _ in range(12)]  # 10 steps per episode: one episode ends
         assert sum(i.done for i in infos) == 1 and s.episode == 1 and s.episodes_done == 1
@@ -43,6 +44,7 @@ def test_randomize_keeps_observation_noise():
     s = PolicySession(_cfg(["policy=zero", "randomize=true"]))
     try:
         assert s.env.cfg.obs_noise is True and float(s.env.beta[0]) == 1.0  # β default: env.curriculum.beta_init
+        assert s.env.randomizer.enabled is True  # randomize=true keeps domain randomisation
     finally:
         s.close()
 

@@ -1,0 +1,457 @@
+"""Domain randomisation (HoST spec §6) and robustness disturbances of the standup env.
+
+Expected values come from the compiled model, ``upright.robots.g1.robot_info()`` (HoST's gains and the
+torque limits) and the physics' own outputs (``actuator_force``, qpos), never from the randomiser's
+code paths. The MJX test reuses ``tests/test_sim_mjx.py``'s N = 4 and scene so the compiled programs
+are shared (and cached on disk).
+"""
+
+from __future__ import annotations
+
+import math
+
+import mujoco
+import numpy as np
+import pytest
+import torch
+
+from upright.robots import g1
+from upright.sim import PER_ENV_FIELDS, make_sim
+from upright.tasks.standup.config import SimCfg, StandupEnvCfg
+from upright.tasks.standup.env import StandupEnv
+from upright.tasks.standup.randomization import (
+    ActionDelayQueue,
+    DisturbanceCfg,
+    DomainRandCfg,
+    contact_solref,
+    restitution_to_damping_ratio,
+    validate_disturbance,
+    validate_domain_rand,
+)
+from upright.tasks.standup.scene import standup_scene
+
+CREATION_FIELDS = ("geom_friction", "geom_solref", "body_mass", "body_inertia", "body_ipos")
+RESET_FIELDS = ("actuator_gainprm", "actuator_biasprm")
+
+
+def make_env(n: int, seed: int = 0, backend: str = "native", **kwargs) -> StandupEnv:
+    kwargs.setdefault("obs_noise", False)
+    return StandupEnv(StandupEnvCfg(num_envs=n, **kwargs), SimCfg(backend=backend, num_threads=1), seed=seed)
+
+
+def fields(env: StandupEnv, names=PER_ENV_FIELDS) -> dict[str, torch.Tensor]:
+    return {k: env.sim.model_field(k).double().clone() for k in names}
+
+
+def body(env: StandupEnv, name: str) -> int:
+    return mujoco.mj_name2id(env.model, mujoco.mjtObj.mjOBJ_BODY, name)
+
+
+@pytest.fixture(scope="module")
+def env16():
+    return make_env(16, seed=5)
+
+
+# ---------------------------------------------------------------------------------------- config
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "match"),
+    [
+        ("friction", (1.0, 0.1), r"env\.domain_rand\.friction .* inverted"),
+        ("restitution", (0.0, 1.5), r"env\.domain_rand\.restitution .* <= 1"),
+        ("link_mass_scale", (0.0, 1.2), r"env\.domain_rand\.link_mass_scale .* > 0"),
+        ("action_delay_substeps", (-1, 4), r"env\.domain_rand\.action_delay_substeps .* >= 0"),
+        ("action_delay_substeps", (0, 2.5), r"action_delay_substeps .*whole substeps"),
+        ("torso_com_offset_axis_scale", (4.0, 4.0), r"torso_com_offset_axis_scale must have 3"),
+    ],
+)
+def test_bad_domain_rand_values_name_the_key(key, value, match):
+    cfg = DomainRandCfg(**{key: value})
+    with pytest.raises(ValueError, match=match):
+        validate_domain_rand(cfg)
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "match"),
+    [
+        ("action_delay_substeps", -2, r"env\.disturbance\.action_delay_substeps .* >= 0"),
+        ("torque_dropout", 1.5, r"env\.disturbance\.torque_dropout .* \[0, 1\]"),
+        ("push_velocity", -1.0, r"env\.disturbance\.push_velocity"),
+        ("push_interval_s", 0.0, r"env\.disturbance\.push_interval_s"),
+        ("obs_noise_scale", -1.0, r"env\.disturbance\.obs_noise_scale"),
+        ("friction", -0.1, r"env\.disturbance\.friction"),
+    ],
+)
+def test_bad_disturbance_values_name_the_key(key, value, match):
+    with pytest.raises(ValueError, match=match):
+        validate_disturbance(DisturbanceCfg(**{key: value}))
+
+
+def test_contact_coefficients_without_averaging_span_hosts_table():
+    env = make_env(16, seed=2, domain_rand=DomainRandCfg(average_with_terrain=False))
+    r = env.randomizer
+    assert r.friction.min() >= 0.1 and r.friction.max() <= 1.0 and r.friction.max() - r.friction.min() > 0.4
+    assert r.restitution.min() >= 0.0 and r.restitution.max() <= 1.0 and r.restitution.max() - r.restitution.min() > 0.4
+    torch.testing.assert_close(env.sim.model_field("geom_friction")[:, 0, 0].float(), r.friction)
+
+
+def test_env_rejects_an_inverted_range():
+    with pytest.raises(ValueError, match=r"env\.domain_rand\.kp_factor"):
+        make_env(2, domain_rand=DomainRandCfg(kp_factor=(1.15, 0.85)))
+
+
+def test_structured_config_overrides_select_each_knob():
+    from omegaconf import OmegaConf
+
+    cfg = OmegaConf.structured(StandupEnvCfg)
+    dotlist = ["domain_rand.enabled=false", "disturbance.obs_noise_scale=2", "disturbance.action_delay_substeps=16",
+               "disturbance.push_velocity=1.0", "disturbance.payload_kg=8", "disturbance.torque_dropout=0.1",
+               "disturbance.friction=0.3"]  # fmt: skip
+    cfg = OmegaConf.merge(cfg, OmegaConf.from_dotlist(dotlist))
+    d = cfg.disturbance
+    assert (cfg.domain_rand.enabled, d.obs_noise_scale, d.action_delay_substeps) == (False, 2.0, 16)
+    assert (d.push_velocity, d.payload_kg, d.torque_dropout, d.friction) == (1.0, 8.0, 0.1, 0.3)
+
+
+# ---------------------------------------------------------------------------------------- sampling
+
+
+def test_samples_lie_in_hosts_ranges_differ_across_envs_and_reach_the_model(env16):
+    env, r, m = env16, env16.randomizer, env16.model
+    n, torso = 16, body(env16, "torso_link")
+    info = g1.robot_info()
+    limit = torch.tensor(info.torque_limit[info.policy_joint_ids], dtype=torch.float32)
+    # contact coefficients: the robot's sample averaged with HoST's ground (0.8, 0.3), as PhysX combines them
+    for values, lo, hi in (
+        (r.friction, 0.45, 0.9), (r.restitution, 0.15, 0.65), (r.link_mass_scale, 0.8, 1.2), (r.payload, -2.0, 5.0),
+        (r.kp_factor, 0.85, 1.15), (r.kd_factor, 0.85, 1.15), (r.motor_strength, 0.9, 1.1),
+        (r.torque_offset / limit, -0.05, 0.05), (r.delay.delay.float(), 0, 4),
+    ):  # fmt: skip
+        assert values.min() >= lo and values.max() <= hi, (lo, hi, values)
+        assert values.reshape(n, -1)[:, 0].unique().numel() > 1  # differ across envs
+    half = torch.tensor([0.12, 0.12, 0.06])
+    assert torch.all(r.com_offset.abs() <= half + 1e-6) and torch.all(r.com_offset.std(0) > 0.2 * half)
+    assert r.kp_factor.std(1).min() > 0  # per joint, not per env
+    assert set(r.delay.delay.tolist()) <= set(range(5))
+
+    f = fields(env)
+    torch.testing.assert_close(f["geom_friction"][..., 0], r.friction.double()[:, None].expand(n, m.ngeom))
+    nominal_torso = float(m.body_mass[torso])
+    col = int((r._robot_bodies == torso).nonzero()[0, 0])
+    expected = nominal_torso * r.link_mass_scale[:, col].double() + r.payload.double()
+    torch.testing.assert_close(f["body_mass"][:, torso], expected, rtol=1e-6, atol=1e-6)
+    torch.testing.assert_close(f["body_ipos"][:, torso] - torch.tensor(m.body_ipos[torso]), r.com_offset.double(),
+                               rtol=0, atol=1e-6)  # fmt: skip
+    pelvis = body(env, "pelvis")
+    ratio = f["body_mass"][:, pelvis] / float(m.body_mass[pelvis])
+    inertia_ratio = f["body_inertia"][:, pelvis] / torch.tensor(m.body_inertia[pelvis])
+    torch.testing.assert_close(inertia_ratio, ratio[:, None].expand(n, 3))
+    assert torch.all(f["body_mass"][:, 0] == 0)  # the world body is not a link
+    # damping of every contact: b = 2ζ·sqrt(k), k = 1/0.02² (the compiled solref (0.02, 1))
+    zeta = -f["geom_solref"][:, :, 1] / (2 * 50.0)
+    torch.testing.assert_close(f["geom_solref"][:, :, 0], torch.full((n, m.ngeom), -2500.0, dtype=torch.float64))
+    e = torch.exp(-zeta * math.pi / torch.sqrt(1 - zeta**2))
+    torch.testing.assert_close(e, r.restitution.double()[:, None].expand(n, m.ngeom), atol=1e-4, rtol=0)
+
+
+def test_creation_fields_stay_on_reset_and_reset_fields_change_only_for_the_reset_envs(env16):
+    env = env16
+    before = fields(env)
+    delay = env.randomizer.delay.delay.clone()
+    ids = torch.tensor([1, 3, 10])
+    others = torch.tensor([i for i in range(16) if i not in ids.tolist()])
+    env.reset_envs(ids)
+    after = fields(env)
+    for name in CREATION_FIELDS:
+        torch.testing.assert_close(after[name], before[name], rtol=0, atol=0)
+    for name in RESET_FIELDS:
+        torch.testing.assert_close(after[name][others], before[name][others], rtol=0, atol=0)
+        assert torch.all((after[name][ids] - before[name][ids]).abs().flatten(1).amax(1) > 0), name
+    assert torch.equal(env.randomizer.delay.delay[others], delay[others])
+    held = torch.tensor(g1.robot_info().held_joint_ids)
+    model = env.model
+    nominal_gain = torch.tensor(model.actuator_gainprm[held]).expand(16, -1, -1)
+    torch.testing.assert_close(after["actuator_gainprm"][:, held], nominal_gain)
+
+
+# ---------------------------------------------------------------------------------------- actuators
+
+
+def _hand_set_state(env: StandupEnv, seed: int):
+    """A floating G1 (1 m up) with random joint angles and velocities, and PD targets, some far enough to saturate."""
+    gen = torch.Generator().manual_seed(seed)
+    n, m = env.num_envs, env.model
+    info = g1.robot_info()
+    q = torch.tensor(info.default_pose, dtype=torch.float32) + 0.2 * (torch.rand(n, m.nu, generator=gen) - 0.5)
+    qd = 6.0 * (torch.rand(n, m.nu, generator=gen) - 0.5)
+    qpos = torch.tensor(m.qpos0, dtype=torch.float32).repeat(n, 1)
+    qpos[:, 2] = 1.0
+    qpos[:, env._q_adr] = q
+    qvel = torch.zeros(n, m.nv)
+    qvel[:, env._v_adr] = qd
+    ctrl = q + 0.6 * (torch.rand(n, m.nu, generator=gen) - 0.5)
+    return qpos, qvel, q, qd, ctrl
+
+
+def _check_actuator_law(env: StandupEnv, tol: float):
+    """Measured actuator_force = clamp(s·(Kp·f_kp·(target - q) - Kd·f_kd·q̇) + offset, ± limit), policy joints."""
+    info = g1.robot_info()
+    n, r = env.num_envs, env.randomizer
+    qpos, qvel, q, qd, ctrl = _hand_set_state(env, seed=7)
+    env.sim.reset_envs(torch.arange(n), qpos, qvel)
+    env.sim.step(ctrl, 1)
+    force = env.sim.state.actuator_force.double().cpu()
+    pol, held = info.policy_joint_ids, info.held_joint_ids
+    kp, kd, limit = (torch.tensor(x[pol]) for x in (info.kp, info.kd, info.torque_limit))
+    s, fkp, fkd, off = (x.double().cpu() for x in (r.motor_strength, r.kp_factor, r.kd_factor, r.torque_offset))
+    pd = s * (kp * fkp * (ctrl[:, pol].double() - q[:, pol].double()) - kd * fkd * qd[:, pol].double())
+    expected = torch.maximum(torch.minimum(pd + off, limit), -limit)
+    torch.testing.assert_close(force[:, pol], expected, rtol=0, atol=tol)
+    saturated = (pd + off).abs() > limit
+    assert 0 < int(saturated.sum()) < saturated.numel()  # the clamp is exercised, and not everywhere
+    # the randomisation matters: the nominal law is off by more than the tolerance
+    nominal_pd = kp * (ctrl[:, pol].double() - q[:, pol].double()) - kd * qd[:, pol].double()
+    nominal = torch.maximum(torch.minimum(nominal_pd, limit), -limit)
+    assert (nominal - force[:, pol]).abs().max() > 100 * tol
+    # held joints keep HoST's nominal PD
+    kp_h, kd_h, lim_h = (torch.tensor(x[held]) for x in (info.kp, info.kd, info.torque_limit))
+    held_pd = kp_h * (ctrl[:, held].double() - q[:, held].double()) - kd_h * qd[:, held].double()
+    held_expected = torch.maximum(torch.minimum(held_pd, lim_h), -lim_h)
+    torch.testing.assert_close(force[:, held], held_expected, rtol=0, atol=tol)
+
+
+def test_actuator_force_follows_the_randomised_pd_law_native(env16):
+    _check_actuator_law(env16, tol=1e-4)  # samples are float32: products agree to ~1e-6 N·m
+    env16.reset_all()
+
+
+def test_torque_offset_applies_before_the_clamp():
+    env = make_env(2, domain_rand=DomainRandCfg(torque_offset=(0.05, 0.05)))
+    info = g1.robot_info()
+    pol = info.policy_joint_ids
+    limit = torch.tensor(info.torque_limit[pol], dtype=torch.float64)
+    qpos, qvel, q, qd, ctrl = _hand_set_state(env, seed=3)
+    qvel.zero_()
+    env.sim.reset_envs(torch.arange(2), qpos, qvel)
+    big = q.clone()
+    big[:, pol] += 5.0  # far beyond saturation: the offset cannot push past the limit
+    env.sim.step(big, 1)
+    torch.testing.assert_close(env.sim.state.actuator_force[:, pol].double(), limit.expand(2, -1))
+    env.sim.reset_envs(torch.arange(2), qpos, qvel)
+    env.sim.step(q, 1)  # zero PD error, zero velocity: only the offset acts
+    force = env.sim.state.actuator_force[:, pol].double()
+    torch.testing.assert_close(force, 0.05 * limit.expand(2, -1), rtol=0, atol=1e-5)
+
+
+# ---------------------------------------------------------------------------------------- delay
+
+
+def _floating_g1(model: mujoco.MjModel, n: int) -> tuple[torch.Tensor, torch.Tensor]:
+    q = torch.tensor(model.qpos0, dtype=torch.float32).repeat(n, 1)
+    q[:, 2] = 3.0
+    q[:, 7:] = torch.tensor(g1.robot_info().default_pose, dtype=torch.float32)
+    return q, torch.zeros(n, model.nv)
+
+
+def test_delayed_joints_respond_d_substeps_later():
+    """Envs with delays 0, 3, 8, 16 substeps get one command stream (a step of +0.3 rad at env step 5);
+    env 4 never gets the step. Each env's joints leave env 4's trajectory exactly d substeps after env 0's."""
+    model = standup_scene()
+    delays = torch.tensor([0, 3, 8, 16, 0])
+    n, dec = delays.numel(), 4
+    sim = make_sim("native", model, n, num_threads=1)
+    q, v = _floating_g1(model, n)
+    sim.reset_envs(torch.arange(n), q, v)
+    pose = q[:, 7:].clone()
+    queue = ActionDelayQueue(n, model.nu, dec, max_delay=16)
+    queue.reset(torch.arange(n), pose, delays)
+    change_step = 5
+    joints = []
+    for k in range(12):
+        ctrl = pose.clone()
+        if k >= change_step:
+            ctrl[:4] += 0.3
+        out = queue.push(ctrl)
+        per_substep = out if out.dim() == 3 else out.expand(dec, -1, -1)
+        for j in range(dec):
+            sim.step(per_substep[j], 1)
+            joints.append(sim.state.qpos[:, 7:].double().clone())
+    joints = torch.stack(joints)  # (substeps, N, nu): state after each substep
+    moved = (joints[:, :4] - joints[:, 4:5]).abs().amax(-1) > 0  # (substeps, 4)
+    onset = moved.float().argmax(0)  # first substep whose end state differs from the unchanged env
+    t0 = change_step * dec
+    assert onset.tolist() == (t0 + delays[:4]).tolist()
+    assert not moved[: t0].any()
+
+
+def test_env_passes_delayed_per_substep_targets_to_the_sim():
+    """A fixed 6-substep delay (longer than an env step): substeps 0-1 get the target of two env steps ago,
+    2-3 the target of the previous one; with no delay anywhere the sim gets the held (N, nu) control."""
+    env = make_env(2, unactuated_steps=0, domain_rand=DomainRandCfg(enabled=False),
+                   disturbance=DisturbanceCfg(action_delay_substeps=6))  # fmt: skip
+    received = []
+    step = env.sim.step
+    env.sim.step = lambda ctrl, n: (received.append(ctrl.clone()), step(ctrl, n))[1]
+    targets = []
+    gen = torch.Generator().manual_seed(0)
+    for _ in range(5):
+        env.step(0.3 * torch.randn(2, 23, generator=gen))
+        t = env.default_pose.expand(2, -1).clone()
+        t[:, env._policy_ids] = env.p_target
+        targets.append(t)
+    for k in range(2, 5):
+        ctrl = received[k]
+        assert ctrl.shape == (4, 2, env.model.nu)
+        for j, lag in enumerate((2, 2, 1, 1)):
+            torch.testing.assert_close(ctrl[j], targets[k - lag])
+    undelayed = make_env(2, unactuated_steps=0, domain_rand=DomainRandCfg(enabled=False))
+    received.clear()
+    step2 = undelayed.sim.step
+    undelayed.sim.step = lambda ctrl, n: (received.append(ctrl.clone()), step2(ctrl, n))[1]
+    undelayed.step(torch.zeros(2, 23))
+    assert received[0].shape == (2, undelayed.model.nu)
+
+
+# ---------------------------------------------------------------------------------------- masses, restitution
+
+
+def test_fixed_payload_adds_to_the_torso_mass_only():
+    env = make_env(2, domain_rand=DomainRandCfg(enabled=False), disturbance=DisturbanceCfg(payload_kg=8.0))
+    m, torso = env.model, body(env, "torso_link")
+    mass = env.sim.model_field("body_mass").double()
+    expected = torch.tensor(m.body_mass).repeat(2, 1)
+    expected[:, torso] += 8.0
+    torch.testing.assert_close(mass, expected)
+    total = torch.full((2,), float(m.body_mass.sum()) + 8.0, dtype=torch.float64)
+    torch.testing.assert_close(env.randomizer.robot_mass.double(), total)
+
+
+def _ball_model() -> mujoco.MjModel:
+    xml = """<mujoco><option timestep="0.005" integrator="implicitfast"/><worldbody>
+    <geom type="plane" size="0 0 1"/><body pos="0 0 0.5"><freejoint/><geom type="sphere" size="0.1" mass="1"/></body>
+    </worldbody></mujoco>"""
+    return mujoco.MjModel.from_xml_string(xml)
+
+
+@pytest.mark.parametrize("backend", ["native", "mjx"])
+def test_restitution_sets_how_high_a_dropped_ball_bounces(backend):
+    """A ball dropped from 0.4 m above contact rebounds to about e²·0.4 m; e = 0 is the compiled contact."""
+    if backend == "mjx":
+        pytest.importorskip("jax")
+    model = _ball_model()
+    e = torch.tensor([0.0, 0.5, 0.9, 0.0])
+    sim = make_sim(backend, model, 4, num_threads=1)
+    solref = contact_solref(torch.tensor(model.geom_solref), restitution_to_damping_ratio(e.double()), 0.005)
+    sim.set_model_field("geom_solref", torch.arange(3), solref[:3])  # env 3 keeps the compiled solref
+    z = []
+    for _ in range(300):
+        sim.step(torch.zeros(4, 0), 1)
+        z.append(sim.state.qpos[:, 2].double().clone())
+    z = torch.stack(z)
+    first_contact = int((z[:, 0] < 0.1).float().argmax())
+    rebound = z[first_contact + 5 :].amax(0) - 0.1
+    assert rebound[0] < 0.01 and rebound[2] > 0.25  # e=0 barely leaves the floor; e=0.9 bounces high
+    np.testing.assert_allclose(rebound[1:3].numpy(), (e[1:3] ** 2 * 0.4).numpy(), rtol=0.15)
+    tol = 1e-9 if backend == "native" else 1e-5  # MJX runs in float32
+    torch.testing.assert_close(z[:, 0], z[:, 3], rtol=0, atol=tol)  # e = 0 reproduces the compiled contact
+
+
+# ---------------------------------------------------------------------------------------- switch off
+
+
+def test_disabled_randomisation_leaves_the_model_and_the_reset_pose_untouched():
+    env = make_env(3, unactuated_steps=0, domain_rand=DomainRandCfg(enabled=False))
+    m = env.model
+    received = []
+    step = env.sim.step
+    env.sim.step = lambda ctrl, n: (received.append(ctrl.shape), step(ctrl, n))[1]
+    torch.testing.assert_close(env.sim.state.qpos[:, env._q_adr].double(),
+                               torch.tensor(g1.robot_info().default_pose).expand(3, -1), rtol=0, atol=1e-6)  # fmt: skip
+    for _ in range(3):
+        env.step(0.2 * torch.randn(3, 23))
+    env.reset_envs(torch.tensor([0, 2]))
+    for name, value in fields(env).items():
+        torch.testing.assert_close(value, torch.tensor(getattr(m, name)).double().expand_as(value), rtol=0, atol=0)
+    assert all(shape == (3, m.nu) for shape in received)  # the held-control hot path
+    assert torch.all(env.randomizer.delay.delay == 0)
+
+
+# ---------------------------------------------------------------------------------------- disturbances
+
+
+def test_torque_dropout_zeroes_exactly_the_dropped_joints():
+    env = make_env(8, unactuated_steps=0, disturbance=DisturbanceCfg(torque_dropout=0.3))
+    pol = torch.tensor(g1.robot_info().policy_joint_ids)
+    rates = []
+    for _ in range(5):
+        env.step(0.5 * torch.randn(8, 23))
+        dropped = env.randomizer.dropped
+        force = env.sim.state.actuator_force[:, pol]
+        assert torch.all(force[dropped] == 0)
+        assert (force[~dropped] != 0).float().mean() > 0.99
+        rates.append(dropped.float().mean())
+    assert 0.2 < float(torch.stack(rates).mean()) < 0.4
+    none = make_env(2, unactuated_steps=0, disturbance=DisturbanceCfg(torque_dropout=1.0))
+    none.step(torch.ones(2, 23))
+    assert torch.all(none.sim.state.actuator_force[:, pol] == 0)
+    held = torch.tensor(g1.robot_info().held_joint_ids)
+    assert torch.any(none.sim.state.actuator_force[:, held] != 0)  # held joints unaffected
+
+
+def test_pushes_kick_the_pelvis_by_the_set_velocity():
+    """A 1 m/s push (impulse M·Δv on the pelvis over one env step) moves the pelvis sideways; its twin without
+    pushes (same seed and actions) does not. Pushes wait for the end of the unactuated start."""
+    kw = dict(unactuated_steps=3, domain_rand=DomainRandCfg(enabled=False), init_height=1.5)
+    pushed = make_env(2, seed=1, disturbance=DisturbanceCfg(push_velocity=1.0, push_interval_s=0.01), **kw)
+    calm = make_env(2, seed=1, **kw)
+    for k in range(3):
+        pushed.step(torch.zeros(2, 23))
+        calm.step(torch.zeros(2, 23))
+        assert torch.all(pushed.randomizer.push_force == 0)
+    pushed.step(torch.zeros(2, 23))
+    calm.step(torch.zeros(2, 23))
+    force = pushed.randomizer.push_force
+    mass = float(pushed.model.body_mass.sum())
+    torch.testing.assert_close(force[:, :2].norm(dim=1), torch.full((2,), mass * 1.0 / 0.02))
+    assert torch.all(force[:, 2] == 0)
+    # in the air (no contact), the whole robot's momentum changes by the impulse: the pelvis leads it
+    dv = (pushed.sim.state.qvel[:, :2] - calm.sim.state.qvel[:, :2]).double()
+    cos = (dv * force[:, :2].double()).sum(1) / (dv.norm(dim=1) * force[:, :2].double().norm(dim=1))
+    assert torch.all(cos > 0.9) and torch.all(dv.norm(dim=1) > 0.7)
+
+
+def test_obs_noise_scale_multiplies_hosts_noise_even_when_obs_noise_is_off():
+    env = make_env(16, unactuated_steps=0, disturbance=DisturbanceCfg(obs_noise_scale=2.0))
+    env.step(torch.zeros(16, 23))
+    from upright.tasks.standup.observations import compute_observation
+
+    diff = (env.obs_history[:, -1] - compute_observation(env.state, noise=False)).abs()
+    q = diff[:, 6:29]  # joint positions: HoST noise ±0.01 rad
+    assert q.max() <= 0.02 + 1e-6 and q.max() > 0.015
+    off = make_env(2, unactuated_steps=0)
+    off.step(torch.zeros(2, 23))
+    torch.testing.assert_close(off.obs_history[:, -1], compute_observation(off.state, noise=False))
+
+
+# ---------------------------------------------------------------------------------------- MJX
+
+
+def test_mjx_backend_gets_the_same_samples_and_pd_law():
+    """Same seed on both backends: the same samples, the same per-env model fields, and MJX's measured
+    actuator force follows the randomised PD law (float32)."""
+    pytest.importorskip("jax")
+    n = 4  # tests/test_sim_mjx.py's N: the compiled programs are shared
+    native = make_env(n, seed=11)
+    mjx = make_env(n, seed=11, backend="mjx")
+    for name in ("friction", "restitution", "payload", "kp_factor", "torque_offset"):
+        torch.testing.assert_close(getattr(mjx.randomizer, name), getattr(native.randomizer, name))
+    assert torch.equal(mjx.randomizer.delay.delay, native.randomizer.delay.delay)
+    for name in CREATION_FIELDS + RESET_FIELDS:
+        torch.testing.assert_close(mjx.sim.model_field(name).double(), native.sim.model_field(name).double(),
+                                   rtol=1e-6, atol=1e-5)  # fmt: skip
+    _check_actuator_law(mjx, tol=2e-3)
+    mjx.reset_all()
+    mjx.randomizer.delay.delay[:] = torch.tensor([0, 1, 3, 4])
+    obs, *_ = mjx.step(0.2 * torch.ones(n, 23))  # the delayed (per-substep) path runs on MJX
+    assert torch.isfinite(obs["actor"]).all()
