@@ -334,7 +334,11 @@ class Controller:
             self.executed[:] = a
         else:
             self.executed[:] = ((self.target[pol] - q_pol) / self.beta).astype(np.float32)
-        self.last_action[:] = self.executed
+        # The observation's last action follows training: under the policy it is the policy's (clipped) action,
+        # even when a deploy-only clamp (joint limits, delta, torque) changed the target; the training env
+        # never clamps, so the executed action would put the policy out of distribution. After a ramp or an
+        # intervention it is the executed one, so a resumed policy sees what really happened.
+        self.last_action[:] = a if mode == Mode.POLICY and not ramping else self.executed
 
     def _send_targets(self, full: np.ndarray, reading: RobotReading) -> bool:
         """Clamp ``full`` (limits, delta from the last position command, torque), make it the command."""

@@ -71,7 +71,8 @@ class ObservationBuilder:
             q, dq: (J,) policy-joint positions (rad) and velocities (rad/s), in the spec's joint order.
             gyro: (3,) body angular velocity, rad/s.
             quat_wxyz: (4,) body orientation (w, x, y, z), body-to-world.
-            last_action: (J,) the action executed at the previous policy tick.
+            last_action: (J,) the previous policy tick's action: the policy's own (clipped) action under the
+                policy, the executed one after a ramp or an intervention.
         """
         self.q[0] = q
         self.dq[0] = dq

@@ -36,11 +36,14 @@ def linear_policy(tmp_path_factory, standup_metadata):
 
 @pytest.fixture(scope="session")
 def latest_policy(tmp_path_factory, linear_policy):
-    """The newest trained checkpoint under logs/standup/*/policy.onnx (copied with its weights, since a
-    training run may rewrite it), or the linear policy when there is none (fresh clone, CI)."""
+    """The trained standup policy committed under assets/policies/ (so CI runs it), else the newest
+    trained checkpoint under logs/standup/*/policy.onnx (copied with its weights, since a training run may
+    rewrite it), or the linear policy when there is neither."""
     from upright.deploy.metadata import PolicyMetadataError, load_policy_spec
 
-    candidates = sorted((ROOT / "logs" / "standup").glob("*/policy.onnx"), key=lambda p: p.stat().st_mtime, reverse=True)
+    committed = sorted((ROOT / "assets" / "policies").glob("g1_standup_*/policy.onnx"))
+    trained = sorted((ROOT / "logs" / "standup").glob("*/policy.onnx"), key=lambda p: p.stat().st_mtime, reverse=True)
+    candidates = committed + trained
     for src in candidates:
         dst_dir = tmp_path_factory.mktemp("trained")
         try:
