@@ -103,7 +103,9 @@ def run_one(backend: str, n: int, seconds: float, device: str, env: bool, use_ca
         from upright.tasks.standup.env import StandupEnv
 
         sim.close()
-        e = StandupEnv(StandupEnvCfg(num_envs=n, obs_noise=False), SimCfg(backend=backend), device=device)
+        cfg = StandupEnvCfg(num_envs=n, obs_noise=False)
+        cfg.domain_rand.enabled = False  # as when docs/backends.md was measured (the delay would step per substep)
+        e = StandupEnv(cfg, SimCfg(backend=backend), device=device)
         gen = torch.Generator().manual_seed(0)
         acts = [torch.randn(n, e.num_actions, generator=gen).to(device) for _ in range(8)]
         e.step(acts[0])

@@ -278,8 +278,19 @@ def backend_stepper(env: StandupEnv, actions: list[torch.Tensor]):
     return step
 
 
+DOMAIN_RAND = False
+"""Domain randomisation in the benchmarked env (``--domain-rand``). Off by default, so figures compare with
+docs/bench_standup_env.md, measured before randomisation existed; on, the action delay steps substep by substep."""
+
+
+def bench_env_cfg(n: int) -> StandupEnvCfg:
+    cfg = StandupEnvCfg(num_envs=n)
+    cfg.domain_rand.enabled = DOMAIN_RAND
+    return cfg
+
+
 def make_standup_env(n: int, threads: int, seed: int = 0) -> StandupEnv:
-    env = StandupEnv(StandupEnvCfg(num_envs=n), SimCfg(num_threads=threads), seed=seed)
+    env = StandupEnv(bench_env_cfg(n), SimCfg(num_threads=threads), seed=seed)
     # spread episodes over their length, as training does (init_at_random_ep_len, HoST)
     env.episode_length_buf = torch.randint_like(env.episode_length_buf, high=int(env.max_episode_length))
     return env
@@ -344,7 +355,7 @@ def training(args, mj: MjStepRate) -> dict:
     """Build env + runner as ``train_loop.train`` does; time env-only stepping, then PPO iterations."""
     n, t, seed = args.train_envs, args.train_threads, 1
     seed_everything(seed)
-    env = make_env("standup", StandupEnvCfg(num_envs=n), SimCfg(num_threads=t), device="cpu", seed=seed)
+    env = make_env("standup", bench_env_cfg(n), SimCfg(num_threads=t), device="cpu", seed=seed)
     env.episode_length_buf = torch.randint_like(env.episode_length_buf, high=int(env.max_episode_length))
     step = env_stepper(env, random_actions(env, torch.Generator().manual_seed(0)))
     warm_up(step, args.warmup)
@@ -539,6 +550,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--torch-threads", type=int, default=1,
                    help="torch threads while stepping (default 1, as train.py uses while collecting; "
                         "the training section's runner switches to all CPUs for the update itself)")  # fmt: skip
+    p.add_argument("--domain-rand", action="store_true", help="domain randomisation on in the env (HoST training)")
     p.add_argument("--out", type=str, default=None, help="also write the Markdown report to this file")
     args = p.parse_args(argv)
     if args.quick:
@@ -555,7 +567,9 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 
 def main(argv=None) -> None:
+    global DOMAIN_RAND
     args = parse_args(argv)
+    DOMAIN_RAND = args.domain_rand
     if args.torch_threads is not None:
         torch.set_num_threads(args.torch_threads)
     if not os.environ.get("MENAGERIE_ROOT"):
