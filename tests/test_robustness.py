@@ -54,3 +54,18 @@ def test_unknown_row_is_an_error():
     with pytest.raises(SystemExit):
         robustness.main(["--policy", "zero", "--only", "gravity off"])
     torch.set_num_threads(1)
+
+
+def test_peak_height_is_the_highest_actuated_pelvis_height():
+    """A robot that never moves (zero policy on the nominal model) peaks near its lying pelvis height."""
+    from upright.training.evaluate import PEAK, run_episodes
+
+    env, policy, _, _ = make_eval_env("zero", num_envs=2, episode_length_s=1.0, domain_rand=False,
+                                      overrides=["sim.num_threads=1"])  # fmt: skip
+    try:
+        res = run_episodes(env, policy, 2)
+        lying = float(env.last_state.base_height.max())
+    finally:
+        env.close()
+    assert res[PEAK].shape == (2,)
+    assert 0.0 < float(res[PEAK].max()) < 0.3 and abs(float(res[PEAK].max()) - lying) < 0.05

@@ -35,6 +35,10 @@ from upright.tasks.standup.terrains import POSTURE_NAMES, TERRAIN_NAMES
 
 METRICS = ("E_succ", "E_feet", "E_smth", "E_engy")
 UNITS = {"E_succ": "%", "E_feet": "cm²/step", "E_smth": "deg-scaled", "E_engy": "kJ"}
+PEAK = "peak_height"
+"""Per-episode diagnostic beside HoST's metrics: the highest success height (the terrain criterion's measure:
+pelvis z, or pelvis above the feet on slope; m) over the actuated steps before any termination. It shows how
+far a policy that does not stand yet gets (lying on ground: ~0.1 m; sitting: ~0.4-0.5 m; standing: ~0.75 m)."""
 
 
 def run_episodes(
@@ -46,7 +50,7 @@ def run_episodes(
     """
     n, steps = env.num_envs, env.max_episode_length
     crit = criterion or env.terrain.success
-    results: dict[str, list[torch.Tensor]] = {k: [] for k in METRICS}
+    results: dict[str, list[torch.Tensor]] = {k: [] for k in (*METRICS, PEAK)}
     done_episodes = 0
     while done_episodes < episodes:
         env.reset_all()
@@ -72,6 +76,7 @@ def run_episodes(
             hist["tau"].append(s.tau)
             hist["actuated"].append(actuated)
         h = torch.stack(hist["h"], 1)
+        results[PEAK].append(h.max(dim=1).values)
         ok = metrics.success(h, crit.stand_height, crit.fall_height) & alive
         results["E_succ"].append(ok.float() * 100.0)
         feet = metrics.feet_movement(torch.stack(hist["feet"], 1), h, crit.stand_height)
@@ -193,6 +198,7 @@ def main(argv: list[str] | None = None) -> None:
             f"{args.episode_length_s} s episodes, no observation noise, no pull force, domain randomisation "
             f"{'on (HoST spec §6)' if cfg.env.domain_rand.enabled else 'off (--no-domain-rand)'}; success: {height} > "
             f"{crit.stand_height} m, then never < {crit.fall_height} m; {args.episodes} episodes in {seconds:.0f} s.")  # fmt: skip
+    note += f" Mean peak {PEAK.replace('_', ' ')} ({height}): {ours[PEAK]:.3f} m."
     md = table_markdown(args.terrain, ours, args.episodes, note)
     print(md)
     if args.out:
@@ -201,8 +207,8 @@ def main(argv: list[str] | None = None) -> None:
         (out / "eval.md").write_text(md)
         with open(out / "eval.csv", "w", newline="") as f:
             writer = csv.writer(f)
-            writer.writerow(["terrain", "episodes", *METRICS])
-            writer.writerow([args.terrain, args.episodes, *(f"{ours[m]:.4f}" for m in METRICS)])
+            writer.writerow(["terrain", "episodes", *METRICS, PEAK])
+            writer.writerow([args.terrain, args.episodes, *(f"{ours[m]:.4f}" for m in (*METRICS, PEAK))])
         print(f"wrote {out / 'eval.md'} and {out / 'eval.csv'}")
     env.close()
 
