@@ -110,6 +110,23 @@ def table_markdown(terrain: str, ours: dict[str, float], episodes: int, extra: s
     return "\n".join(lines) + ("\n\n" + extra if extra else "") + "\n"
 
 
+def _checkpoint_beta(policy_source: str) -> float | None:
+    """Mean β of the training envs saved in a ``model_<it>.pt`` (its curriculum state), else None."""
+    path = pathlib.Path(policy_source)
+    if path.is_dir():
+        from upright.training.runner import latest_checkpoint
+
+        try:
+            path = latest_checkpoint(path)
+        except FileNotFoundError:
+            return None
+    if path.suffix != ".pt" or not path.is_file():
+        return None
+    infos = torch.load(path, weights_only=False, map_location="cpu").get("infos") or {}
+    beta = infos.get("env_state", {}).get("curriculum", {}).get("beta")
+    return None if beta is None else float(beta.mean())
+
+
 def make_eval_env(
     policy_source: str,
     *,
@@ -127,7 +144,8 @@ def make_eval_env(
     """Build the evaluation env and load the policy (HoST protocol, spec §7).
 
     Evaluation settings: no observation noise (``env.disturbance.obs_noise_scale`` can force it), no pull
-    force, β fixed at ``beta`` (default: the policy file's ``action_scale``, else the terrain's β floor),
+    force, β fixed at ``beta`` (default: the policy file's ``action_scale``, or the mean β of the training envs
+saved in a checkpoint, else the terrain's β floor),
     domain randomisation as ``domain_rand`` says, episodes of ``episode_length_s``.
 
     Returns:
@@ -159,7 +177,9 @@ def make_eval_env(
     env = make_env(cfg.task_name, cfg.env, cfg.sim, device="cpu", seed=seed)
     policy = load_policy(policy_source, env, cfg.task_name, cfg.train, seed=seed)
     if beta is None:
-        beta = getattr(policy, "metadata", {}).get("action_scale", cfg.env.curriculum.beta_min)
+        beta = getattr(policy, "metadata", {}).get("action_scale") or _checkpoint_beta(policy_source)
+    if beta is None:
+        beta = cfg.env.curriculum.beta_min
     env.beta[:] = float(beta)
     return env, policy, float(beta), cfg
 
@@ -198,7 +218,7 @@ def main(argv: list[str] | None = None) -> None:
             f"{args.episode_length_s} s episodes, no observation noise, no pull force, domain randomisation "
             f"{'on (HoST spec §6)' if cfg.env.domain_rand.enabled else 'off (--no-domain-rand)'}; success: {height} > "
             f"{crit.stand_height} m, then never < {crit.fall_height} m; {args.episodes} episodes in {seconds:.0f} s.")  # fmt: skip
-    note += f" Mean peak {PEAK.replace('_', ' ')} ({height}): {ours[PEAK]:.3f} m."
+    note += f" Mean peak height ({height}): {ours[PEAK]:.3f} m."
     md = table_markdown(args.terrain, ours, args.episodes, note)
     print(md)
     if args.out:
