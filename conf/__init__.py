@@ -5,7 +5,9 @@ Command line: ``python train.py task=standup terrain=platform posture=supine env
 train.max_iterations=100 seed=3 run.name=my_run resume=logs/standup/my_run``.
 
 ``terrain=<name>`` sets ``env.terrain`` and the terrain's HoST values of other ``env.*`` fields
-(:meth:`upright.tasks.standup.terrains.TerrainSpec.env_overrides`); ``posture=<name>`` sets ``env.posture``.
+(:meth:`upright.tasks.standup.terrains.TerrainSpec.env_overrides`); ``posture=<name>`` sets ``env.posture``, the
+posture's HoST ``env.*`` values (:data:`~upright.tasks.standup.terrains.settings.POSTURE_ENV_OVERRIDES`; prone:
+Kp/Kd ranges, ungated pull force) and ``train.group_weights`` (prone [1, 0.1, 1, 1]).
 Explicit ``env.*`` overrides on the command line still win.
 """
 
@@ -18,7 +20,9 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, OmegaConf
 
 from upright.tasks.standup.config import SimCfg, StandupEnvCfg
+from upright.tasks.standup.rewards.variants import POSTURE_REWARDS
 from upright.tasks.standup.terrains import POSTURE_NAMES, TERRAINS
+from upright.tasks.standup.terrains.settings import POSTURE_ENV_OVERRIDES
 from upright.training.config import TrainCfg
 
 
@@ -103,4 +107,6 @@ def register_configs() -> None:
     for name, spec in TERRAINS.items():
         cs.store(group="terrain", name=name, node={"env": _nested(spec.env_overrides())}, package="_global_")
     for name in POSTURE_NAMES:
-        cs.store(group="posture", name=name, node={"env": {"posture": name}}, package="_global_")
+        env = _nested({"posture": name, **POSTURE_ENV_OVERRIDES[name]})
+        train = {"group_weights": list(POSTURE_REWARDS[name].group_weights)}
+        cs.store(group="posture", name=name, node={"env": env, "train": train}, package="_global_")

@@ -198,7 +198,8 @@ def g1_spec() -> mujoco.MjSpec:
 
     Adds, in :data:`JOINT_NAMES` order, one ``position`` actuator per joint with Kp as ``kp``, Kd as
     ``kv`` and ``forcerange`` = ± torque limit; sets joint armature to :data:`ARMATURE`; adds sites
-    ``head`` (on torso_link), ``{left,right}_knee``, ``{left,right}_ankle``, five
+    ``head`` (on torso_link), ``{left,right}_knee``, ``{left,right}_hip`` (hip-roll joint origin, the thigh's
+    upper end), ``{left,right}_ankle``, five
     ``{side}_ankle_point{i}``; and framepos sensors ``head_pos``, ``left_foot_pos``, ``right_foot_pos``
     (world frame, m). The model's own IMU sensors (``imu_ang_vel`` gyro in rad/s, ``imu_upvector``)
     stay.
@@ -225,6 +226,7 @@ def g1_spec() -> mujoco.MjSpec:
     torso.add_site(name="head", pos=list(HEAD_OFFSET_IN_TORSO), size=[0.02] * 3)
     for side in ("left", "right"):
         spec.body(f"{side}_knee_link").add_site(name=f"{side}_knee", size=[0.01] * 3)
+        spec.body(f"{side}_hip_roll_link").add_site(name=f"{side}_hip", size=[0.01] * 3)
         foot = spec.body(f"{side}_ankle_roll_link")
         foot.add_site(name=f"{side}_ankle", size=[0.01] * 3)
         for k, p in enumerate(ANKLE_POINTS_IN_FOOT):

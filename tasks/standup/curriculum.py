@@ -3,7 +3,8 @@
 Source: HoST spec §2 and §4 (``update_force_curriculum`` in ``env/host_ground.py``; Huang et al., RSS 2025).
 
 * **Pull force.** An upward (+z, world frame) force on the torso, applied at every physics substep
-  once the unactuated start is over **and** the pelvis is near upright (projected gravity z < -0.8).
+  once the unactuated start is over **and** the pelvis is near upright (projected gravity z < -0.8; prone: no
+  orientation gate, ``gravity_gate=None``).
   HoST applies 100 N to each of two bodies named ``*torso_link`` (200 N in total, ~60 % of the G1's
   weight) and lowers it by 20 N per body (40 N in total) per trigger. upright applies the same totals to
   the one ``torso_link``: 200 N, -40 N per trigger, floor 0 N.
@@ -15,6 +16,7 @@ Source: HoST spec §2 and §4 (``update_force_curriculum`` in ``env/host_ground.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Optional
 
 import torch
 
@@ -31,8 +33,10 @@ class CurriculumCfg:
     """Decrease per trigger, N (HoST: 2 x 20 N)."""
     force_min: float = 0.0
     """Floor of the pull force, N."""
-    gravity_gate: float = -0.8
-    """Force only while projected gravity z (pelvis frame) is below this, i.e. the pelvis is near upright."""
+    gravity_gate: Optional[float] = -0.8
+    """Force only while projected gravity z (pelvis frame, unit vector) is below this, i.e. the pelvis is near
+    upright (HoST ground, spec §4). None: no orientation gate, the force acts whenever actuated (HoST ground-prone,
+    spec §3 "Ground-prone config"; ``env.curriculum.gravity_gate=null``)."""
     beta_init: float = 1.0
     """Initial action bound β."""
     beta_step: float = 0.02
@@ -55,6 +59,8 @@ class StandupCurriculum:
     def __init__(self, cfg: CurriculumCfg, num_envs: int, device: torch.device | str = "cpu"):
         if cfg.beta_min <= 0 or cfg.beta_init < cfg.beta_min:
             raise ValueError(f"curriculum needs 0 < beta_min <= beta_init; got {cfg.beta_min}, {cfg.beta_init}")
+        if cfg.gravity_gate is not None and not -1.0 <= cfg.gravity_gate <= 1.0:
+            raise ValueError(f"curriculum.gravity_gate must be in [-1, 1] or None (no gate); got {cfg.gravity_gate}")
         if cfg.force_min < 0 or cfg.force_init < cfg.force_min:
             raise ValueError(f"curriculum needs 0 <= force_min <= force_init; got {cfg.force_min}, {cfg.force_init}")
         self.cfg = cfg
@@ -72,7 +78,9 @@ class StandupCurriculum:
             projected_gravity: (N, 3) gravity direction in the pelvis frame.
             actuated: (N,) bool, True once the unactuated start is over.
         """
-        on = actuated & (projected_gravity[:, 2] < self.cfg.gravity_gate)
+        on = actuated
+        if self.cfg.gravity_gate is not None:
+            on = on & (projected_gravity[:, 2] < self.cfg.gravity_gate)
         return torch.where(on, self.force, torch.zeros_like(self.force))
 
     def on_reset(self, env_ids: torch.Tensor, head_height: torch.Tensor) -> bool:

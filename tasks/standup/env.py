@@ -31,6 +31,7 @@ from upright.sim.options import PhysicsOptions
 from upright.tasks.quat import quat_rotate_inverse
 from upright.tasks.standup.config import SimCfg, StandupEnvCfg
 from upright.tasks.standup.curriculum import StandupCurriculum
+from upright.tasks.standup.foot_contact import FootContactReader
 from upright.tasks.standup.observations import HISTORY_LENGTH, compute_observation, observation_dims
 from upright.tasks.standup.randomization import StandupRandomizer
 from upright.tasks.standup.rewards import REWARD_GROUPS, RewardManager, standup_reward_terms
@@ -76,7 +77,7 @@ class StandupEnv(VecEnv):
         self._init_indices()
         self.num_actions = len(g1.POLICY_JOINT_NAMES)
         self.num_obs_per_step = sum(observation_dims(self.num_actions))
-        self.reward_manager = RewardManager(standup_reward_terms(), dt=self.step_dt)
+        self.reward_manager = RewardManager(standup_reward_terms(cfg.terrain, cfg.posture), dt=self.step_dt)
         n, j, dev = self.num_envs, self.num_actions, self.device
         self.episode_length_buf = torch.zeros(n, dtype=torch.long, device=dev)
         self.curriculum = StandupCurriculum(cfg.curriculum, n, dev)
@@ -151,6 +152,7 @@ class StandupEnv(VecEnv):
         self._head_site = site("head")
         self._feet_sites = [site(f"{s}_foot") for s in sides]
         self._knee_sites = [site(f"{s}_knee") for s in sides]
+        self._hip_sites = [site(f"{s}_hip") for s in sides]
         self._ankle_sites = [site(f"{s}_ankle") for s in sides]
         npts = len(g1.ANKLE_POINTS_IN_FOOT)
         self._ankle_point_sites = [[site(f"{s}_ankle_point{k}") for k in range(npts)] for s in sides]
@@ -164,6 +166,7 @@ class StandupEnv(VecEnv):
 
         self._gyro = sensor("imu_ang_vel")
         self._upvector = sensor("imu_upvector")
+        self._foot_contact = FootContactReader(m)
 
     # ------------------------------------------------------------------ state
     def _read_state(self) -> StandupState:
@@ -191,8 +194,10 @@ class StandupEnv(VecEnv):
             head_pos=sites[:, self._head_site],
             feet_pos=sites[:, self._feet_sites],
             knee_pos=sites[:, self._knee_sites],
+            hip_pos=sites[:, self._hip_sites],
             ankle_pos=sites[:, self._ankle_sites],
             ankle_points=sites[:, self._ankle_point_sites],
+            feet_contact_force=self._foot_contact(s.sensordata),
             beta=self.beta.clone(),
             episode_step=self.episode_length_buf.clone(),
         )

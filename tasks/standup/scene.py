@@ -9,6 +9,7 @@ import mujoco
 
 from upright.robots import g1
 from upright.sim.options import PhysicsOptions, apply_physics_options
+from upright.tasks.standup.foot_contact import add_foot_contact_sensors
 from upright.tasks.standup.terrains.geometry import add_terrain
 
 FLOOR_FRICTION = (0.8, 0.005, 0.0001)
@@ -32,6 +33,9 @@ def standup_scene(
 ) -> mujoco.MjModel:
     """Compile the standup scene (floor plane + ``terrain``'s sub-terrains + G1) into an ``MjModel``.
 
+    Adds the foot contact sensors (:func:`~upright.tasks.standup.foot_contact.add_foot_contact_sensors`) that
+    the feet-stumble reward reads.
+
     Args:
         physics: timestep, integrator and solver settings; defaults to :class:`PhysicsOptions`.
         terrain: ground | platform | wall | slope (see :mod:`upright.tasks.standup.terrains.geometry`).
@@ -51,6 +55,7 @@ def standup_scene(
         friction=list(FLOOR_FRICTION), contype=g1.TERRAIN_CONTYPE, conaffinity=g1.TERRAIN_CONAFFINITY,
     )  # fmt: skip
     add_terrain(spec, terrain)
+    add_foot_contact_sensors(spec)
     set_position_gains(spec, kp_overrides)
     apply_physics_options(spec, physics or PhysicsOptions())
     return spec.compile()

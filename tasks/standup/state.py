@@ -55,10 +55,15 @@ class StandupState:
     """(N, 2, 3) left/right foot site positions, world frame, m."""
     knee_pos: torch.Tensor
     """(N, 2, 3) left/right knee joint positions, world frame, m."""
+    hip_pos: torch.Tensor
+    """(N, 2, 3) left/right hip-roll joint origins (upper end of the thigh), world frame, m."""
     ankle_pos: torch.Tensor
     """(N, 2, 3) left/right ankle-roll joint positions, world frame, m."""
     ankle_points: torch.Tensor
     """(N, 2, 5, 3) five points on each sole (ankle-roll origin + 4 corners), world frame, m."""
+    feet_contact_force: torch.Tensor
+    """(N, 2, 3) left/right net contact force on each foot, world frame, N (from the last physics substep;
+    :mod:`upright.tasks.standup.foot_contact`). Standing on flat ground: about (0, 0, +weight share)."""
     beta: torch.Tensor
     """(N,) action scale β (implicit motion speed bound), starts at 1.0."""
     episode_step: torch.Tensor
@@ -79,6 +84,11 @@ class StandupState:
         """(N,) pelvis height z, m (HoST's stage thresholds use it on flat ground)."""
         return self.base_pos[:, 2]
 
+    @property
+    def base_height_above_feet(self) -> torch.Tensor:
+        """(N,) pelvis z minus the mean foot-site z, m (HoST's slope stage thresholds and target height, spec §3)."""
+        return self.base_pos[:, 2] - self.feet_pos[:, :, 2].mean(dim=1)
+
     @classmethod
     def zeros(cls, num_envs: int, num_joints: int = 23, device: str | torch.device = "cpu") -> StandupState:
         """A state of zeros (upright gravity, identity quaternion, β = 1) for building test cases."""
@@ -91,7 +101,7 @@ class StandupState:
             dq_limit=torch.full((j,), 30.0, device=device),
             base_pos=z(n, 3), base_quat=z(n, 4), base_lin_vel=z(n, 3), base_ang_vel=z(n, 3),
             projected_gravity=z(n, 3), head_pos=z(n, 3), feet_pos=z(n, 2, 3), knee_pos=z(n, 2, 3),
-            ankle_pos=z(n, 2, 3), ankle_points=z(n, 2, 5, 3),
+            hip_pos=z(n, 2, 3), ankle_pos=z(n, 2, 3), ankle_points=z(n, 2, 5, 3), feet_contact_force=z(n, 2, 3),
             beta=torch.ones(n, device=device), episode_step=torch.zeros(n, dtype=torch.int64, device=device),
         )  # fmt: skip
         state.base_quat[:, 0] = 1.0

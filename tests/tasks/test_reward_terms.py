@@ -279,3 +279,70 @@ def test_reward_manager_standup_terms_on_zero_state():
     rewards, parts = RewardManager(standup_reward_terms(), dt=0.02).compute(StandupState.zeros(2))
     close(rewards, [[0.1, 0.0, 0.4, 0.0]] * 2)
     assert len(parts) == 27
+
+
+# --- terrain- and posture-specific terms (spec §3 per-terrain notes, "Ground-prone config") ------------
+
+
+def test_feet_stumble():
+    s = StandupState.zeros(5)
+    s.feet_contact_force[0, 0] = torch.tensor([0.0, 0.0, 150.0])  # standing: no stumble
+    s.feet_contact_force[1, 1] = torch.tensor([40.0, 30.0, 10.0])  # |F_xy| 50 > 3 * 10
+    s.feet_contact_force[2, 0] = torch.tensor([29.0, 0.0, -10.0])  # 29 < 30 (|F_z| used)
+    s.feet_contact_force[3, 0] = torch.tensor([0.0, 31.0, -10.0])  # 31 > 30
+    # row 4: both feet in the air (F = 0): no stumble
+    close(style.feet_stumble(s, ratio=3.0), [0.0, 1.0, 0.0, 1.0, 0.0])
+
+
+def test_lower_body_deviation_is_mirror_symmetry():
+    s = StandupState.zeros(4)
+    names = ["hip_roll", "hip_pitch", "hip_yaw", "knee"]
+    left = [jid(f"left_{n}_joint") for n in names]
+    right = [jid(f"right_{n}_joint") for n in names]
+    mirrored = torch.tensor([0.2, -0.5, 0.1, 1.0])
+    for r in range(3):
+        s.q[r, right] = mirrored
+        s.q[r, left] = mirrored * torch.tensor([-1.0, 1.0, -1.0, 1.0])  # mirror image: roll and yaw flip sign
+    s.q[1, left[3]] = 1.4  # left knee 0.4 rad more: asymmetry 0.4^2 / 2 = 0.08
+    s.q[2, left[0]] = 0.2  # left roll equal to the right one, not mirrored: (-0.2 - 0.2)^2 / 2 = 0.08
+    s.q[3, jid("left_ankle_pitch_joint")] = 1.0  # an ankle: not compared
+    close(style.lower_body_asymmetry(s), [0.0, 0.08, 0.08, 0.0])
+    close(style.lower_body_deviation(s, scale=2.0), [1.0, math.exp(-0.16), math.exp(-0.16), 1.0])
+
+
+def test_post_task_lower_body_deviation_is_gated():
+    s = _standing(2, [0.7, 0.6])
+    s.q[:, jid("left_knee_joint")] = 0.4  # asymmetry 0.08
+    close(post_task.lower_body_deviation(s, scale=2.0, stage_height=0.65), [math.exp(-0.16), 0.0])
+
+
+def test_hip_pitch_deviation():
+    ids = joint_ids(["left_hip_pitch_joint", "right_hip_pitch_joint"])
+    s = StandupState.zeros(4)
+    s.q[:, ids] = torch.tensor([[-2.6, 0.0], [-1.7, -1.65], [-1.7, -1.0], [0.5, 0.3]])
+    close(style.hip_pitch_deviation(s, joint_ids=ids, max_threshold=2.5, min_threshold=1.6), [1.0, 1.0, 0.0, 0.0])
+
+
+def test_thigh_orientation():
+    s = StandupState.zeros(4)
+    s.base_pos[:, 2] = torch.tensor([0.5, 0.4, 0.5, 0.5])  # row 1 below H1 = 0.45
+    s.knee_pos[:, :, 2] = 0.3
+    s.hip_pos[:, :, 2] = 0.7  # vertical thighs: cos = 1
+    s.hip_pos[2, 1] = torch.tensor([0.4, 0.0, 0.3])  # right thigh horizontal: min cos 0 -> d = 0.8
+    s.hip_pos[3, 0] = torch.tensor([0.4, 0.0, 0.7])  # left at 45 deg: min cos 0.7071
+    d45 = 0.8 - math.sqrt(0.5)
+    out = style.thigh_orientation(s, lower=0.8, margin=1.0, value_at_margin=0.1, stage_height=0.45)
+    close(out, [1.0, 0.0, 0.1**0.64, 0.1 ** (d45**2)])
+
+
+def test_stage_gates_relative_to_feet():
+    # Slope: pelvis 1.5 m up, feet at 1.0 m -> 0.5 m above the feet: above H1 = 0.4, below H2 = 0.6.
+    s = StandupState.zeros(1)
+    s.base_pos[:, 2], s.feet_pos[:, :, 2] = 1.5, 1.0
+    close(style.base_ang_vel(s, stage_height=0.4, relative_to_feet=True), [1.0])
+    close(style.base_ang_vel(s, stage_height=0.4), [1.0])
+    close(post_task.ang_vel_xy(s, stage_height=0.6, relative_to_feet=True), [0.0])
+    close(post_task.ang_vel_xy(s, stage_height=0.6), [1.0])  # pelvis z 1.5 > 0.6
+    s.base_pos[:, 2] = 1.7  # 0.7 above the feet = the slope target
+    close(post_task.base_height(s, target=0.7, stage_height=0.6, relative_to_feet=True), [1.0])
+    close(post_task.base_height(s, target=0.7, stage_height=0.6), [math.exp(-20.0)])

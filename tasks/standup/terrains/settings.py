@@ -162,13 +162,28 @@ def check_variant(terrain: str, posture: str) -> TerrainSpec:
     return spec
 
 
+POSTURE_ENV_OVERRIDES: dict[str, dict[str, Any]] = {
+    "supine": {},
+    "prone": {
+        "domain_rand.kp_factor": [0.85, 1.25],
+        "domain_rand.kd_factor": [0.85, 1.25],
+        "curriculum.gravity_gate": None,
+    },
+}
+"""``env.*`` values of each posture, dotted keys (HoST ``g1_config_ground_prone.py``, spec §3 "Ground-prone config"):
+prone randomises Kp/Kd by U(0.85, 1.25) and pulls without the orientation gate. Prone's reward changes and group
+weights are in :mod:`upright.tasks.standup.rewards.variants`."""
+
+
 def variant_overrides(terrain: str, posture: str = "supine") -> dict[str, Any]:
-    """``env.*`` overrides (dotted keys) that select ``terrain`` x ``posture`` with HoST's terrain settings.
+    """``env.*`` overrides (dotted keys) that select ``terrain`` x ``posture`` with HoST's terrain and posture
+    settings (:meth:`TerrainSpec.env_overrides`, :data:`POSTURE_ENV_OVERRIDES`).
 
     Raises:
         ValueError: as :func:`check_variant`.
     """
-    return {**check_variant(terrain, posture).env_overrides(), "posture": posture}
+    spec = check_variant(terrain, posture)
+    return {**spec.env_overrides(), **POSTURE_ENV_OVERRIDES[posture], "posture": posture}
 
 
 def apply_overrides(cfg, overrides: dict[str, Any]):
