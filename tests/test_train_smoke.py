@@ -7,6 +7,7 @@ import pathlib
 import subprocess
 import sys
 
+import numpy as np
 import onnx
 import pytest
 import torch
@@ -122,3 +123,21 @@ def test_train_cli_runs_the_same_task_on_mjx(tmp_path):
     assert "mjx backend" in proc.stdout
     assert [line.split()[1] for line in proc.stdout.splitlines() if line.startswith("it ")] == ["1/1"]
     assert (tmp_path / "runs/standup/mjx/model_0.pt").is_file()
+
+
+def test_export_cli_reproduces_the_runs_onnx(first_run, tmp_path):
+    """``python -m upright.training.export`` on the last checkpoint gives the run's policy with its metadata."""
+    from upright.training.export import main as export_main
+
+    run_dir, _ = first_run
+    export_main(["--checkpoint", str(run_dir / "model_1.pt"), "--out", str(tmp_path / "exported")])
+    meta = read_metadata(tmp_path / "exported" / "policy.onnx")
+    assert meta["checkpoint"] == "model_1.pt" and meta["action_scale"] == pytest.approx(1.0)
+    assert meta["joint_names"] == read_metadata(run_dir / "policy.onnx")["joint_names"]
+    assert (tmp_path / "exported" / "config.yaml").is_file()
+    import onnxruntime as ort
+
+    obs = np.random.default_rng(0).standard_normal((1, 456)).astype(np.float32)
+    ours = ort.InferenceSession(str(tmp_path / "exported" / "policy.onnx")).run(None, {"obs": obs})[0]
+    theirs = ort.InferenceSession(str(run_dir / "policy.onnx")).run(None, {"obs": obs})[0]
+    np.testing.assert_allclose(ours, theirs, atol=1e-6)
