@@ -141,3 +141,24 @@ def test_export_cli_reproduces_the_runs_onnx(first_run, tmp_path):
     ours = ort.InferenceSession(str(tmp_path / "exported" / "policy.onnx")).run(None, {"obs": obs})[0]
     theirs = ort.InferenceSession(str(run_dir / "policy.onnx")).run(None, {"obs": obs})[0]
     np.testing.assert_allclose(ours, theirs, atol=1e-6)
+
+
+def test_evaluating_a_checkpoint_applies_no_pull_force(first_run):
+    """A checkpoint carries its training envs' curriculum (200 N pull); evaluation must not apply it."""
+    from upright.training.evaluate import make_eval_env
+
+    run_dir, _ = first_run
+    saved = torch.load(run_dir / "model_1.pt", weights_only=False)["infos"]["env_state"]["curriculum"]
+    assert float(saved["force"].max()) > 0  # the training envs did have a pull force
+    env, policy, beta, _ = make_eval_env(str(run_dir / "model_1.pt"), num_envs=2, episode_length_s=1.0,
+                                         overrides=["sim.num_threads=1"])  # fmt: skip
+    try:
+        assert beta == pytest.approx(float(saved["beta"].mean()))
+        obs = env.get_observations()["actor"]
+        for _ in range(env.max_episode_length - 1):
+            env.step(policy(obs))
+            obs = env.get_observations()["actor"]
+            assert float(env.pull_force.abs().max()) == 0.0
+        assert float(env.curriculum.force.abs().max()) == 0.0
+    finally:
+        env.close()

@@ -205,7 +205,9 @@ class UprightRunner(OnPolicyRunner):
         infos = super().load(path, load_cfg=load_cfg, strict=strict, map_location=map_location) or {}
         loaded = torch.load(path, weights_only=False, map_location=map_location)
         self.completed_iterations = int(infos.get("completed_iterations", loaded["iter"] + 1))
-        if "env_state" in infos and hasattr(self.env, "load_state_dict"):
+        # the env's curricula continue on a full resume only (load_cfg None); loading just the actor for
+        # evaluation or play must not carry training-time state such as the pull force into that env
+        if load_cfg is None and "env_state" in infos and hasattr(self.env, "load_state_dict"):
             self.env.load_state_dict(infos["env_state"])
         self.current_learning_iteration = self.completed_iterations
         return infos

@@ -72,12 +72,15 @@ class StandupCurriculum:
         """Times the trigger fired so far."""
 
     def pull_force(self, projected_gravity: torch.Tensor, actuated: torch.Tensor) -> torch.Tensor:
-        """Upward force to apply now, (N,) float32, N: the env's force where gated on, else 0.
+        """Upward force to apply now, (N,) float32, N: the env's force where gated on, else 0 (always 0 when
+        the curriculum is disabled, e.g. in evaluation, whatever :meth:`load_state_dict` restored).
 
         Args:
             projected_gravity: (N, 3) gravity direction in the pelvis frame.
             actuated: (N,) bool, True once the unactuated start is over.
         """
+        if not self.cfg.enabled:
+            return torch.zeros_like(self.force)
         on = actuated
         if self.cfg.gravity_gate is not None:
             on = on & (projected_gravity[:, 2] < self.cfg.gravity_gate)
@@ -109,6 +112,7 @@ class StandupCurriculum:
 
     def load_state_dict(self, state: dict) -> None:
         """Restore :meth:`state_dict`; a checkpoint with another env count restores the mean per env.
+        A disabled curriculum keeps its zero force (no pull force in evaluation or play).
 
         Raises:
             KeyError: ``state`` lacks ``force`` or ``beta``.
@@ -117,4 +121,6 @@ class StandupCurriculum:
             value = state[name].to(self.force.device, torch.float32)
             target = getattr(self, name)
             target.copy_(value if value.shape == target.shape else value.mean().expand_as(target))
+        if not self.cfg.enabled:
+            self.force.zero_()
         self.num_triggers = int(state.get("num_triggers", 0))

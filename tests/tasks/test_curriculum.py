@@ -108,3 +108,15 @@ def test_curriculum_survives_checkpoint(env):
     env.load_state_dict(saved)
     torch.testing.assert_close(env.beta, torch.tensor([0.5, 0.6, 0.7, 0.8]))
     assert math.isclose(float(env.beta[0]), 0.5)
+
+
+def test_disabled_curriculum_never_pulls_even_after_loading_training_state():
+    """Evaluation envs load checkpoints: the training force must not come back with the state."""
+    trained = StandupCurriculum(CurriculumCfg(), 2)
+    evaluation = StandupCurriculum(CurriculumCfg(enabled=False), 2)
+    evaluation.load_state_dict(trained.state_dict())
+    upright_now = torch.tensor([[0, 0, -1.0]] * 2)
+    assert torch.all(evaluation.force == 0)
+    assert torch.all(evaluation.pull_force(upright_now, torch.tensor([True, True])) == 0)
+    evaluation.force[:] = 200.0  # even if set by hand
+    assert torch.all(evaluation.pull_force(upright_now, torch.tensor([True, True])) == 0)
