@@ -130,9 +130,11 @@ def test_export_cli_reproduces_the_runs_onnx(first_run, tmp_path):
     from upright.training.export import main as export_main
 
     run_dir, _ = first_run
-    export_main(["--checkpoint", str(run_dir / "model_1.pt"), "--out", str(tmp_path / "exported")])
+    # the newest checkpoint is the one the run's policy.onnx was exported from (a resume test may have added one)
+    ckpt = max(run_dir.glob("model_*.pt"), key=lambda p: int(p.stem.split("_")[1]))
+    export_main(["--checkpoint", str(ckpt), "--out", str(tmp_path / "exported")])
     meta = read_metadata(tmp_path / "exported" / "policy.onnx")
-    assert meta["checkpoint"] == "model_1.pt" and meta["action_scale"] == pytest.approx(1.0)
+    assert meta["checkpoint"] == ckpt.name and meta["action_scale"] == pytest.approx(1.0)
     assert meta["joint_names"] == read_metadata(run_dir / "policy.onnx")["joint_names"]
     assert (tmp_path / "exported" / "config.yaml").is_file()
     import onnxruntime as ort
