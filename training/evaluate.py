@@ -76,7 +76,8 @@ def run_episodes(
             hist["tau"].append(s.tau)
             hist["actuated"].append(actuated)
         h = torch.stack(hist["h"], 1)
-        results[PEAK].append(h.max(dim=1).values)
+        peak = h.max(dim=1).values  # -inf: terminated before its first actuated step (no height to report)
+        results[PEAK].append(torch.where(torch.isinf(peak), torch.full_like(peak, math.nan), peak))
         ok = metrics.success(h, crit.stand_height, crit.fall_height) & alive
         results["E_succ"].append(ok.float() * 100.0)
         feet = metrics.feet_movement(torch.stack(hist["feet"], 1), h, crit.stand_height)
