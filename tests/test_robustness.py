@@ -4,7 +4,6 @@ import csv
 
 import mujoco
 import pytest
-import torch
 
 from upright.training import robustness
 from upright.training.evaluate import make_eval_env
@@ -53,7 +52,6 @@ def test_cli_writes_one_table(tmp_path, capsys):
 def test_unknown_row_is_an_error():
     with pytest.raises(SystemExit):
         robustness.main(["--policy", "zero", "--only", "gravity off"])
-    torch.set_num_threads(1)
 
 
 def test_peak_height_is_the_highest_actuated_pelvis_height():

@@ -111,6 +111,18 @@ def table_markdown(terrain: str, ours: dict[str, float], episodes: int, extra: s
     return "\n".join(lines) + ("\n\n" + extra if extra else "") + "\n"
 
 
+def write_report(out_dir: str | pathlib.Path, stem: str, markdown: str, header: list[str], rows: list[list]) -> None:
+    """Write ``<stem>.md`` (the printed table) and ``<stem>.csv`` (``header`` then ``rows``) under ``out_dir``."""
+    out = pathlib.Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"{stem}.md").write_text(markdown)
+    with open(out / f"{stem}.csv", "w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(header)
+        writer.writerows(rows)
+    print(f"wrote {out / (stem + '.md')} and {out / (stem + '.csv')}")
+
+
 def _checkpoint_beta(policy_source: str) -> float | None:
     """Mean β of the training envs saved in a ``model_<it>.pt`` (its curriculum state), else None."""
     path = pathlib.Path(policy_source)
@@ -223,14 +235,8 @@ def main(argv: list[str] | None = None) -> None:
     md = table_markdown(args.terrain, ours, args.episodes, note)
     print(md)
     if args.out:
-        out = pathlib.Path(args.out)
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "eval.md").write_text(md)
-        with open(out / "eval.csv", "w", newline="") as f:
-            writer = csv.writer(f)
-            writer.writerow(["terrain", "episodes", *METRICS, PEAK])
-            writer.writerow([args.terrain, args.episodes, *(f"{ours[m]:.4f}" for m in (*METRICS, PEAK))])
-        print(f"wrote {out / 'eval.md'} and {out / 'eval.csv'}")
+        row = [args.terrain, args.episodes, *(f"{ours[m]:.4f}" for m in (*METRICS, PEAK))]
+        write_report(args.out, "eval", md, ["terrain", "episodes", *METRICS, PEAK], [row])
     env.close()
 
 

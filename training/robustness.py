@@ -23,15 +23,13 @@ shows how far a policy that does not stand yet still gets) and writes ``robustne
 from __future__ import annotations
 
 import argparse
-import csv
-import pathlib
 import time
 from dataclasses import dataclass
 
 import torch
 
 from upright.tasks.standup.terrains import POSTURE_NAMES, TERRAIN_NAMES
-from upright.training.evaluate import METRICS, PEAK, UNITS, make_eval_env, run_episodes, summarize
+from upright.training.evaluate import METRICS, PEAK, UNITS, make_eval_env, run_episodes, summarize, write_report
 
 
 @dataclass(frozen=True)
@@ -124,16 +122,8 @@ def main(argv: list[str] | None = None) -> None:
     md = battery_markdown(rows, args.episodes, note)
     print(md)
     if args.out:
-        out = pathlib.Path(args.out)
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "robustness.md").write_text(md)
-        with open(out / "robustness.csv", "w", newline="") as f:
-            writer = csv.writer(f)
-            writer.writerow(["disruption", "kind", "episodes", *METRICS, PEAK])
-            for d, res in rows:
-                writer.writerow([d.name, d.kind, args.episodes, *(f"{res[m]:.4f}" for m in (*METRICS, PEAK))])
-        print(f"wrote {out / 'robustness.md'} and {out / 'robustness.csv'}")
-
+        table = [[d.name, d.kind, args.episodes, *(f"{res[m]:.4f}" for m in (*METRICS, PEAK))] for d, res in rows]
+        write_report(args.out, "robustness", md, ["disruption", "kind", "episodes", *METRICS, PEAK], table)
 
 if __name__ == "__main__":
     main()
