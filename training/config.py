@@ -7,6 +7,7 @@ HoST's ``ppo.py`` / ``g1_config_ground.py`` (spec §5).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Optional
 
 
 @dataclass
@@ -47,6 +48,9 @@ class TrainCfg:
     l2c2_value_coef: float = 0.1 * 1.0 * 0.1 / (1.0 - 0.1)
     """λ_V of the L2C2 term ``λ_V·mean‖V(s_t) − V(s̄)‖²`` over the 4 critics' values (HoST spec §5):
     ``value_smoothness_coef`` 0.1 · λ_π = 0.0111 (HoST wall task: 0.25 · λ_π; paper: λ_V = 0.1)."""
+    std_learning_rate: Optional[float] = None
+    """Fixed Adam learning rate of the action std, in a parameter group outside the adaptive-KL schedule
+    (``training/std_learning_rate.py`` says why). None: rsl_rl's single group, as HoST. Not HoST's recipe."""
     update_threads: int = 0
     """Torch threads for the PPO update on CPU (0 = all CPUs). Collection always uses 1 torch thread so the
     physics thread pool has the cores (measured: 2 torch threads made env stepping ~2x slower under load)."""

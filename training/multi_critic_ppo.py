@@ -33,6 +33,7 @@ from rsl_rl.utils import resolve_class, resolve_obs_groups
 
 from .multi_critic_model import MultiCriticModel
 from .multi_critic_storage import MultiCriticRolloutStorage
+from .std_learning_rate import FIXED_LR_KEY, build_optimizer, convert_optimizer_state
 
 DEFAULT_GROUP_WEIGHTS: tuple[float, ...] = (2.5, 0.1, 1.0, 1.0)
 """HoST ``reward_group_weights`` for (task, regularization, style, post-task) (host_standup.md section 3)."""
@@ -226,6 +227,7 @@ class MultiCriticPPO(PPO):
         group_names: Sequence[str] | None = None,
         l2c2_policy_coef: float = HOST_L2C2_POLICY_COEF,
         l2c2_value_coef: float = HOST_L2C2_VALUE_COEF,
+        std_learning_rate: float | None = None,
         **kwargs,
     ) -> None:
         """Initialize the algorithm.
@@ -239,6 +241,9 @@ class MultiCriticPPO(PPO):
             l2c2_policy_coef: lambda_pi of the L2C2 term (default HoST's 0.111, spec section 5); >= 0.
             l2c2_value_coef: lambda_V of the L2C2 term (default HoST's 0.0111, spec section 5); >= 0. Both 0: no
                 L2C2 (the update is then exactly rsl_rl's).
+            std_learning_rate: Fixed Adam learning rate of the action std in a parameter group of its own, outside
+                the adaptive-KL schedule (see :mod:`upright.training.std_learning_rate`); None (default): one group,
+                as in rsl_rl.
             **kwargs: All other arguments of :class:`~rsl_rl.algorithms.PPO` (clip_param, gamma, lam, ...).
         """
         if kwargs.get("rnd_cfg"):
@@ -266,6 +271,10 @@ class MultiCriticPPO(PPO):
         self.group_names = list(group_names) if group_names is not None else [f"group{i}" for i in range(num_groups)]
         self.l2c2_policy_coef = float(l2c2_policy_coef)
         self.l2c2_value_coef = float(l2c2_value_coef)
+        self.std_learning_rate = std_learning_rate
+        self._kl_sum, self._kl_count = 0.0, 0
+        if std_learning_rate is not None:
+            self.optimizer = build_optimizer(self.optimizer, self.actor, self.critic, std_learning_rate)
 
     @property
     def l2c2_enabled(self) -> bool:
@@ -321,7 +330,9 @@ class MultiCriticPPO(PPO):
             Mean losses over all mini-batches: ``value``, ``surrogate``, ``entropy`` (and ``symmetry``) as rsl_rl;
             ``l2c2_policy`` and ``l2c2_value``, the unweighted L2C2 terms (only when L2C2 is enabled); and
             ``value_mse_<group>``, the mean squared error between the critic values recorded during the rollout and
-            the GAE returns of that group, over the whole rollout, before the update.
+            the GAE returns of that group, over the whole rollout, before the update; with the adaptive schedule,
+            ``kl``, the mean over mini-batches of KL(rollout policy || current policy) that the schedule measured
+            before each step (nats, summed over action dimensions, averaged over the mini-batch).
         """
         st = self.storage
         value_mse = (st.returns - st.values).pow(2).mean(dim=(0, 1)).tolist()
@@ -332,6 +343,7 @@ class MultiCriticPPO(PPO):
         mean_symmetry_loss = 0.0 if self.symmetry else None
         mean_l2c2_policy = 0.0
         mean_l2c2_value = 0.0
+        self._kl_sum, self._kl_count = 0.0, 0
 
         generator = st.mini_batch_generator(
             self.num_mini_batches, self.num_learning_epochs, with_next_observations=use_l2c2
@@ -433,6 +445,8 @@ class MultiCriticPPO(PPO):
             loss_dict["l2c2_value"] = mean_l2c2_value / num_updates
         for name, mse in zip(self.group_names, value_mse):
             loss_dict[f"value_mse_{name}"] = mse
+        if self._kl_count:
+            loss_dict["kl"] = self._kl_sum / self._kl_count
 
         st.clear()
         return loss_dict
@@ -448,6 +462,8 @@ class MultiCriticPPO(PPO):
             if self.is_multi_gpu:
                 torch.distributed.all_reduce(kl_mean, op=torch.distributed.ReduceOp.SUM)
                 kl_mean /= self.gpu_world_size
+            self._kl_sum += kl_mean.item()
+            self._kl_count += 1
             if self.gpu_global_rank == 0:
                 if kl_mean > self.desired_kl * 2.0:
                     self.learning_rate = max(1e-5, self.learning_rate / 1.5)
@@ -458,7 +474,23 @@ class MultiCriticPPO(PPO):
                 torch.distributed.broadcast(lr_tensor, src=0)
                 self.learning_rate = lr_tensor.item()
             for param_group in self.optimizer.param_groups:
-                param_group["lr"] = self.learning_rate
+                if not param_group.get(FIXED_LR_KEY, False):
+                    param_group["lr"] = self.learning_rate
+
+    def load(self, loaded_dict: dict, load_cfg: dict | None, strict: bool) -> bool:
+        """rsl_rl's load, with the optimizer state re-indexed when the checkpoint was written with the other
+        ``std_learning_rate`` layout (one vs two parameter groups); the std group then takes this run's rate."""
+        if (load_cfg is None or load_cfg.get("optimizer")) and "optimizer_state_dict" in loaded_dict:
+            loaded_dict = dict(loaded_dict)
+            loaded_dict["optimizer_state_dict"] = convert_optimizer_state(
+                loaded_dict["optimizer_state_dict"], self._raw_actor, self._raw_critic,
+                len(self.optimizer.param_groups), self.std_learning_rate,
+            )
+        result = super().load(loaded_dict, load_cfg, strict)
+        for group in self.optimizer.param_groups:
+            if group.get(FIXED_LR_KEY, False):
+                group["lr"] = self.std_learning_rate
+        return result
 
     @staticmethod
     def construct_algorithm(obs: TensorDict, env: VecEnv, cfg: dict, device: str) -> MultiCriticPPO:

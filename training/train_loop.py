@@ -38,6 +38,7 @@ def rsl_rl_config(train: DictConfig) -> dict:
             "desired_kl": train.desired_kl,
             "l2c2_policy_coef": train.l2c2_policy_coef,
             "l2c2_value_coef": train.l2c2_value_coef,
+            "std_learning_rate": train.get("std_learning_rate"),
             "use_clipped_value_loss": True,
         },
         "actor": {

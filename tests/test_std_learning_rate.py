@@ -1,0 +1,100 @@
+"""The action std's own learning rate (training/std_learning_rate.py) inside MultiCriticPPO."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from test_l2c2 import build, collect  # scripted CountingEnv + the training entry point's rsl-rl dict
+
+from upright.training.std_learning_rate import FIXED_LR_KEY, convert_optimizer_state, std_parameter
+
+NUM_STEPS = 6
+
+
+def _update(alg, env) -> torch.Tensor:
+    """One rollout + update; returns the std parameter before the update."""
+    collect(alg, env, NUM_STEPS)
+    before = std_parameter(alg.actor).detach().clone()
+    alg.update()
+    return before
+
+
+def test_default_keeps_rsl_rls_single_group():
+    alg, _ = build(num_steps=NUM_STEPS)
+    assert len(alg.optimizer.param_groups) == 1
+    n = sum(1 for _ in alg.actor.parameters()) + sum(1 for _ in alg.critic.parameters())
+    assert len(alg.optimizer.param_groups[0]["params"]) == n
+
+
+def test_std_group_keeps_its_rate_while_the_schedule_adapts_the_rest():
+    # desired KL so small that every minibatch divides the adaptive lr by 1.5 down to the 1e-5 floor
+    alg, env = build(num_steps=NUM_STEPS, std_learning_rate=0.05, learning_rate=1e-3, desired_kl=1e-9)
+    main, std_group = alg.optimizer.param_groups
+    assert std_group["params"] == [std_parameter(alg.actor)] and std_group.get(FIXED_LR_KEY)
+    assert all(p is not std_parameter(alg.actor) for p in main["params"])
+    before = _update(alg, env)
+    assert main["lr"] == pytest.approx(1e-5) and alg.learning_rate == pytest.approx(1e-5)
+    assert std_group["lr"] == 0.05
+    moved = (std_parameter(alg.actor).detach() - before).abs().max().item()
+    # 20 Adam steps (5 epochs x 4 minibatches) at 0.05; the next test bounds the same update without the option
+    assert moved > 0.04
+
+
+def test_without_the_option_the_std_moves_at_the_scheduled_rate():
+    alg, env = build(num_steps=NUM_STEPS, learning_rate=1e-3, desired_kl=1e-9)
+    before = _update(alg, env)
+    moved = (std_parameter(alg.actor).detach() - before).abs().max().item()
+    assert moved < 0.02
+
+
+def _moments_by_param(alg) -> dict[int, torch.Tensor]:
+    """id(parameter) -> Adam exp_avg, read through the optimizer's own param list."""
+    return {id(p): alg.optimizer.state[p]["exp_avg"].clone() for g in alg.optimizer.param_groups for p in g["params"]}
+
+
+@pytest.mark.parametrize("src_lr,dst_lr", [(None, 0.02), (0.02, None)])
+def test_checkpoint_optimizer_state_crosses_layouts(src_lr, dst_lr):
+    src, env = build(num_steps=NUM_STEPS, std_learning_rate=src_lr, seed=1)
+    _update(src, env)
+    saved = src.save()
+    dst, _ = build(num_steps=NUM_STEPS, std_learning_rate=dst_lr, seed=2)
+    dst.load(saved, None, True)
+    assert len(dst.optimizer.param_groups) == (2 if dst_lr else 1)
+    # every Adam moment sits on the parameter of the same name as in the source
+    src_names = {id(p): n for n, p in list(src.actor.named_parameters()) + [("c." + n, p) for n, p in src.critic.named_parameters()]}
+    dst_names = {id(p): n for n, p in list(dst.actor.named_parameters()) + [("c." + n, p) for n, p in dst.critic.named_parameters()]}
+    src_m = {src_names[k]: v for k, v in _moments_by_param(src).items()}
+    dst_m = {dst_names[k]: v for k, v in _moments_by_param(dst).items()}
+    assert src_m.keys() == dst_m.keys()
+    assert all(torch.equal(src_m[k], dst_m[k]) for k in src_m)
+    if dst_lr:
+        assert dst.optimizer.param_groups[1]["lr"] == dst_lr
+    _update(dst, env)  # the converted state steps without error
+
+
+def test_mismatched_state_names_the_fix():
+    alg, env = build(num_steps=NUM_STEPS)
+    _update(alg, env)
+    saved = alg.save()["optimizer_state_dict"]
+    saved["param_groups"][0]["params"] = saved["param_groups"][0]["params"][:-1]
+    with pytest.raises(ValueError, match="std_learning_rate"):
+        convert_optimizer_state(saved, alg.actor, alg.critic, 2, 0.01)
+
+
+def test_update_reports_the_kl_the_schedule_measured(monkeypatch):
+    alg, env = build(num_steps=NUM_STEPS, learning_rate=1e-3, desired_kl=0.01)
+    seen: list[float] = []
+    original = alg.actor.get_kl_divergence
+
+    def spy(old, new):
+        kl = original(old, new)
+        seen.append(kl.mean().item())
+        return kl
+
+    monkeypatch.setattr(alg.actor, "get_kl_divergence", spy)
+    collect(alg, env, NUM_STEPS)
+    losses = alg.update()
+    assert len(seen) == alg.num_learning_epochs * alg.num_mini_batches
+    assert seen[0] == 0.0 and max(seen) > 0.0  # first minibatch: the rollout policy itself
+    assert losses["kl"] == pytest.approx(sum(seen) / len(seen))
