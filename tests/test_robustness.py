@@ -4,6 +4,7 @@ import csv
 
 import mujoco
 import pytest
+import torch
 
 from upright.training import robustness
 from upright.training.evaluate import make_eval_env
@@ -67,3 +68,19 @@ def test_peak_height_is_the_highest_actuated_pelvis_height():
         env.close()
     assert res[PEAK].shape == (2,)
     assert 0.0 < float(res[PEAK].max()) < 0.3 and abs(float(res[PEAK].max()) - lying) < 0.05
+
+
+def test_final_head_height_is_the_last_steps_head_height():
+    """The zero policy ends lying: its final head height is the head-above-feet of the episode's last state."""
+    from upright.training.evaluate import FINAL_HEAD, run_episodes, summarize
+
+    env, policy, _, _ = make_eval_env("zero", num_envs=2, episode_length_s=1.0, domain_rand=False,
+                                      overrides=["sim.num_threads=1"])  # fmt: skip
+    try:
+        res = run_episodes(env, policy, 2)
+        last = env.last_state.head_height.clone()
+    finally:
+        env.close()
+    assert torch.equal(res[FINAL_HEAD], last)
+    assert float(last.abs().max()) < 0.3  # lying: the head is near the height of the feet
+    assert summarize(res)[FINAL_HEAD] == pytest.approx(float(last.mean()))

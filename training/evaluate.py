@@ -39,6 +39,11 @@ PEAK = "peak_height"
 """Per-episode diagnostic beside HoST's metrics: the highest success height (the terrain criterion's measure:
 pelvis z, or pelvis above the feet on slope; m) over the actuated steps before any termination. It shows how
 far a policy that does not stand yet gets (lying on ground: ~0.1 m; sitting: ~0.4-0.5 m; standing: ~0.75 m)."""
+FINAL_HEAD = "final_head_height"
+"""Per-episode diagnostic: the head's height above the mean foot height (HoST's head-height measure, m) at the
+episode's last step; NaN for a terminated episode. Where the policy ends up: lying ~0-0.1 m, sitting upright with
+the legs stretched ~0.6 m, standing ~1.2 m. The peak height can come from a transient (e.g. rolling over); this
+cannot."""
 
 
 def run_episodes(
@@ -50,7 +55,7 @@ def run_episodes(
     """
     n, steps = env.num_envs, env.max_episode_length
     crit = criterion or env.terrain.success
-    results: dict[str, list[torch.Tensor]] = {k: [] for k in (*METRICS, PEAK)}
+    results: dict[str, list[torch.Tensor]] = {k: [] for k in (*METRICS, PEAK, FINAL_HEAD)}
     done_episodes = 0
     while done_episodes < episodes:
         env.reset_all()
@@ -78,6 +83,8 @@ def run_episodes(
         h = torch.stack(hist["h"], 1)
         peak = h.max(dim=1).values  # -inf: terminated before its first actuated step (no height to report)
         results[PEAK].append(torch.where(torch.isinf(peak), torch.full_like(peak, math.nan), peak))
+        final_head = env.last_state.head_height
+        results[FINAL_HEAD].append(torch.where(alive, final_head, torch.full_like(final_head, math.nan)))
         ok = metrics.success(h, crit.stand_height, crit.fall_height) & alive
         results["E_succ"].append(ok.float() * 100.0)
         feet = metrics.feet_movement(torch.stack(hist["feet"], 1), h, crit.stand_height)
@@ -231,12 +238,13 @@ def main(argv: list[str] | None = None) -> None:
             f"{args.episode_length_s} s episodes, no observation noise, no pull force, domain randomisation "
             f"{'on (HoST spec §6)' if cfg.env.domain_rand.enabled else 'off (--no-domain-rand)'}; success: {height} > "
             f"{crit.stand_height} m, then never < {crit.fall_height} m; {args.episodes} episodes in {seconds:.0f} s.")  # fmt: skip
-    note += f" Mean peak height ({height}): {ours[PEAK]:.3f} m."
+    note += (f" Mean peak height ({height}): {ours[PEAK]:.3f} m. Mean final head height above the feet: "
+             f"{ours[FINAL_HEAD]:.3f} m.")
     md = table_markdown(args.terrain, ours, args.episodes, note)
     print(md)
     if args.out:
-        row = [args.terrain, args.episodes, *(f"{ours[m]:.4f}" for m in (*METRICS, PEAK))]
-        write_report(args.out, "eval", md, ["terrain", "episodes", *METRICS, PEAK], [row])
+        row = [args.terrain, args.episodes, *(f"{ours[m]:.4f}" for m in (*METRICS, PEAK, FINAL_HEAD))]
+        write_report(args.out, "eval", md, ["terrain", "episodes", *METRICS, PEAK, FINAL_HEAD], [row])
     env.close()
 
 

@@ -15,8 +15,8 @@ manner of Robust-Gymnasium (observation, action and environment disruptions). Ro
 * torque dropout 0.05, 0.1 and 0.2 (each policy joint limp for an env step with that probability);
 * friction 0.2 on every contact.
 
-Prints one Markdown table (E_succ and the other HoST metrics per row, plus the mean peak height, which
-shows how far a policy that does not stand yet still gets) and writes ``robustness.md`` and
+Prints one Markdown table (E_succ and the other HoST metrics per row, plus the mean peak height and the mean
+final head height, which show how far a policy that does not stand yet still gets) and writes ``robustness.md`` and
 ``robustness.csv`` under ``--out``.
 """
 
@@ -29,7 +29,9 @@ from dataclasses import dataclass
 import torch
 
 from upright.tasks.standup.terrains import POSTURE_NAMES, TERRAIN_NAMES
-from upright.training.evaluate import METRICS, PEAK, UNITS, make_eval_env, run_episodes, summarize, write_report
+from upright.training.evaluate import (
+    FINAL_HEAD, METRICS, PEAK, UNITS, make_eval_env, run_episodes, summarize, write_report,
+)
 
 
 @dataclass(frozen=True)
@@ -65,11 +67,12 @@ BATTERY: tuple[Disruption, ...] = (
 def battery_markdown(rows: list[tuple[Disruption, dict[str, float]]], episodes: int, note: str) -> str:
     """A Markdown table: one row per disruption with the HoST metrics (E_succ in %)."""
     lines = [
-        f"| disruption | kind | episodes | {' | '.join(f'{m} ({UNITS[m]})' for m in METRICS)} | peak height (m) |",
-        "|---|---|---:|" + "---:|" * (len(METRICS) + 1),
+        f"| disruption | kind | episodes | {' | '.join(f'{m} ({UNITS[m]})' for m in METRICS)} | peak height (m) "
+        "| final head height (m) |",
+        "|---|---|---:|" + "---:|" * (len(METRICS) + 2),
     ]
     for d, res in rows:
-        cells = [f"{res[m]:.2f}" for m in METRICS] + [f"{res[PEAK]:.3f}"]
+        cells = [f"{res[m]:.2f}" for m in METRICS] + [f"{res[PEAK]:.3f}", f"{res[FINAL_HEAD]:.3f}"]
         lines.append(f"| {d.name} | {d.kind} | {episodes} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n\n" + note + "\n"
 
@@ -113,7 +116,8 @@ def main(argv: list[str] | None = None) -> None:
         finally:
             env.close()
         rows.append((d, res))
-        print(f"{d.name:24s} E_succ {res['E_succ']:6.2f} %  peak height {res[PEAK]:.3f} m", flush=True)
+        print(f"{d.name:24s} E_succ {res['E_succ']:6.2f} %  peak height {res[PEAK]:.3f} m  "
+              f"final head {res[FINAL_HEAD]:.3f} m", flush=True)
     seconds = time.monotonic() - start
     note = (f"Policy `{args.policy}`, terrain {args.terrain}, posture {args.posture}, β = {beta_used}, "
             f"{args.episode_length_s} s episodes, no pull force, domain randomisation "
@@ -122,8 +126,10 @@ def main(argv: list[str] | None = None) -> None:
     md = battery_markdown(rows, args.episodes, note)
     print(md)
     if args.out:
-        table = [[d.name, d.kind, args.episodes, *(f"{res[m]:.4f}" for m in (*METRICS, PEAK))] for d, res in rows]
-        write_report(args.out, "robustness", md, ["disruption", "kind", "episodes", *METRICS, PEAK], table)
+        table = [[d.name, d.kind, args.episodes, *(f"{res[m]:.4f}" for m in (*METRICS, PEAK, FINAL_HEAD))]
+                 for d, res in rows]
+        header = ["disruption", "kind", "episodes", *METRICS, PEAK, FINAL_HEAD]
+        write_report(args.out, "robustness", md, header, table)
 
 if __name__ == "__main__":
     main()
