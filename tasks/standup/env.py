@@ -307,7 +307,7 @@ class StandupEnv(VecEnv):
     def _update_history(self) -> None:
         """Append the current observation frame (zero during the unactuated start); reset envs have zero history."""
         scale = self.randomizer.obs_noise_scale(bool(self.cfg.obs_noise))
-        frame = compute_observation(self.state, noise=scale > 0, generator=None, noise_scale=scale)
+        frame = compute_observation(self.state, noise=scale > 0, generator=self.rng, noise_scale=scale)
         passive = (self.episode_length_buf < self.cfg.unactuated_steps).unsqueeze(-1)
         frame = torch.where(passive, torch.zeros_like(frame), frame)
         self.obs_history = torch.cat([self.obs_history[:, 1:], frame.unsqueeze(1)], dim=1)

@@ -85,14 +85,16 @@ def compute_observation(
     Args:
         state: current state.
         noise: add the uniform noise of each term.
-        generator: optional torch RNG for the noise.
+        generator: optional torch RNG for the noise (any device: the noise is drawn on the generator's device and
+            moved to the state's); None draws from torch's global RNG.
         noise_scale: multiplier of every term's noise half-width (``env.disturbance.obs_noise_scale``; 1 = HoST).
     """
     parts = []
     for term in OBSERVATION_TERMS:
         value = term.func(state) * term.scale
         if noise and term.noise > 0 and noise_scale > 0:
-            u = torch.rand(value.shape, generator=generator, device=value.device) * 2.0 - 1.0
+            rng_device = generator.device if generator is not None else value.device
+            u = torch.rand(value.shape, generator=generator, device=rng_device).to(value.device) * 2.0 - 1.0
             value = value + (noise_scale * term.noise) * u
         parts.append(value)
     return torch.cat(parts, dim=-1).clamp(-OBS_CLIP, OBS_CLIP)
