@@ -87,7 +87,8 @@ def convert_optimizer_state(saved: dict, actor: nn.Module, critic: nn.Module, ta
     if len(groups) == target_groups:
         return saved
     order = _param_order(actor, critic)
-    std_index = next(i for i, p in enumerate(order) if p is std_parameter(actor))
+    std = std_parameter(actor)
+    std_index = next(i for i, p in enumerate(order) if p is std)
     n = len(order)
     if sum(len(g["params"]) for g in groups) != n or {len(groups), target_groups} != {1, 2}:
         raise ValueError(

@@ -151,6 +151,13 @@ def feet_distance(state: StandupState, threshold: float = 0.9) -> torch.Tensor:
     return (dist > threshold).float()
 
 
+def _cos_to_vertical(top: torch.Tensor, bottom: torch.Tensor) -> torch.Tensor:
+    """Cosine of the angle between each leg segment ``top - bottom`` ((N, 2, 3) world positions, m) and the world
+    z axis: 1 when ``top`` is straight above ``bottom``. (N, 2)."""
+    segment = top - bottom
+    return segment[..., 2] / segment.norm(dim=-1).clamp(min=1e-6)
+
+
 def shank_orientation(
     state: StandupState,
     lower: float = 0.8,
@@ -163,8 +170,7 @@ def shank_orientation(
 
     The cosine of each shank's angle to the world z axis, averaged over the legs. (N,) in [0, 1].
     """
-    shank = state.knee_pos - state.ankle_pos  # (N, 2, 3)
-    cos_z = shank[..., 2] / shank.norm(dim=-1).clamp(min=1e-6)
+    cos_z = _cos_to_vertical(state.knee_pos, state.ankle_pos)
     value = tolerance(cos_z.mean(dim=1), lower, math.inf, margin, value_at_margin)
     return (value * _gate(state, stage_height, relative_to_feet)).float()
 
@@ -245,7 +251,6 @@ def thigh_orientation(
     :func:`shank_orientation` (same tolerance and H1 gate) with the minimum over legs, as in a public
     HoST-derived code base. (N,) in [0, 1].
     """
-    thigh = state.hip_pos - state.knee_pos  # (N, 2, 3)
-    cos_z = thigh[..., 2] / thigh.norm(dim=-1).clamp(min=1e-6)
+    cos_z = _cos_to_vertical(state.hip_pos, state.knee_pos)
     value = tolerance(cos_z.amin(dim=1), lower, math.inf, margin, value_at_margin)
     return (value * _gate(state, stage_height, relative_to_feet)).float()
