@@ -191,6 +191,7 @@ saved in a checkpoint, else the terrain's β floor),
     cfg.env.episode_length_s = episode_length_s
     cfg.env.obs_noise = False
     cfg.env.curriculum.enabled = False  # no pull force; β fixed below
+    cfg.env.assisted_start.fraction = 0.0  # every episode from the terrain's posture (HoST protocol)
     if not domain_rand:
         cfg.env.domain_rand.enabled = False
     cfg.train.init_at_random_ep_len = False

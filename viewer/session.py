@@ -173,6 +173,8 @@ def _play_env_cfg(env_cfg, variant: Variant, randomize: bool):
     cfg.num_envs = 1
     if "curriculum" in cfg:
         cfg.curriculum.enabled = False  # no pull force in play; β is held fixed by the session
+    if "assisted_start" in cfg:
+        cfg.assisted_start.fraction = 0.0  # play starts from the variant's posture
     if not randomize:
         for key in ("obs_noise",):  # randomisation switches of the task config
             if key in cfg:

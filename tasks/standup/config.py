@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from upright.tasks.standup.assisted_start import AssistedStartCfg
 from upright.tasks.standup.curriculum import CurriculumCfg
 from upright.tasks.standup.randomization import DisturbanceCfg, DomainRandCfg
 
@@ -49,6 +50,9 @@ class StandupEnvCfg:
     joint angle"). Part of domain randomisation: ``env.domain_rand.enabled=false`` resets to the exact default pose."""
     init_joint_offset: tuple[float, float] = (-0.1, 0.1)
     """Reset joint-angle offset range, rad."""
+    assisted_start: AssistedStartCfg = field(default_factory=AssistedStartCfg)
+    """Not HoST: a fraction of training episodes starts upright in a crouch, ground only (off by default; see
+    :mod:`upright.tasks.standup.assisted_start`), e.g. ``env.assisted_start.fraction=0.2``."""
     passive_push_force: float = 0.0
     """Force along world x on the torso during the unactuated phase, N (HoST wall and slope: 2 x -50 N = -100 N,
     which lays the robot back against the ramp)."""

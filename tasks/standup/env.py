@@ -29,6 +29,8 @@ from upright.robots import g1
 from upright.sim import make_sim
 from upright.sim.options import PhysicsOptions
 from upright.tasks.quat import quat_rotate_inverse
+from upright.tasks.standup.assisted_start import AssistedStarts
+from upright.tasks.standup.assisted_start import validate as validate_assisted_start
 from upright.tasks.standup.config import SimCfg, StandupEnvCfg
 from upright.tasks.standup.curriculum import StandupCurriculum
 from upright.tasks.standup.foot_contact import FootContactReader
@@ -60,6 +62,7 @@ class StandupEnv(VecEnv):
         sim_cfg = sim_cfg or SimCfg()
         if cfg.decimation < 1:
             raise ValueError(f"env.decimation must be >= 1, got {cfg.decimation}")
+        validate_assisted_start(cfg.assisted_start, cfg.terrain)
         self.cfg = cfg
         self.sim_cfg = sim_cfg
         self.device = torch.device(device)
@@ -131,6 +134,12 @@ class StandupEnv(VecEnv):
             self.reset_pose[g1.JOINT_NAMES.index(name)] = angle
         self._starts = StartSampler(self.terrain_layout, self.terrain, self.cfg.posture, self.cfg.init_height, dev)
         """Draws each resetting env's sub-terrain and pelvis pose."""
+        self._assisted_starts = (
+            AssistedStarts(self.cfg.assisted_start, m, self.default_pose, pol) if self.cfg.assisted_start.fraction > 0 else None
+        )
+        """Draws the upright starts of ``env.assisted_start`` (None when its fraction is 0, as in HoST)."""
+        self.assisted = torch.zeros(self.cfg.num_envs, dtype=torch.bool, device=dev)
+        """(N,) whether each env's current episode began as an assisted start (not from the terrain's posture)."""
         self.sub_terrain = torch.zeros(self.cfg.num_envs, dtype=torch.long, device=dev)
         """(N,) index of each env's current sub-terrain in :attr:`terrain_layout`."""
         rng = torch.tensor(m.jnt_range[jids], dtype=torch.float32, device=dev)
@@ -249,7 +258,8 @@ class StandupEnv(VecEnv):
 
         done_ids = dones.nonzero(as_tuple=False).flatten()
         if done_ids.numel() > 0:
-            self.curriculum.on_reset(done_ids, state.head_height[done_ids])
+            from_posture = ~self.assisted[done_ids]  # assisted starts do not step the curricula down
+            self.curriculum.on_reset(done_ids[from_posture], state.head_height[done_ids][from_posture])
             self.reset_envs(done_ids)
             state = self._read_state()
         self.state = state
@@ -286,12 +296,21 @@ class StandupEnv(VecEnv):
         joints[:, self._held_ids] = self.default_pose[self._held_ids]
         qpos = torch.zeros(m, self.model.nq, device=dev)
         sub, qpos[:, 0:3], qpos[:, 3:7] = self._starts.sample(m, self.rng)
+        assisted = torch.zeros(m, dtype=torch.bool, device=dev)
+        if self._assisted_starts is not None:
+            assisted = self._assisted_starts.choose(m, self.rng).to(dev)
+            k = int(assisted.sum())
+            if k:
+                z, quat, crouch = self._assisted_starts.sample(k, self.rng, self.joint_lower, self.joint_upper)
+                qpos[assisted, 2], qpos[assisted, 3:7], joints[assisted] = z, quat, crouch
         self.sub_terrain[env_ids] = sub
         qpos[:, self._q_adr] = joints
         qvel = torch.zeros(m, self.model.nv, device=dev)
         self.sim.reset_envs(env_ids, qpos, qvel)
         self.randomizer.on_reset(env_ids, qpos[:, self._q_adr])
         self.episode_length_buf[env_ids] = 0
+        self.episode_length_buf[env_ids[assisted]] = cfg.unactuated_steps  # assisted starts act at once
+        self.assisted[env_ids] = assisted
         for buf in (self.actions, self.last_actions, self.last_last_actions, self.prev_dq, self.obs_history):
             buf[env_ids] = 0.0
         self.p_target[env_ids] = qpos[:, self._pq_adr]
@@ -334,7 +353,11 @@ class StandupEnv(VecEnv):
             length = self.episode_length_buf[dones].float().clamp(min=1)
             for key, total in self._episode_sums.items():
                 log[f"Episode_Reward/{key}"] = total[dones] / length
-            log["Metrics/final_head_height"] = state.head_height[dones]
+            from_posture = dones & ~self.assisted
+            if from_posture.any():
+                log["Metrics/final_head_height"] = state.head_height[from_posture]
+            if (dones & self.assisted).any():
+                log["Metrics/final_head_height_assisted"] = state.head_height[dones & self.assisted]
         return log
 
     def state_dict(self) -> dict:
