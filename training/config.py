@@ -26,6 +26,9 @@ class TrainCfg:
     """Actor MLP (ELU, Tanh output), HoST."""
     critic_hidden_dims: list[int] = field(default_factory=lambda: [512, 256])
     """Each critic's MLP (ELU), HoST."""
+    critic_shared_trunk: bool = False
+    """Not HoST: the critics share one [512, 256] trunk with a linear head per reward group (about 1/4 of the
+    critic FLOPs; ``benchmarks/bench_ppo_update.py``). False: HoST's separate critics."""
     init_noise_std: float = 0.8
     """Initial action std (state-independent), HoST."""
     obs_normalization: bool = True

@@ -9,6 +9,10 @@ Network shapes of HoST (``/work/shared/reference/host_standup.md`` section 3, fr
 
 - actor: MLP obs -> [512, 256, 128] (ELU) -> num_actions, followed by Tanh on the mean; state-independent std 0.8;
 - critics: 4 separate MLPs obs -> [512, 256] (ELU) -> 1, one per reward group.
+
+Not HoST: ``shared_trunk=True`` (``train.critic_shared_trunk``) builds one trunk obs -> [512, 256] (ELU) with a
+linear head per group (obs -> [512, 256] -> 4), which costs about a quarter of the critic FLOPs
+(``benchmarks/bench_ppo_update.py`` measures the update time).
 """
 
 from __future__ import annotations
@@ -47,6 +51,8 @@ class MultiCriticModel(MLPModel):
 
     num_critics: int
     """Number of critics G, one per reward group."""
+    shared_trunk: bool
+    """True: one hidden-layer trunk with G linear heads; False (HoST): G separate MLPs."""
 
     def __init__(
         self,
@@ -58,6 +64,7 @@ class MultiCriticModel(MLPModel):
         activation: str = "elu",
         obs_normalization: bool = False,
         num_critics: int = 4,
+        shared_trunk: bool = False,
     ) -> None:
         """Initialize the multi-critic model.
 
@@ -70,6 +77,11 @@ class MultiCriticModel(MLPModel):
             activation: Activation of every critic MLP (HoST: ELU).
             obs_normalization: Whether to normalise observations (one normaliser shared by all critics).
             num_critics: Number of critics G (HoST: 4, one per reward group).
+            shared_trunk: One trunk ``latent -> hidden_dims`` (activation after each layer) and G linear heads, in
+                place of G separate MLPs (not HoST; about 1/G of the critic FLOPs).
+
+        Raises:
+            ValueError: ``output_dim`` is not 1 or ``num_critics`` < 1.
         """
         if output_dim != 1:
             raise ValueError(f"MultiCriticModel: each critic outputs one value, got output_dim={output_dim}.")
@@ -77,10 +89,28 @@ class MultiCriticModel(MLPModel):
             raise ValueError(f"MultiCriticModel: num_critics must be >= 1, got {num_critics}.")
         super().__init__(obs, obs_groups, obs_set, 1, hidden_dims, activation, obs_normalization, None)
         self.num_critics = num_critics
-        # Replace the single MLP built by MLPModel with G independent ones (input is the shared normalised latent).
-        self.mlp = ParallelMLPHeads(
-            [MLP(self._get_latent_dim(), 1, hidden_dims, activation) for _ in range(num_critics)]
-        )
+        self.shared_trunk = shared_trunk
+        if shared_trunk:  # one MLP whose last linear layer has G outputs: a shared trunk with G linear heads
+            self.mlp = MLP(self._get_latent_dim(), num_critics, hidden_dims, activation)
+        else:  # G independent MLPs on the shared normalised latent, replacing MLPModel's single MLP
+            self.mlp = ParallelMLPHeads(
+                [MLP(self._get_latent_dim(), 1, hidden_dims, activation) for _ in range(num_critics)]
+            )
+
+    def load_state_dict(self, state_dict, strict: bool = True, assign: bool = False):
+        """``nn.Module.load_state_dict``, with a clear error when the checkpoint's critic layout differs.
+
+        Raises:
+            ValueError: the checkpoint has separate critics and this model a shared trunk, or the reverse.
+        """
+        saved_shared = not any(k.startswith("mlp.0.0.") for k in state_dict) and any(k.startswith("mlp.") for k in state_dict)
+        if saved_shared != self.shared_trunk:
+            have, want = ("a shared trunk", "separate critics") if saved_shared else ("separate critics", "a shared trunk")
+            raise ValueError(
+                f"The checkpoint's critic has {have} but this run builds {want}: set "
+                f"train.critic_shared_trunk={str(saved_shared).lower()} to resume it, or start a new run."
+            )
+        return super().load_state_dict(state_dict, strict=strict, assign=assign)
 
 
 class TanhActorModel(MLPModel):

@@ -53,6 +53,7 @@ def rsl_rl_config(train: DictConfig) -> dict:
             "hidden_dims": list(train.critic_hidden_dims),
             "activation": "elu",
             "obs_normalization": train.obs_normalization,
+            "shared_trunk": bool(train.get("critic_shared_trunk", False)),
         },
     }
 
