@@ -7,7 +7,7 @@ import torch
 
 from test_l2c2 import build, collect  # scripted CountingEnv + the training entry point's rsl-rl dict
 
-from upright.training.std_learning_rate import FIXED_LR_KEY, convert_optimizer_state, std_parameter
+from upright.training.std_learning_rate import FIXED_LR_KEY, convert_optimizer_state, set_action_std, std_parameter
 
 NUM_STEPS = 6
 
@@ -98,3 +98,24 @@ def test_update_reports_the_kl_the_schedule_measured(monkeypatch):
     assert len(seen) == alg.num_learning_epochs * alg.num_mini_batches
     assert seen[0] == 0.0 and max(seen) > 0.0  # first minibatch: the rollout policy itself
     assert losses["kl"] == pytest.approx(sum(seen) / len(seen))
+
+
+@pytest.mark.parametrize("std_lr", [None, 1e-3])
+def test_set_action_std_sets_every_entry_and_clears_its_adam_moments(std_lr):
+    alg, env = build(num_steps=NUM_STEPS, std_learning_rate=std_lr)
+    _update(alg, env)
+    param = std_parameter(alg.actor)
+    assert param in alg.optimizer.state and not torch.allclose(param, torch.full_like(param, 0.3))
+    set_action_std(alg.actor, 0.3, alg.optimizer)
+    assert torch.equal(param.detach(), torch.full_like(param, 0.3))
+    assert param not in alg.optimizer.state
+    others = [p for g in alg.optimizer.param_groups for p in g["params"] if p is not param]
+    assert all(p in alg.optimizer.state for p in others)  # the rest keep their moments
+    _update(alg, env)  # training goes on from there
+
+
+@pytest.mark.parametrize("bad", [0.0, -0.1, float("nan")])
+def test_set_action_std_refuses_a_non_positive_std(bad):
+    alg, _ = build(num_steps=NUM_STEPS)
+    with pytest.raises(ValueError, match="train.resume_std must be > 0"):
+        set_action_std(alg.actor, bad, alg.optimizer)

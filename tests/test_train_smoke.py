@@ -164,3 +164,22 @@ def test_evaluating_a_checkpoint_applies_no_pull_force(first_run):
         assert float(env.curriculum.force.abs().max()) == 0.0
     finally:
         env.close()
+
+
+def test_resume_std_sets_the_action_std_of_a_resumed_run(first_run, tmp_path):
+    run_dir, _ = first_run
+    copy_dir = tmp_path / "runs" / "standup" / "lower_std"
+    copy_dir.mkdir(parents=True)
+    (copy_dir / "model_1.pt").write_bytes((run_dir / "model_1.pt").read_bytes())
+    std_before = torch.load(copy_dir / "model_1.pt", weights_only=False)["actor_state_dict"]["distribution.std_param"]
+    assert (std_before - 0.25).abs().min() > 0.3  # init 0.8
+    # fixed lr 1e-3: one update of 20 Adam steps moves the std by at most 0.02
+    args = [*SMALL, "train.max_iterations=3", f"resume={copy_dir}", "train.resume_std=0.25", "train.schedule=fixed"]
+    proc = run_train(args, tmp_path)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "Action std set to 0.25 (train.resume_std)" in proc.stdout
+    after = torch.load(copy_dir / "model_2.pt", weights_only=False)["actor_state_dict"]["distribution.std_param"]
+    assert torch.allclose(after, torch.full_like(after, 0.25), atol=0.021), after
+    # a new run has no std to override: the error names the setting to use instead
+    proc = run_train([*SMALL, "train.max_iterations=1", "run.root=runs", "run.name=fresh", "train.resume_std=0.25"], tmp_path)
+    assert proc.returncode != 0 and "train.init_noise_std" in proc.stderr

@@ -54,6 +54,10 @@ class TrainCfg:
     std_learning_rate: Optional[float] = None
     """Fixed Adam learning rate of the action std, in a parameter group outside the adaptive-KL schedule
     (``training/std_learning_rate.py`` says why). None: rsl_rl's single group, as HoST. Not HoST's recipe."""
+    resume_std: Optional[float] = None
+    """On ``resume=``, set every entry of the action std to this value (and clear its Adam moments) before
+    training on; e.g. less exploration noise when fine-tuning a policy. None keeps the checkpoint's std. Only
+    valid with ``resume=`` (a new run starts from ``init_noise_std``)."""
     update_threads: int = 0
     """Torch threads for the PPO update on CPU (0 = all CPUs). Collection always uses 1 torch thread so the
     physics thread pool has the cores (measured: 2 torch threads made env stepping ~2x slower under load)."""

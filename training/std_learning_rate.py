@@ -18,6 +18,7 @@ Checkpoints written with one group load into two groups and back: Adam's per-par
 from __future__ import annotations
 
 import copy
+import math
 from itertools import chain
 
 import torch
@@ -114,3 +115,27 @@ def convert_optimizer_state(saved: dict, actor: nn.Module, critic: nn.Module, ta
         out["param_groups"] = [{**hyper, "params": list(range(n))}]
     out["state"] = {remap[int(k)]: v for k, v in saved["state"].items()}
     return out
+
+
+def set_action_std(actor: nn.Module, value: float, optimizer: torch.optim.Optimizer | None = None) -> None:
+    """Set every entry of the actor's state-independent action std to ``value`` (``train.resume_std``).
+
+    Works for both of rsl_rl's parameterisations (``std_param`` holds the std, ``log_std_param`` its log). The
+    optimizer's state for that parameter (Adam moments) is cleared so that old moments do not push it back.
+
+    Args:
+        actor: an actor with a state-independent std (rsl_rl ``GaussianDistribution``).
+        value: the new std, in action units (> 0).
+        optimizer: the optimizer holding the parameter, or None.
+
+    Raises:
+        ValueError: ``value`` is not > 0, or the actor has no state-independent std.
+    """
+    if not value > 0:
+        raise ValueError(f"train.resume_std must be > 0 (an action std), got {value}.")
+    param = std_parameter(actor)
+    with torch.no_grad():
+        is_log = getattr(getattr(actor, "distribution", None), "log_std_param", None) is param
+        param.fill_(math.log(value) if is_log else value)
+    if optimizer is not None:
+        optimizer.state.pop(param, None)

@@ -12,6 +12,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from upright.tasks.registry import make_env, policy_metadata
 from upright.training.runner import UprightRunner, latest_checkpoint
+from upright.training.std_learning_rate import set_action_std
 
 
 def rsl_rl_config(train: DictConfig) -> dict:
@@ -109,9 +110,15 @@ def train(cfg: DictConfig) -> pathlib.Path:
         env, train_cfg, log_dir=str(run_dir), device=cfg.device, onnx_metadata=meta,
         update_threads=cfg.train.update_threads,
     )  # fmt: skip
+    resume_std = cfg.train.get("resume_std")
+    if resume_std is not None and ckpt is None:
+        raise ValueError("train.resume_std applies to a resumed run (resume=...); a new run uses train.init_noise_std.")
     if ckpt is not None:
         runner.load(str(ckpt), map_location=cfg.device)
         print(f"Resuming {ckpt} after {runner.completed_iterations} completed iterations", flush=True)
+        if resume_std is not None:
+            set_action_std(runner.alg.actor, float(resume_std), runner.alg.optimizer)
+            print(f"Action std set to {float(resume_std)} (train.resume_std)", flush=True)
     if rank == 0:
         OmegaConf.save(cfg, run_dir / f"config_{runner.completed_iterations}.yaml", resolve=True)
     print(f"Run directory: {run_dir}  ({env.num_envs} envs, {cfg.sim.backend} backend, "
