@@ -350,7 +350,9 @@ class StandupEnv(VecEnv):
             "Curriculum/triggers": torch.tensor(float(self.curriculum.num_triggers)),
         }
         if dones.any():
-            length = self.episode_length_buf[dones].float().clamp(min=1)
+            # env steps actually run: assisted episodes start their count at unactuated_steps
+            run = self.episode_length_buf - self.assisted.long() * self.cfg.unactuated_steps
+            length = run[dones].float().clamp(min=1)
             for key, total in self._episode_sums.items():
                 log[f"Episode_Reward/{key}"] = total[dones] / length
             from_posture = dones & ~self.assisted

@@ -127,3 +127,26 @@ def test_evaluation_never_uses_assisted_starts():
     assert cfg.env.assisted_start.fraction == 0.0 and env._assisted_starts is None
     assert not env.assisted.any()
     assert math.isclose(float(env.state.projected_gravity[:, 2].abs().max()), 0.0, abs_tol=0.2)  # lying (supine)
+
+
+def test_episode_reward_logs_divide_by_the_steps_each_episode_ran():
+    """Assisted episodes skip the unactuated phase; their per-step reward means count only the steps they ran."""
+    cfg = StandupEnvCfg(num_envs=16, episode_length_s=1.0)  # 50 env steps; assisted episodes run 50 - 30 = 20
+    cfg.assisted_start = AssistedStartCfg(fraction=0.5)
+    env = StandupEnv(cfg, seed=5)
+    assisted = env.assisted.clone()
+    assert 0 < int(assisted.sum()) < 16
+    total = torch.zeros(16)
+    steps = torch.zeros(16)
+    checked = 0
+    for _ in range(50):
+        _, _, dones, extras = env.step(torch.zeros(16, env.num_actions))
+        total += extras["reward_groups"][:, 0]
+        steps += 1
+        done = dones.bool()
+        if done.any():
+            expected = total[done] / steps[done]
+            assert torch.allclose(extras["episode"]["Episode_Reward/group/task"], expected, atol=1e-5)
+            checked += int(done.sum())
+            total[done], steps[done] = 0.0, 0.0
+    assert checked >= 16  # every env finished its first episode (assisted ones after 20 steps)
