@@ -28,6 +28,17 @@ FIXED_LR_KEY = "fixed_lr"
 """Param-group flag: the adaptive-KL schedule leaves this group's ``lr`` alone."""
 
 
+def _find_std(actor: nn.Module) -> tuple[str, nn.Parameter] | None:
+    """(attribute name, parameter) of the actor's state-independent std: rsl_rl ``GaussianDistribution``'s
+    ``std_param`` (the std) or ``log_std_param`` (its log); None if the actor has neither."""
+    dist = getattr(actor, "distribution", None)
+    for name in ("std_param", "log_std_param"):
+        param = getattr(dist, name, None)
+        if isinstance(param, nn.Parameter):
+            return name, param
+    return None
+
+
 def std_parameter(actor: nn.Module) -> nn.Parameter:
     """The actor's state-independent std parameter (rsl_rl ``GaussianDistribution``: ``std_param`` or
     ``log_std_param``, shape (num_actions,)).
@@ -35,15 +46,13 @@ def std_parameter(actor: nn.Module) -> nn.Parameter:
     Raises:
         ValueError: The actor has no such parameter (e.g. a state-dependent std head).
     """
-    dist = getattr(actor, "distribution", None)
-    for name in ("std_param", "log_std_param"):
-        param = getattr(dist, name, None)
-        if isinstance(param, nn.Parameter):
-            return param
-    raise ValueError(
-        "std_learning_rate needs an actor with a state-independent std (rsl_rl GaussianDistribution); "
-        f"{type(actor).__name__} has none. Set train.std_learning_rate=null."
-    )
+    found = _find_std(actor)
+    if found is None:
+        raise ValueError(
+            "std_learning_rate needs an actor with a state-independent std (rsl_rl GaussianDistribution); "
+            f"{type(actor).__name__} has none. Set train.std_learning_rate=null."
+        )
+    return found[1]
 
 
 def _param_order(actor: nn.Module, critic: nn.Module) -> list[nn.Parameter]:
@@ -133,9 +142,14 @@ def set_action_std(actor: nn.Module, value: float, optimizer: torch.optim.Optimi
     """
     if not value > 0:
         raise ValueError(f"train.resume_std must be > 0 (an action std), got {value}.")
-    param = std_parameter(actor)
+    found = _find_std(actor)
+    if found is None:
+        raise ValueError(
+            "train.resume_std needs an actor with a state-independent std (rsl_rl GaussianDistribution); "
+            f"{type(actor).__name__} has none. Set train.resume_std=null."
+        )
+    name, param = found
     with torch.no_grad():
-        is_log = getattr(getattr(actor, "distribution", None), "log_std_param", None) is param
-        param.fill_(math.log(value) if is_log else value)
+        param.fill_(math.log(value) if name == "log_std_param" else value)
     if optimizer is not None:
         optimizer.state.pop(param, None)

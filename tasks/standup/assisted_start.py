@@ -80,8 +80,11 @@ def validate(cfg: AssistedStartCfg, terrain: str) -> None:
         )
 
 
-def _leg_ids(name: str) -> list[int]:
-    return [g1.JOINT_NAMES.index(f"{side}_{name}_joint") for side in ("left", "right")]
+_LEG_IDS: dict[str, list[int]] = {
+    name: [g1.JOINT_NAMES.index(f"{side}_{name}_joint") for side in ("left", "right")]
+    for name in ("hip_pitch", "knee", "ankle_pitch")
+}
+"""Left and right index in :data:`g1.JOINT_NAMES` of each sagittal leg joint a crouch moves."""
 
 
 def crouch_joints(default_pose: torch.Tensor, theta: torch.Tensor, pitch: torch.Tensor) -> torch.Tensor:
@@ -97,7 +100,7 @@ def crouch_joints(default_pose: torch.Tensor, theta: torch.Tensor, pitch: torch.
     s, u = theta.clamp(max=MAX_SHANK_TILT), theta
     joints = default_pose.expand(theta.numel(), -1).clone()
     for name, delta in (("hip_pitch", -u - pitch), ("knee", s + u), ("ankle_pitch", -s)):
-        joints[:, _leg_ids(name)] += delta.unsqueeze(-1)
+        joints[:, _LEG_IDS[name]] += delta.unsqueeze(-1)
     return joints
 
 
