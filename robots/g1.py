@@ -92,8 +92,73 @@ _DEFAULT_POSE: dict[str, float] = {
     "left_elbow_joint": 0.8, "right_elbow_joint": 0.8,
 }  # fmt: skip
 
-ARMATURE = 0.01
-"""Joint armature (kg·m²), HoST's asset setting (Isaac Gym ``armature`` 0.01)."""
+# --- Motor armature: each joint's rotor inertia reflected through its gearbox, kg·m². ---------------
+# Values and joint mapping from mjlab's G1 constants (public repository mujocolab/mjlab, file
+# src/mjlab/asset_zoo/robots/unitree_g1/g1_constants.py, commit 0234b2e9628b; rotor inertias and gear
+# ratios "from Unitree"). Each motor has a two-stage planetary gearbox: rotor inertias (I1, I2, I3) of
+# motor rotor and the two stages, stage ratios (1, r2, r3); reflected inertia = I1·(r2·r3)² + I2·r3² + I3
+# (mjlab src/mjlab/utils/actuator.py, ``reflected_inertia_from_two_stage_planetary``).
+_MOTORS: dict[str, tuple[tuple[float, float, float], tuple[float, float, float]]] = {
+    "5020": ((0.139e-4, 0.017e-4, 0.169e-4), (1.0, 1.0 + 46.0 / 18.0, 1.0 + 56.0 / 16.0)),
+    "7520-14": ((0.489e-4, 0.098e-4, 0.533e-4), (1.0, 4.5, 1.0 + 48.0 / 22.0)),
+    "7520-22": ((0.489e-4, 0.109e-4, 0.738e-4), (1.0, 4.5, 5.0)),
+    "4010": ((0.068e-4, 0.0, 0.0), (1.0, 5.0, 5.0)),
+}
+
+
+def reflected_inertia(rotor_inertia: tuple[float, float, float], gears: tuple[float, float, float]) -> float:
+    """Rotor inertia of a two-stage planetary gearmotor seen at its output, kg·m².
+
+    Args:
+        rotor_inertia: (motor rotor, stage 1, stage 2) inertias, kg·m².
+        gears: (1, stage-1 ratio, stage-2 ratio).
+    """
+    i1, i2, i3 = rotor_inertia
+    _, r2, r3 = gears
+    return i1 * (r2 * r3) ** 2 + i2 * r3**2 + i3
+
+
+ARMATURE_BY_MOTOR: dict[str, float] = {name: reflected_inertia(*motor) for name, motor in _MOTORS.items()}
+"""Reflected rotor inertia per G1 motor type, kg·m² (5020 ≈ 0.00361, 7520-14 ≈ 0.01018, 7520-22 ≈ 0.02510,
+4010 ≈ 0.00425), as mjlab's ``ARMATURE_5020`` etc."""
+
+# Motor type of each joint (matched by substring, first hit), and how many motors drive it. The ankles
+# and waist roll/pitch are each driven through a parallel linkage by two 5020s: mjlab models them as
+# 2 x ARMATURE_5020 (and 2 x its torque, matching the 50 N·m limits above).
+_MOTOR_BY_KEY: tuple[tuple[str, str, int], ...] = (
+    ("hip_pitch", "7520-14", 1),
+    ("hip_yaw", "7520-14", 1),
+    ("waist_yaw", "7520-14", 1),
+    ("hip_roll", "7520-22", 1),
+    ("knee", "7520-22", 1),
+    ("ankle", "5020", 2),
+    ("waist_roll", "5020", 2),
+    ("waist_pitch", "5020", 2),
+    ("shoulder", "5020", 1),
+    ("elbow", "5020", 1),
+    ("wrist_roll", "5020", 1),
+    ("wrist_pitch", "4010", 1),
+    ("wrist_yaw", "4010", 1),
+)
+
+
+def motor_of(joint: str) -> tuple[str, int]:
+    """(motor type, number of motors) driving ``joint``, e.g. ``("5020", 2)`` for an ankle joint.
+
+    Raises:
+        KeyError: a joint name that matches no entry.
+    """
+    for key, motor, count in _MOTOR_BY_KEY:
+        if key in joint:
+            return motor, count
+    raise KeyError(f"No motor type for joint '{joint}' (keys {[k for k, _, _ in _MOTOR_BY_KEY]})")
+
+
+def joint_armature(joint: str) -> float:
+    """Armature of ``joint``, kg·m²: its motor's reflected rotor inertia times the number of motors driving it."""
+    motor, count = motor_of(joint)
+    return count * ARMATURE_BY_MOTOR[motor]
+
 
 SOFT_LIMIT_FACTOR = 0.9
 """Soft joint position/velocity limits are 0.9 x the URDF limits (HoST ``soft_dof_pos_limit``)."""
@@ -144,6 +209,8 @@ class RobotInfo:
     """Joint velocity limits, rad/s."""
     default_pose: np.ndarray
     """Default joint angles, rad."""
+    armature: np.ndarray
+    """Joint armature (reflected motor rotor inertia), kg·m²."""
 
 
 def robot_info() -> RobotInfo:
@@ -160,6 +227,7 @@ def robot_info() -> RobotInfo:
         torque_limit=limits[:, 0].copy(),
         velocity_limit=limits[:, 1].copy(),
         default_pose=np.array([_DEFAULT_POSE.get(j, 0.0) for j in JOINT_NAMES]),
+        armature=np.array([joint_armature(j) for j in JOINT_NAMES]),
     )
 
 
@@ -214,7 +282,8 @@ def g1_spec() -> mujoco.MjSpec:
     """Build the G1 as an ``MjSpec``: Menagerie MJCF + actuators, sites, sensors, contact filter.
 
     Adds, in :data:`JOINT_NAMES` order, one ``position`` actuator per joint with Kp as ``kp``, Kd as
-    ``kv`` and ``forcerange`` = ± torque limit; sets joint armature to :data:`ARMATURE`; adds sites
+    ``kv`` and ``forcerange`` = ± torque limit; sets each joint's armature to its motor's reflected rotor
+    inertia (:func:`joint_armature`); adds sites
     ``head`` (on torso_link), ``{left,right}_knee``, ``{left,right}_hip`` (hip-roll joint origin, the thigh's
     upper end), ``{left,right}_ankle``, five
     ``{side}_ankle_point{i}``; and framepos sensors ``head_pos``, ``left_foot_pos``, ``right_foot_pos``
@@ -229,7 +298,7 @@ def g1_spec() -> mujoco.MjSpec:
 
     for joint in spec.joints:
         if joint.type != mujoco.mjtJoint.mjJNT_FREE:
-            joint.armature = ARMATURE
+            joint.armature = joint_armature(joint.name)
 
     for i, name in enumerate(JOINT_NAMES):
         act = spec.add_actuator(name=name.removesuffix("_joint"), target=name)

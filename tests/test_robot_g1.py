@@ -96,3 +96,30 @@ def test_missing_model_names_the_fix(monkeypatch, tmp_path):
     (tmp_path / "unitree_g1").mkdir()
     with pytest.raises(ModelNotFoundError, match="MENAGERIE_ROOT.*network access"):
         model_path("unitree_g1", "g1_mjlab.xml")
+
+
+# Reflected rotor inertias of the G1's motors, kg·m², as mjlab's g1_constants.py computes them
+# (ARMATURE_5020 etc.: rotor inertias x gear ratios² of the two-stage planetary gearboxes).
+_ARMATURE_5020, _ARMATURE_7520_14, _ARMATURE_7520_22, _ARMATURE_4010 = 0.003609725, 0.0101775200, 0.025101925, 0.00425
+_MOTOR_OF_JOINT = {
+    "hip_pitch": _ARMATURE_7520_14, "hip_yaw": _ARMATURE_7520_14, "waist_yaw": _ARMATURE_7520_14,
+    "hip_roll": _ARMATURE_7520_22, "knee": _ARMATURE_7520_22,
+    "shoulder_pitch": _ARMATURE_5020, "shoulder_roll": _ARMATURE_5020, "shoulder_yaw": _ARMATURE_5020,
+    "elbow": _ARMATURE_5020, "wrist_roll": _ARMATURE_5020,
+    # parallel linkages driven by two 5020s
+    "ankle_pitch": 2 * _ARMATURE_5020, "ankle_roll": 2 * _ARMATURE_5020,
+    "waist_roll": 2 * _ARMATURE_5020, "waist_pitch": 2 * _ARMATURE_5020,
+    "wrist_pitch": _ARMATURE_4010, "wrist_yaw": _ARMATURE_4010,
+}  # fmt: skip
+
+
+def test_each_joint_gets_the_armature_of_its_motor(model):
+    info = g1.robot_info()
+    for i, joint in enumerate(g1.JOINT_NAMES):
+        key = joint.removeprefix("left_").removeprefix("right_").removesuffix("_joint")
+        expected = _MOTOR_OF_JOINT[key]
+        dof = model.jnt_dofadr[model.joint(joint).id]
+        assert model.dof_armature[dof] == pytest.approx(expected, rel=1e-6), joint
+        assert info.armature[i] == pytest.approx(expected, rel=1e-6), joint
+    free = model.jnt_dofadr[model.joint("floating_base_joint").id]
+    assert np.all(model.dof_armature[free : free + 6] == 0)  # the floating base has no motor
