@@ -22,7 +22,7 @@ import numpy as np
 import onnx
 
 from upright.deploy.robot_config import RobotConfig
-from upright.tasks.policy_schema import METADATA_VERSION, REQUIRED_KEYS, PolicyMetadataError
+from upright.tasks.policy_schema import HISTORY_LAYOUT, METADATA_VERSION, REEXPORT_HINT, REQUIRED_KEYS, PolicyMetadataError
 from upright.tasks.standup.observations import OBSERVATION_TERMS, observation_dims
 
 TERMS_BY_NAME = {t.name: t for t in OBSERVATION_TERMS}
@@ -53,7 +53,7 @@ class PolicySpec:
     observation_dims: tuple[int, ...]
     observation_scales: tuple[float, ...]
     history_length: int
-    """Frames stacked, oldest first."""
+    """Whole frames stacked, oldest first (``history_layout`` = ``frames_oldest_first``)."""
     observation_clip: float
     input_name: str
     output_name: str
@@ -141,11 +141,18 @@ def load_policy_spec(path: str | pathlib.Path, robot: RobotConfig | None = None)
     if missing:
         raise PolicyMetadataError(
             f"{path} is not a self-describing upright policy: metadata keys {missing} are missing. "
-            "Refusing to run it. Re-export it with upright (train.py exports policy.onnx on every checkpoint save)."
+            f"Refusing to run it. {REEXPORT_HINT}"
         )
     if str(meta["upright_metadata_version"]) != METADATA_VERSION:
         raise PolicyMetadataError(
-            f"{path}: metadata version {meta['upright_metadata_version']!r}, this daemon reads {METADATA_VERSION!r}"
+            f"{path}: metadata version {meta['upright_metadata_version']!r}, this daemon reads {METADATA_VERSION!r}. "
+            f"{REEXPORT_HINT}"
+        )
+    if meta["history_layout"] != HISTORY_LAYOUT:
+        raise PolicyMetadataError(f"{path}: history_layout {meta['history_layout']!r} is not supported (only {HISTORY_LAYOUT!r})")
+    if meta["privileged_inputs"]:
+        raise PolicyMetadataError(
+            f"{path}: the policy reads inputs a robot does not provide: {meta['privileged_inputs']}; refusing to run it"
         )
     mode = str(meta["action_mode"])
     if not mode.startswith("relative"):

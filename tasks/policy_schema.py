@@ -1,8 +1,22 @@
 """The ONNX policy metadata schema shared by the exporter (training) and the daemon (deploy).
 
-A policy file stores its contract as ``metadata_props`` entries whose values are JSON strings:
-joints, Kp/Kd, default pose, action scale and mode, control dt, observation terms with dims, scales
-and history length. Both sides import this module; deploy never imports training.
+A policy file stores its contract as ``metadata_props`` entries whose values are JSON strings, enough
+to run the policy with nothing but the file (:func:`upright.tasks.registry.policy_metadata` writes them):
+
+- joints: ``joint_names`` (the policy's order of actions and of the per-joint observation terms), ``kp``,
+  ``kd`` (N·m/rad, N·m·s/rad), ``torque_limit`` (N·m), ``default_joint_pos`` (rad); the joints the policy
+  does not drive, held by PD at fixed targets: ``held_joint_names``, ``held_kp``, ``held_kd``,
+  ``held_torque_limit``, ``held_joint_pos``;
+- action: ``action_mode`` (PD target = measured q + ``action_scale`` · action), ``action_scale`` (β),
+  ``action_clip``; ``control_dt`` (s), ``decimation`` and ``sim_dt`` (the PD/physics substeps);
+- observation: ``observation_names`` in order with ``observation_dims`` (widths), ``observation_scales``,
+  ``observation_descriptions`` (units, frames), ``observation_clip``; ``observation_history_length`` H and
+  ``history_layout`` = :data:`HISTORY_LAYOUT` (the input is H whole frames, oldest first);
+- episode start: ``unactuated_steps`` (zero action and zero observation frames for that many steps);
+- ``privileged_inputs`` (empty: no input a robot cannot measure) and ``training_assistance`` (what training
+  applied that the policy does not observe, e.g. the pull force).
+
+Both sides import this module; deploy never imports training.
 """
 
 from __future__ import annotations
@@ -13,15 +27,30 @@ from typing import Any
 
 import onnx
 
-METADATA_VERSION = "1"
-"""Schema version of upright's ONNX metadata."""
+METADATA_VERSION = "2"
+"""Schema version of upright's ONNX metadata (2: history layout, held-joint torque limits, unactuated start,
+privileged inputs and observation descriptions added)."""
+
+HISTORY_LAYOUT = "frames_oldest_first"
+"""The only history layout: the policy input is ``concat(frame[t-H+1], ..., frame[t])``, whole frames of
+``sum(observation_dims)`` values stacked oldest first (not term by term)."""
 
 REQUIRED_KEYS = (
-    "upright_metadata_version", "task", "joint_names", "kp", "kd", "default_joint_pos", "action_scale",
-    "action_mode", "control_dt", "observation_names", "observation_dims", "observation_scales",
-    "observation_history_length",
+    "upright_metadata_version", "task", "joint_names", "kp", "kd", "torque_limit", "default_joint_pos",
+    "held_joint_names", "held_kp", "held_kd", "held_torque_limit", "held_joint_pos",
+    "action_scale", "action_mode", "action_clip", "control_dt", "decimation", "sim_dt",
+    "observation_names", "observation_dims", "observation_scales", "observation_descriptions", "observation_clip",
+    "observation_history_length", "history_layout", "unactuated_steps", "privileged_inputs", "training_assistance",
+    "input_name", "output_name",
 )  # fmt: skip
 """Keys every upright policy file carries."""
+
+REEXPORT_HINT = (
+    "Re-export it with upright: python -m upright.training.export --checkpoint <run>/model_<it>.pt --out <dir> "
+    "(train.py exports policy.onnx at every checkpoint save), or add the missing keys to this file with "
+    "python -m upright.training.export --refresh-metadata <policy.onnx> (reads the config.yaml beside it)."
+)
+"""How to fix a file whose metadata is incomplete (appended to the one-line refusal)."""
 
 
 class PolicyMetadataError(ValueError):
@@ -39,7 +68,6 @@ def read_metadata(path: str | pathlib.Path) -> dict[str, Any]:
     missing = [k for k in REQUIRED_KEYS if k not in meta]
     if missing:
         raise PolicyMetadataError(
-            f"{path} is not a self-describing upright policy: metadata keys {missing} are missing. "
-            "Re-export it with upright (train.py exports on every checkpoint save)."
+            f"{path} is not a self-describing upright policy: metadata keys {missing} are missing. {REEXPORT_HINT}"
         )
     return meta

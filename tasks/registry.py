@@ -5,7 +5,20 @@ from __future__ import annotations
 from typing import Any
 
 from upright.robots import g1
+from upright.tasks.policy_schema import HISTORY_LAYOUT
 from upright.tasks.standup.config import SimCfg, StandupEnvCfg
+
+
+ROBOT_MEASURABLE_TERMS: dict[str, str] = {
+    "base_ang_vel": "pelvis IMU gyro",
+    "projected_gravity": "pelvis IMU orientation",
+    "joint_pos": "joint encoders",
+    "joint_vel": "joint encoders",
+    "last_action": "the policy's own previous output",
+    "action_scale": "the constant action_scale of the metadata",
+}
+"""Observation terms a robot provides, and from what. Any other term of the actor's observation is listed in
+the metadata's ``privileged_inputs`` (and the daemon refuses the file)."""
 
 
 def make_env(task_name: str, env_cfg: StandupEnvCfg, sim_cfg: SimCfg, device: str, seed: int):
@@ -22,11 +35,17 @@ def make_env(task_name: str, env_cfg: StandupEnvCfg, sim_cfg: SimCfg, device: st
 
 
 def policy_metadata(task_name: str, env) -> dict[str, Any]:
-    """ONNX metadata describing how to run a policy of ``task_name`` on the robot (see :mod:`upright.training.onnx_export`)."""
+    """ONNX metadata describing how to run a policy of ``task_name`` with nothing but the file.
+
+    The keys and their meaning are listed in :mod:`upright.tasks.policy_schema` (every key of
+    :data:`~upright.tasks.policy_schema.REQUIRED_KEYS` is present); :mod:`upright.training.onnx_export`
+    writes them as JSON strings. Per-joint arrays are float64 (J,) in ``joint_names`` order.
+    """
     from upright.tasks.standup.observations import HISTORY_LENGTH, OBS_CLIP, OBSERVATION_TERMS, observation_dims
 
     info = env.robot
     pol, held = info.policy_joint_ids, info.held_joint_ids
+    dims = observation_dims(env.num_actions)
     return {
         "task": task_name,
         "terrain": str(env.cfg.terrain),
@@ -40,6 +59,7 @@ def policy_metadata(task_name: str, env) -> dict[str, Any]:
         "held_joint_names": list(g1.HELD_JOINT_NAMES),
         "held_kp": info.kp[held],
         "held_kd": info.kd[held],
+        "held_torque_limit": info.torque_limit[held],
         "held_joint_pos": info.default_pose[held],
         "action_scale": float(env.beta.mean()),
         "action_mode": "relative: p_target = q_measured + action_scale * action, held for one control period",
@@ -48,13 +68,37 @@ def policy_metadata(task_name: str, env) -> dict[str, Any]:
         "sim_dt": env.sim_cfg.timestep,
         "decimation": env.cfg.decimation,
         "observation_names": [t.name for t in OBSERVATION_TERMS],
-        "observation_dims": observation_dims(env.num_actions),
+        "observation_dims": dims,
         "observation_scales": [t.scale for t in OBSERVATION_TERMS],
+        "observation_descriptions": [_first_line(t.func.__doc__) for t in OBSERVATION_TERMS],
         "observation_noise": [t.noise for t in OBSERVATION_TERMS],
         "observation_history_length": HISTORY_LENGTH,
         "observation_history_order": "oldest_first",
+        "history_layout": HISTORY_LAYOUT,
+        "history_layout_description": (
+            f"input = concat(frame[t-{HISTORY_LENGTH - 1}], ..., frame[t]): {HISTORY_LENGTH} whole frames of "
+            f"{sum(dims)} values, oldest first; frame = concat over observation_names of scale * term, "
+            "clipped to +-observation_clip"
+        ),
+        "observation_frame_dim": sum(dims),
+        "observation_dim": HISTORY_LENGTH * sum(dims),
         "observation_clip": OBS_CLIP,
+        "unactuated_steps": int(env.cfg.unactuated_steps),
+        "unactuated_start": (
+            "for the first unactuated_steps control steps of an episode the action is 0 (PD target = measured q) "
+            "and the frames pushed into the history are zeros; the first policy action is computed at step "
+            "unactuated_steps from H-1 zero frames and the current frame, with last_action = 0"
+        ),
+        "privileged_inputs": [t.name for t in OBSERVATION_TERMS if t.name not in ROBOT_MEASURABLE_TERMS],
+        "training_assistance": (
+            "training applied an upward pull force on the torso (pull-force curriculum) that the policy does not "
+            "observe; run it without any such force. No privileged or simulator-only input is in the observation"
+        ),
         "observation_normalizer": "included in the graph",
         "input_name": "obs",
         "output_name": "actions",
     }
+
+
+def _first_line(doc: str | None) -> str:
+    return (doc or "").strip().splitlines()[0] if doc else ""

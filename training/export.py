@@ -8,7 +8,12 @@ metadata and the same onnxruntime-vs-torch check as at every save during trainin
 metadata is the mean β of the checkpoint's training envs (its curriculum state), the β the policy last
 trained at. Also writes ``config.yaml`` (the run config) beside it.
 
-Raises (as exit messages): the checkpoint or its run config is missing.
+``--refresh-metadata FILE.onnx`` instead adds to an existing policy file the metadata keys of the current
+schema (:mod:`upright.tasks.policy_schema`) that it lacks, computed from the ``config.yaml`` beside it; the
+weights and every key it already has stay as they are, and the keys that define the policy's contract must
+agree with that config (:func:`refresh_metadata`).
+
+Raises (as exit messages): the checkpoint or its run config is missing; a refreshed file disagrees with its config.
 """
 
 from __future__ import annotations
@@ -78,12 +83,87 @@ def export_checkpoint(checkpoint: str | pathlib.Path, out_dir: str | pathlib.Pat
         env.close()
 
 
+CONTRACT_KEYS = (
+    "task", "joint_names", "kp", "kd", "default_joint_pos", "held_joint_names", "observation_names",
+    "observation_dims", "observation_scales", "observation_history_length", "control_dt", "decimation",
+)  # fmt: skip
+"""Keys :func:`refresh_metadata` requires to agree between the file and its config before adding any."""
+
+
+def refresh_metadata(onnx_path: str | pathlib.Path, config_path: str | pathlib.Path | None = None) -> list[str]:
+    """Add the current schema's metadata keys that ``onnx_path`` lacks, from the env its run config builds.
+
+    Keys the file already has keep their values (e.g. its ``action_scale``, ``iteration``); the schema version is
+    updated. Use it for files exported before a key existed, when the checkpoint is gone.
+
+    Args:
+        onnx_path: the policy file (rewritten in place).
+        config_path: the run config; defaults to ``config.yaml`` beside the file.
+
+    Returns:
+        The keys added, sorted.
+
+    Raises:
+        FileNotFoundError: the file or the config is missing.
+        PolicyMetadataError: a key of :data:`CONTRACT_KEYS` differs between the file and the config's env.
+    """
+    import json
+
+    import numpy as np
+    import onnx
+
+    from upright.tasks.registry import make_env, policy_metadata
+    from upright.training.onnx_export import PolicyMetadataError, _to_jsonable, attach_metadata
+
+    onnx_path = pathlib.Path(onnx_path)
+    config_path = pathlib.Path(config_path) if config_path else onnx_path.with_name("config.yaml")
+    for p in (onnx_path, config_path):
+        if not p.is_file():
+            raise FileNotFoundError(f"{p} does not exist")
+    old = {e.key: json.loads(e.value) for e in onnx.load(str(onnx_path), load_external_data=False).metadata_props}
+    from upright.tasks.standup.config import SimCfg, StandupEnvCfg
+
+    cfg = OmegaConf.load(config_path)
+    # a config written before a setting existed gets that setting's default
+    env_cfg = OmegaConf.merge(OmegaConf.structured(StandupEnvCfg), cfg.env)
+    sim_cfg = OmegaConf.merge(OmegaConf.structured(SimCfg), cfg.sim)
+    env_cfg.num_envs, sim_cfg.num_threads = 1, 1
+    env = make_env(cfg.task_name, env_cfg, sim_cfg, device="cpu", seed=int(cfg.seed))
+    try:
+        fresh = {k: _to_jsonable(v) for k, v in policy_metadata(cfg.task_name, env).items()}
+    finally:
+        env.close()
+    for key in CONTRACT_KEYS:
+        if key in old:
+            a, b = old[key], fresh[key]
+            same = np.allclose(a, b) if not isinstance(b, str) and np.asarray(b).dtype.kind in "fi" else a == b
+            if not same:
+                raise PolicyMetadataError(f"{onnx_path}: '{key}' is {a!r} in the file but {b!r} from {config_path}")
+    added = sorted(k for k in fresh if k not in old)
+    old.pop("upright_metadata_version", None)
+    attach_metadata(onnx_path, old | {k: fresh[k] for k in added})
+    return added
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--checkpoint", required=True, help="model_<it>.pt in a run directory")
-    parser.add_argument("--out", required=True, help="folder for policy.onnx and config.yaml")
+    parser.add_argument("--checkpoint", help="model_<it>.pt in a run directory")
+    parser.add_argument("--out", help="folder for policy.onnx and config.yaml")
+    parser.add_argument("--refresh-metadata", metavar="ONNX", help="add missing metadata keys to this policy file")
+    parser.add_argument("--config", help="with --refresh-metadata: the run config (default: config.yaml beside it)")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
+    if args.refresh_metadata:
+        from upright.training.onnx_export import PolicyMetadataError
+
+        try:
+            added = refresh_metadata(args.refresh_metadata, args.config)
+        except (FileNotFoundError, PolicyMetadataError) as err:
+            parser.exit(2, f"export: {err}\n")
+        print(f"{args.refresh_metadata}: added {added}")
+        return
+    if not (args.checkpoint and args.out):
+        parser.error("--checkpoint and --out are required (or --refresh-metadata ONNX)")
     try:
         summary = export_checkpoint(args.checkpoint, args.out)
     except FileNotFoundError as err:
