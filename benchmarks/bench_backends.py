@@ -14,7 +14,7 @@ For each backend and N, in a fresh subprocess (so that peak memory is that confi
 
 Usage::
 
-    export MENAGERIE_ROOT=/work/shared/menagerie
+    export MENAGERIE_ROOT=<folder in Menagerie layout>   # or leave unset: mujoco-menagerie downloads it
     python benchmarks/bench_backends.py                      # N = 32 128 512 2048, both backends
     python benchmarks/bench_backends.py --num-envs 4096 --backends mjx --device cuda   # GPU
     python benchmarks/bench_backends.py --out results.md    # also write the Markdown table

@@ -4,8 +4,8 @@ Both classes subclass rsl_rl's :class:`~rsl_rl.models.MLPModel` and keep its con
 ``MultiCriticPPO.construct_algorithm`` (and rsl_rl's own ``PPO.construct_algorithm`` pattern) can build them from a
 config dict by class name, e.g. ``"upright.training.multi_critic_model:TanhActorModel"``.
 
-Network shapes of HoST (``/work/shared/reference/host_standup.md`` section 3, from HoST's
-``rsl_rl/modules/actor_critic.py``):
+Network shapes of HoST (Huang et al., "Learning Humanoid Standing-up Control across Diverse Postures", RSS 2025, arXiv 2502.08378; code: public repository InternRobotics/HoST at commit 70bb580949a3,
+``rsl_rl/rsl_rl/modules/actor_critic.py``):
 
 - actor: MLP obs -> [512, 256, 128] (ELU) -> num_actions, followed by Tanh on the mean; state-independent std 0.8;
 - critics: 4 separate MLPs obs -> [512, 256] (ELU) -> 1, one per reward group.

@@ -6,7 +6,8 @@ HoST (Huang et al., RSS 2025) trains one critic per reward group; the PPO combin
 normalized advantages with :data:`GROUP_WEIGHTS`. This module only produces the per-group rewards
 (N, 4) in :data:`REWARD_GROUPS` order; group weights are NOT applied here.
 
-Per group (HoST ``compute_reward``, spec section 3 of ``/work/shared/reference/host_standup.md``):
+Per group (HoST ``compute_reward`` in ``legged_gym/legged_gym/envs/base/host_ground.py``, InternRobotics/HoST at commit 70bb580949a3;
+``reward_group_weights`` in ``legged_gym/legged_gym/envs/g1/g1_config_ground.py``):
 
 - ``task``: the PRODUCT of ``weight * term`` over its terms (head height x orientation, weights 1),
   range 0..1, not multiplied by dt.

@@ -5,8 +5,9 @@ EVERY term is multiplied by 1(h_pelvis > H_stage2 = 0.65 m) (``stage_height`` pa
 Each term returns (N,) float32 in [0, 1], UNWEIGHTED (weight from the
 :class:`~upright.tasks.standup.rewards.RewardTerm`).
 
-Source: HoST spec section 3(d) (``/work/shared/reference/host_standup.md``), ground-config code values
-(e.g. |h - 0.75| rather than the paper's square).
+Source: HoST's post-task ("target") rewards, code values: InternRobotics/HoST at commit 70bb580949a3,
+``legged_gym/legged_gym/envs/base/host_ground.py`` with ``legged_gym/legged_gym/envs/g1/g1_config_ground.py``
+(e.g. |h - 0.75| rather than the square in the paper, Huang et al., "Learning Humanoid Standing-up Control across Diverse Postures", RSS 2025, arXiv 2502.08378).
 """
 
 from __future__ import annotations

@@ -7,13 +7,15 @@ Each term returns (N,) float32, UNWEIGHTED (indicators are 0/1; the sign and wei
 ``state.base_height`` (m) with H_stage1 = 0.45 m / H_stage2 = 0.65 m (strictly greater); with
 ``relative_to_feet=True`` they compare pelvis z minus mean foot z (HoST slope: 0.4 / 0.6 m).
 
-Terrain- and posture-specific terms (spec §3 "Ground-prone config" and the per-terrain notes):
+Terrain- and posture-specific terms (HoST's ``legged_gym/legged_gym/envs/g1/g1_config_ground_prone.py`` and
+the platform, wall and slope configs beside it):
 :func:`feet_stumble` (platform, slope, wall), :func:`lower_body_deviation` (platform, wall),
 :func:`hip_pitch_deviation` and :func:`thigh_orientation` (prone). Which terms a variant uses is chosen by
 :func:`upright.tasks.standup.rewards.standup_reward_terms`.
 
-Source: HoST spec section 3(b) (``/work/shared/reference/host_standup.md``), ground config
-(``cfg/g1_config_ground.py``); Huang et al., RSS 2025, Table I.
+Source: HoST's style rewards, ground config: InternRobotics/HoST at commit 70bb580949a3,
+``legged_gym/legged_gym/envs/g1/g1_config_ground.py`` (weights) and ``legged_gym/legged_gym/envs/base/host_ground.py``
+(terms); Huang et al., "Learning Humanoid Standing-up Control across Diverse Postures", RSS 2025, arXiv 2502.08378, Table I.
 """
 
 from __future__ import annotations

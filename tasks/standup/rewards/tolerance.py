@@ -1,6 +1,7 @@
 """dm_control-style tolerance with a Gaussian sigmoid, as used by HoST's task and shank rewards.
 
-Source: HoST spec (``/work/shared/reference/host_standup.md``) section 3, "Tolerance function";
+Source: HoST's ``tolerance`` (a torch port of dm_control's), called by the task and shank rewards of
+``legged_gym/legged_gym/envs/base/host_ground.py`` (InternRobotics/HoST at commit 70bb580949a3; Huang et al., "Learning Humanoid Standing-up Control across Diverse Postures", RSS 2025, arXiv 2502.08378);
 dm_control ``rewards.tolerance(sigmoid="gaussian")``.
 """
 
