@@ -1,8 +1,10 @@
 """ONNX export of the actor (observation normaliser included) with self-describing metadata.
 
-The metadata lets a deployed policy run from the ``.onnx`` file alone: joints, Kp/Kd, default pose,
-action scale β and mode, control dt, and the observation terms with scales and history length.
-Values are stored as ``metadata_props`` strings; lists and numbers as JSON.
+The metadata lets a deployed policy run from the ``.onnx`` file alone: joints, Kp/Kd, torque limits, default
+pose, held joints and their targets, action scale β and mode, control dt and decimation, the observation terms
+with widths, scales and units, the history length and layout (whole frames, oldest first), the unactuated
+start, and which inputs (none) a robot could not provide. The keys are listed in
+:mod:`upright.tasks.policy_schema`. Values are stored as ``metadata_props`` strings; lists and numbers as JSON.
 """
 
 from __future__ import annotations
