@@ -4,13 +4,30 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import pathlib
 import sys
 
+REAL_TIMING = {"reply_timeout_ms": None, "max_sensor_age_ms": 50.0, "overruns": 5, "watchdog_s": 0.25}
+"""The timing checks' defaults (the real robot's); reply_timeout_ms None: the robot config's (2 ms for the G1)."""
+SIM_TIMING = {"reply_timeout_ms": 20.0, "max_sensor_age_ms": 1000.0, "overruns": None, "watchdog_s": 5.0}
+"""``run --sim``: defaults for ``sim-robot`` in lockstep on a loaded machine. sim-robot answers ~30 frames per
+I/O cycle from a second Python process over ptys (a 500 Hz exchange took p50 2.2 ms on a 2-core VM), so the
+loop cannot keep 500 Hz there; lockstep physics makes that harmless, so the wall-clock checks are relaxed:
+overruns are flagged in every frame but do not damp. Every flag given explicitly still wins."""
+
+
+_UNSET = object()
+"""Default of the timing flags: filled from REAL_TIMING or SIM_TIMING (None is a value: 'none')."""
+
 
 def _none_or_float(text: str) -> float | None:
     return None if text.lower() in ("none", "off", "") else float(text)
+
+
+def _none_or_int(text: str) -> int | None:
+    return None if text.lower() in ("none", "off", "") else int(text)
 
 
 def _ports(args, robot):
@@ -34,7 +51,13 @@ def _add_run(sub) -> None:
     p.add_argument("--dataset", default="deploy_data", help="LeRobot v3 dataset folder for the episodes")
     p.add_argument("--no-log", action="store_true", help="do not record a dataset")
     p.add_argument("--task-description", help="task string of the recorded episodes (default: the policy's task)")
-    p.add_argument("--socket", help="operator socket path (default $UPRIGHT_DEPLOY_SOCKET or /run/upright-deploy/ctl.sock or /tmp)")
+    p.add_argument("--socket", help="operator socket path (default $UPRIGHT_DEPLOY_SOCKET, "
+                   "/run/upright-deploy/ctl.sock, $XDG_RUNTIME_DIR/upright-deploy.sock, or a private 0700 folder in /tmp)")
+    p.add_argument("--ctl-group", help="group (name or gid) whose members may also operate the daemon "
+                   "(default: only this user and root)")
+    p.add_argument("--sim", action="store_true", help="timing checks for sim-robot in lockstep on a loaded machine "
+                   "(reply timeout 20 ms, sensor age 1 s, overruns flagged but not damping, watchdog 5 s); "
+                   "refused unless every port is a pseudo-terminal")
     p.add_argument("--no-keyboard", action="store_true", help="ignore the terminal's keys")
     p.add_argument("--io-rate", type=float, default=500.0, help="motor I/O rate, Hz")
     p.add_argument("--ramp-s", type=float, default=2.0, help="RAMP_TO_DEFAULT duration")
@@ -47,16 +70,46 @@ def _add_run(sub) -> None:
     p.add_argument("--cpu", type=int, action="append", help="pin the control process to this CPU (repeatable)")
     p.add_argument("--mlock", action="store_true", help="lock memory (mlockall)")
     p.add_argument("--spin-us", type=float, default=500.0, help="spin this long before each deadline")
-    p.add_argument("--reply-timeout-ms", type=float, help="per-reply timeout (default: the robot config's)")
+    p.add_argument("--reply-timeout-ms", type=float, default=_UNSET,
+                   help="per-reply timeout (default: the robot config's; --sim: 20)")
     p.add_argument("--max-target-delta", type=_none_or_float, default=0.5, help="rad per policy tick, or 'none'")
     p.add_argument("--no-torque-clamp", action="store_true", help="do not clamp the estimated torque")
     p.add_argument("--tilt-limit", type=_none_or_float, default=1.0, help="rad, or 'none'")
     p.add_argument("--link-errors", type=int, default=5, help="N: consecutive bad replies of a motor -> damping")
-    p.add_argument("--overruns", type=int, default=5, help="K: consecutive overrunning policy ticks -> damping")
+    p.add_argument("--overruns", type=_none_or_int, default=_UNSET,
+                   help="K: consecutive overrunning policy ticks -> damping (default 5; --sim: none)")
     p.add_argument("--overrun-ms", type=float, default=2.0, help="a policy tick this late counts as an overrun")
-    p.add_argument("--max-sensor-age-ms", type=float, default=50.0, help="motor / IMU data older than this -> damping")
-    p.add_argument("--watchdog-s", type=_none_or_float, default=0.25, help="loop watchdog, or 'none'")
+    p.add_argument("--max-sensor-age-ms", type=float, default=_UNSET, help="motor / IMU data older than this -> damping "
+                   "(default 50; --sim: 1000)")
+    p.add_argument("--watchdog-s", type=_none_or_float, default=_UNSET, help="loop watchdog, or 'none' "
+                   "(default 0.25; --sim: 5)")
     p.add_argument("--damping-kd", type=float, default=8.0, help="damping gain, N·m·s/rad")
+
+
+def _timing(args) -> list[str]:
+    """Fill the timing flags the user left unset from REAL_TIMING, or SIM_TIMING with ``--sim``.
+
+    Raises:
+        ValueError: ``--sim`` with a port that is not a pseudo-terminal.
+    """
+    preset = SIM_TIMING if args.sim else REAL_TIMING
+    for key, value in preset.items():
+        if getattr(args, key) is _UNSET:
+            setattr(args, key, value)
+    if not args.sim:
+        return []
+    return [f"--sim: reply timeout {args.reply_timeout_ms:g} ms, sensor age {args.max_sensor_age_ms:g} ms, "
+            f"overrun fault {'off' if args.overruns is None else args.overruns}, watchdog {args.watchdog_s} s "
+            "(deadline overruns are still flagged in safety_flags); sim-robot's --lockstep-dt must be "
+            f"1/--io-rate = {1 / args.io_rate:g} s"]  # fmt: skip
+
+
+def _check_sim_ports(robot_cfg) -> None:
+    for bus in robot_cfg.buses:
+        real = os.path.realpath(bus.port) if bus.port else ""
+        if not real.startswith("/dev/pts/"):
+            raise ValueError(f"--sim relaxes the timing checks for sim-robot only, but port {bus.port or '<none>'} of "
+                             f"bus {bus.name} is not a pseudo-terminal ({real or 'unset'}); drop --sim on a real robot")
 
 
 def cmd_run(args) -> int:
@@ -64,14 +117,20 @@ def cmd_run(args) -> int:
 
     from upright.deploy.controller import Controller, ControllerConfig
     from upright.deploy.metadata import PolicyMetadataError, load_policy_spec
+    from upright.deploy.operator import SocketSecurityError, resolve_group
     from upright.deploy.robot_config import load_robot_config
     from upright.deploy.safety import SafetyConfig
 
+    logging.basicConfig(level=logging.INFO, format="upright-deploy: %(message)s", stream=sys.stderr, force=True)
     try:
+        notes = _timing(args)
         robot_cfg = _ports(args, load_robot_config(args.robot))
+        if args.sim:
+            _check_sim_ports(robot_cfg)
         if args.reply_timeout_ms is not None:
             robot_cfg = replace(robot_cfg, reply_timeout_s=args.reply_timeout_ms / 1e3)
         spec = load_policy_spec(args.policy, robot_cfg)
+        ctl_group = resolve_group(args.ctl_group)
     except (PolicyMetadataError, ValueError) as err:
         print(f"upright-deploy: refusing to start: {err}", file=sys.stderr)
         return 2
@@ -92,23 +151,37 @@ def cmd_run(args) -> int:
         auto_engage_s=args.auto_engage, exit_after_damping_s=args.exit_after_damping, safety=safety,
     )  # fmt: skip
     policy = OnnxPolicy(spec)
-    robot = SerialRobot(robot_cfg)
+    # the operator socket and the dataset first: either can refuse to start, and nothing has opened a port yet
     try:
-        robot.connect()
-    except Exception as err:  # noqa: BLE001 - serial errors come in many types
-        print(f"upright-deploy: cannot open the robot's serial ports: {err}", file=sys.stderr)
+        operator = OperatorServer(args.socket or default_socket_path(), group=ctl_group)
+    except (SocketSecurityError, OSError) as err:
+        print(f"upright-deploy: refusing to start: {err}", file=sys.stderr)
         return 2
     logger = None
     if not args.no_log:
         frame_names = [f"{n}.{i}" for n, d in zip(spec.observation_names, spec.observation_dims) for i in range(d)]
-        logger = LoggerClient(
-            args.dataset, frame_features(spec.joint_names, frame_names), fps=int(round(1 / spec.control_dt)),
-            robot_type=robot_cfg.name, task=args.task_description or spec.task, policy=str(args.policy),
-        )  # fmt: skip
-    operator = OperatorServer(args.socket or default_socket_path())
+        try:
+            logger = LoggerClient(
+                args.dataset, frame_features(spec.joint_names, frame_names), fps=int(round(1 / spec.control_dt)),
+                robot_type=robot_cfg.name, task=args.task_description or spec.task, policy=str(args.policy),
+            )  # fmt: skip
+        except RuntimeError as err:
+            operator.close()
+            print(f"upright-deploy: refusing to start: {err}", file=sys.stderr)
+            return 2
+    robot = SerialRobot(robot_cfg)
+    try:
+        robot.connect()
+    except Exception as err:  # noqa: BLE001 - serial errors come in many types
+        robot.close()
+        operator.close()
+        if logger is not None:
+            logger.close()
+        print(f"upright-deploy: cannot open the robot's serial ports: {err}", file=sys.stderr)
+        return 2
     keyboard = None if args.no_keyboard else Keyboard()
     controller = Controller(spec, robot_cfg, policy, cfg, logger=logger, operator=operator, keyboard=keyboard)
-    for note in setup_realtime(args.rt_priority, set(args.cpu) if args.cpu else None, args.mlock):
+    for note in notes + setup_realtime(args.rt_priority, set(args.cpu) if args.cpu else None, args.mlock):
         print(f"upright-deploy: {note}", file=sys.stderr)
     print(
         f"upright-deploy: policy {args.policy} ({spec.task}, {spec.num_joints} joints, {1 / spec.control_dt:.0f} Hz), "
@@ -138,28 +211,63 @@ def cmd_sim_robot(args) -> int:
     from upright.deploy.sim_robot import run_sim_robot
 
     return run_sim_robot(
-        load_robot_config(args.robot), args.link_dir, lockstep_dt=args.lockstep_dt, init_state=args.init_state,
+        load_robot_config(args.robot), args.link_dir, lockstep_dt=None if args.free_running else args.lockstep_dt,
+        init_state=args.init_state,
         record=args.record, faults=[Fault.parse(f) for f in args.fault or []], duration=args.duration,
     )  # fmt: skip
 
 
-def cmd_ctl(args) -> int:
-    from upright.deploy.operator import default_socket_path, send_command
+class CtlUsageError(ValueError):
+    """Bad ``ctl`` arguments (the message is the one line to print)."""
 
-    req: dict = {"cmd": args.command}
-    if args.command == "target":
-        targets = {}
-        for item in args.args:
-            name, _, value = item.partition("=")
-            targets[name] = float(value)
-        req["targets"] = targets
+
+def ctl_request(command: str, items: list[str]) -> dict:
+    """The request of ``ctl COMMAND ITEMS...``: ``target`` takes JOINT=RAD items, every other command none.
+
+    Joint names and limits are checked by the daemon (it knows the policy), which answers with the valid ones.
+
+    Raises:
+        CtlUsageError: arguments given to a command that takes none, or a target item that is not JOINT=number.
+    """
+    if command != "target":
+        if items:
+            raise CtlUsageError(f"'{command}' takes no arguments (got {' '.join(items)}); "
+                                "only 'target' takes JOINT=RAD")
+        return {"cmd": command}
+    if not items:
+        raise CtlUsageError("'target' needs JOINT=RAD pairs, e.g. ctl target left_knee_joint=0.5 "
+                            "(absolute joint angles in rad, HUMAN mode only)")  # fmt: skip
+    targets: dict[str, float] = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        if not sep or not name.strip():
+            raise CtlUsageError(f"'{item}' is not JOINT=RAD, e.g. left_knee_joint=0.5")
+        try:
+            targets[name.strip()] = float(value)
+        except ValueError:
+            raise CtlUsageError(f"'{item}': RAD must be a number (radians), e.g. {name.strip()}=0.5") from None
+    return {"cmd": "target", "targets": targets}
+
+
+def cmd_ctl(args) -> int:
+    from upright.deploy.operator import default_socket_path, resolve_user, send_command
+
     try:
-        reply = send_command(args.socket or default_socket_path(), req, timeout=args.timeout)
+        req = ctl_request(args.command, args.args)
+        daemon_users = tuple(resolve_user(u) for u in args.daemon_user or ())
+    except ValueError as err:
+        print(f"upright-deploy ctl: {err}", file=sys.stderr)
+        return 2
+    try:
+        reply = send_command(args.socket or default_socket_path(), req, timeout=args.timeout, daemon_users=daemon_users)
     except ConnectionError as err:
         print(f"upright-deploy ctl: {err}", file=sys.stderr)
         return 2
     print(json.dumps(reply))
-    return 0 if reply.get("ok") else 1
+    if not reply.get("ok"):
+        print(f"upright-deploy ctl: {reply.get('error', 'refused')}", file=sys.stderr)
+        return 1
+    return 0
 
 
 def cmd_recover(args) -> int:
@@ -188,7 +296,9 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("sim-robot", help="the G1 in MuJoCo behind pseudo-terminals (the daemon's test robot)")
     p.add_argument("--robot", default="unitree_g1_29dof", help="built-in robot name or robot config JSON")
     p.add_argument("--link-dir", default=f"/tmp/upright-sim-{os.getuid()}", help="folder for one pty link per bus")
-    p.add_argument("--lockstep-dt", type=float, help="advance physics to tick·DT per IMU request (default: wall clock)")
+    p.add_argument("--lockstep-dt", type=float, default=0.002,
+                   help="advance physics to tick·DT per IMU request; DT = 1/the daemon's --io-rate (default 0.002)")
+    p.add_argument("--free-running", action="store_true", help="physics follows the wall clock instead of lockstep")
     p.add_argument("--init-state", help=".npz with qpos (and qvel) of the initial state")
     p.add_argument("--record", help=".npz for the physics trace (time, qpos, qvel, head_height), written at exit")
     p.add_argument("--fault", action="append", help="inject kind:joint:start[:end[:value]] (see pty_device.Fault)")
@@ -200,6 +310,8 @@ def main(argv: list[str] | None = None) -> int:
     ])  # fmt: skip
     p.add_argument("args", nargs="*", help="for 'target': JOINT=RAD ...")
     p.add_argument("--socket", help="daemon socket (default as for run)")
+    p.add_argument("--daemon-user", action="append", help="also trust a daemon running as this user (repeatable; "
+                   "default: yourself, root, and the owner of a root-made socket folder such as /run/upright-deploy)")
     p.add_argument("--timeout", type=float, default=5.0)
     p = sub.add_parser("recover", help="convert journals left by a crash into dataset episodes")
     p.add_argument("dataset")

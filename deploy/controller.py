@@ -18,6 +18,12 @@ Targets per mode (joint side, robot joint order):
 
 Held joints always get their held pose and gains outside ZERO_TORQUE and DAMPING. Every position
 target then passes the clamps: joint limits, per-tick delta, estimated torque.
+
+Logging. One frame per policy tick in POLICY, HUMAN and PAUSED (an episode). The tick that enters
+DAMPING through a fault also logs its frame, in any mode (opening a one-frame episode when none is
+open), with the fault's bits in ``safety_flags`` (bits raised between two policy ticks are kept for
+the next frame) and the reason in the episode's ``upright/reason``; so every fault is in the dataset.
+Episode numbers are the dataset's ``episode_index`` (they continue the dataset, run after run).
 """
 
 from __future__ import annotations
@@ -125,7 +131,8 @@ class Controller:
         self.tick = 0
         self.io_flags = SafetyFlag.NONE
         self.flags = SafetyFlag.NONE
-        self.episode = -1
+        self.episode = (logger.next_episode_index if logger is not None else 0) - 1
+        """Dataset ``episode_index`` of the current (or last) episode."""
         self.episode_open = False
         self.frame_index = 0
         self.finished = False
@@ -139,6 +146,8 @@ class Controller:
         self._done = False
         self._outcome = ""
         self.started_ns = 0
+        self._in_tick = False
+        self._fault_unlogged = False
 
     # ------------------------------------------------------------------ helpers
     @property
@@ -164,12 +173,33 @@ class Controller:
         return c
 
     def fault(self, flag: SafetyFlag, reason: str) -> None:
-        """Go to DAMPING now (the command is damping from this call on)."""
-        self.flags |= flag
+        """Go to DAMPING now (the command is damping from this call on).
+
+        ``flag`` goes into the frame of this policy tick, or, between ticks, of the next one; the first fault
+        also makes that frame be logged (see the module's Logging).
+        """
+        if self._in_tick:
+            self.flags |= flag
+        else:  # an I/O-cycle check: keep the bit for the next policy tick's frame
+            self.io_flags |= flag
         if self.sm.mode != Mode.DAMPING:
             self.sm.handle("fault", reason)
             self._outcome = "damping"
+            self._fault_unlogged = True
         self.damping_command()
+
+    def fault_outside_tick(self, flag: SafetyFlag, reason: str, reading: RobotReading | None) -> None:
+        """The loop itself failed (an exception, the watchdog): DAMPING, and log the frame of the fault now
+        with ``reading`` (the last one; None: no frame), since no policy tick follows."""
+        self._in_tick = True
+        try:
+            self.flags |= self.io_flags
+            self.io_flags = SafetyFlag.NONE
+            self.fault(flag, reason)
+            if reading is not None and self._fault_unlogged:
+                self._log(reading)
+        finally:
+            self._in_tick = False
 
     def request_stop(self, reason: str) -> None:
         """SIGINT / SIGTERM / quit: damping, then exit after ``stop_damping_s``."""
@@ -180,14 +210,14 @@ class Controller:
             self.damping_ticks = 0
         self.damping_command()
 
-    def _enter(self, event: str, reading: RobotReading) -> bool:
+    def _enter(self, event: str, reading: RobotReading, reason: str = "") -> bool:
         before = self.sm.mode
         if event == "estop":
-            changed = self.sm.handle("estop", "operator estop")
+            changed = self.sm.handle("estop", reason or "operator estop")
             self._outcome = "estop"
             self.damping_command(reading)
             return changed
-        if not self.sm.handle(event):
+        if not self.sm.handle(event, reason):
             return False
         after = self.sm.mode
         q_pol = reading.q[self.pol]
@@ -237,9 +267,16 @@ class Controller:
             self._policy_tick(reading)
 
     def _policy_tick(self, reading: RobotReading) -> None:
+        self._in_tick = True
+        try:
+            self._tick(reading)
+        finally:
+            self._in_tick = False
+
+    def _tick(self, reading: RobotReading) -> None:
         sc = self.cfg.safety
         self.tick += 1
-        self.flags = self.io_flags
+        self.flags = self.io_flags  # bits raised by the I/O cycles since the previous tick (faults included)
         self.io_flags = SafetyFlag.NONE
         self._reward, self._done = 0.0, False
         self._handle_operator(reading)
@@ -266,10 +303,11 @@ class Controller:
             self.fault(SafetyFlag.TILT, f"tilt {math.degrees(S.tilt_angle(self.gravity)):.0f}° beyond the limit")
 
         if self.sm.mode == Mode.ZERO_TORQUE and self.cfg.auto_start:
-            self._enter("start", reading)
+            self._enter("start", reading, "--auto-start")
         if (self.sm.mode == Mode.HOLD and self.cfg.auto_engage_s is not None
                 and self.hold_ticks * self.spec.control_dt >= self.cfg.auto_engage_s):  # fmt: skip
-            self._enter("resume", reading)  # at the start of the tick: this tick already runs the policy
+            # at the start of the tick: this tick already runs the policy
+            self._enter("resume", reading, f"--auto-engage after {self.cfg.auto_engage_s:g} s of HOLD")
         mode = self.sm.mode
         if mode == Mode.ZERO_TORQUE:
             c = self.command
@@ -282,7 +320,7 @@ class Controller:
             alpha = min(1.0, self.ramp_k / self.ramp_ticks)
             self._send_targets(self.ramp_start + alpha * (self.default - self.ramp_start), reading)
             if alpha >= 1.0:
-                self._enter("ramp_done", reading)
+                self._enter("ramp_done", reading, f"ramp of {self.cfg.ramp_s:g} s done")
         elif mode == Mode.HOLD:
             self._send_targets(self.default.copy(), reading)
             self.hold_ticks += 1
@@ -374,15 +412,15 @@ class Controller:
         if self.keyboard is not None:
             requests += [({"cmd": cmd}, None) for cmd in self.keyboard.poll()]
         for req, client in requests:
-            reply = self._apply(req, reading)
+            reply = self._apply(req, reading, "operator" if client is not None else "keyboard")
             if client is not None:
                 self._replies.append((client, reply))
 
-    def _apply(self, req: dict, reading: RobotReading) -> dict:
+    def _apply(self, req: dict, reading: RobotReading, source: str = "operator") -> dict:
         cmd = str(req.get("cmd", ""))
         ok, error = True, None
         if cmd in ("start", "resume", "pause", "takeover", "release", "estop"):
-            ok = self._enter(cmd, reading)
+            ok = self._enter(cmd, reading, f"{source} {cmd}")
             if not ok:
                 error = f"'{cmd}' is not possible in mode {self.sm.mode.name}"
         elif cmd in ("mark-success", "mark-failure"):
@@ -396,13 +434,10 @@ class Controller:
             if self.sm.mode != Mode.HUMAN:
                 ok, error = False, "targets are accepted in HUMAN mode only (takeover first)"
             else:
-                try:
-                    for name, value in dict(req.get("targets", {})).items():
-                        self.human_goal[self.spec.joint_names.index(name)] = float(value)
-                except (ValueError, TypeError) as err:
-                    ok, error = False, f"bad targets: {err}"
+                error = self.set_human_targets(req.get("targets"))
+                ok = error is None
         elif cmd == "quit":
-            self.request_stop("operator quit")
+            self.request_stop(f"{source} quit")
         elif cmd != "status":
             ok, error = False, (f"unknown command '{cmd}'; commands: start resume pause takeover release estop "
                                 "mark-success mark-failure status target quit")
@@ -410,6 +445,32 @@ class Controller:
         if error:
             reply["error"] = error
         return reply
+
+    def set_human_targets(self, targets) -> str | None:
+        """Set HUMAN-mode goals from ``{joint: rad}`` (policy joints, absolute joint-side angles, rad).
+
+        All or nothing: a target that is not a policy joint, not a finite number, or outside the joint's limits
+        refuses the whole request and changes nothing. Returns None, or the one-line error for the reply.
+        """
+        names = self.spec.joint_names
+        if not isinstance(targets, dict) or not targets:
+            return f"'target' needs JOINT=RAD pairs, e.g. target {names[0]}=0.1; joints: {' '.join(names)}"
+        goal = self.human_goal.copy()
+        for name, value in targets.items():
+            if name not in names:
+                return f"unknown joint '{name}'; joints: {' '.join(names)}"
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                return f"{name}={value!r}: the target must be a number (rad)"
+            v = float(value)
+            i = names.index(name)
+            lo, hi = float(self.lower[self.pol[i]]), float(self.upper[self.pol[i]])
+            if not math.isfinite(v):
+                return f"{name}={v}: the target must be finite; {name} accepts [{lo:.3f}, {hi:.3f}] rad"
+            if not lo <= v <= hi:
+                return f"{name}={v:g} rad is outside the joint's limits [{lo:.3f}, {hi:.3f}] rad"
+            goal[i] = v
+        self.human_goal[:] = goal
+        return None
 
     def _flush_replies(self) -> None:
         for client, reply in self._replies:
@@ -422,7 +483,7 @@ class Controller:
         return {
             "mode": self.sm.mode.name,
             "damping_reason": self.sm.damping_reason,
-            "episode": self.episode if self.episode_open or self._last_frame_logged else None,
+            "episode_index": self.episode if self.episode_open or self._last_frame_logged else None,
             "frame_index": self._last_frame_index,
             "tick": self.tick,
             "link_timeouts": int(self.health.total_timeouts.sum()),
@@ -440,9 +501,10 @@ class Controller:
         mode = self.sm.mode
         self._last_frame_logged = False
         self._last_frame_index = None
+        fault_frame, self._fault_unlogged = self._fault_unlogged, False
         in_episode_mode = mode in (Mode.POLICY, Mode.HUMAN, Mode.PAUSED)
         if not self.episode_open:
-            if not in_episode_mode:
+            if not (in_episode_mode or fault_frame):
                 return
             self.episode += 1
             self.episode_open = True
@@ -482,7 +544,7 @@ class Controller:
         if ending:
             outcome = self._outcome or ("estop" if self.sm.estop else "damping")
             if self.logger is not None:
-                self.logger.end_episode(self.episode, outcome)
+                self.logger.end_episode(self.episode, outcome, self.sm.damping_reason if mode == Mode.DAMPING else "")
             self.episode_open = False
             if mode != Mode.DAMPING:
                 self._outcome = ""
@@ -490,7 +552,8 @@ class Controller:
     def close(self) -> None:
         """End the open episode (outcome of the damping reason), stop the logger, close the operator channel."""
         if self.episode_open and self.logger is not None:
-            self.logger.end_episode(self.episode, self._outcome or ("estop" if self.sm.estop else "damping"))
+            self.logger.end_episode(self.episode, self._outcome or ("estop" if self.sm.estop else "damping"),
+                                    self.sm.damping_reason)
         self.episode_open = False
         if self.logger is not None:
             self.logger.close()

@@ -246,8 +246,10 @@ class LeRobotV3Writer:
         path = self.root / "meta" / "tasks.parquet"
         return pq.read_table(path).column("task").to_pylist() if path.is_file() else []
 
-    def add_episode(self, episode_index: int, frames: pa.Table, task: str, outcome: str) -> None:
-        """Write one finished episode (columns: the explicit features and ``frame_index``).
+    def add_episode(self, episode_index: int, frames: pa.Table, task: str, outcome: str, reason: str = "") -> None:
+        """Write one finished episode (columns: the explicit features and ``frame_index``); ``outcome`` and
+        ``reason`` (why it ended: a fault's message, ``operator quit``, ...) go to its ``upright/outcome`` and
+        ``upright/reason`` in the episodes table.
 
         Raises:
             ValueError: ``episode_index`` is not the next one, or the table lacks a feature.
@@ -280,6 +282,7 @@ class LeRobotV3Writer:
             "dataset_from_index": start, "dataset_to_index": start + n,
             "data/chunk_index": chunk, "data/file_index": file,
             "meta/episodes/chunk_index": 0, "meta/episodes/file_index": 0, "upright/outcome": outcome,
+            "upright/reason": reason,
         }  # fmt: skip
         stats = {}
         for name, feat in {**self.features, **IMPLICIT_FEATURES}.items():
@@ -316,14 +319,14 @@ class LeRobotV3Writer:
                 out[name] = combine_stats(per_ep)
         return out
 
-    def recover(self, task: str) -> list[int]:
-        """Convert journals left by a crash into episodes (outcome ``interrupted``); return their indices."""
+    def recover(self, task: str, reason: str = "recovered from the journal after a crash") -> list[int]:
+        """Convert journals left by a crash into episodes (outcome ``interrupted``, ``reason``); return their indices."""
         done = []
         for path in sorted(self.journal_dir.glob("episode_*.arrows")):
             table = read_journal(path)
             if table is not None and table.num_rows:
                 index = int(self.info["total_episodes"])
-                self.add_episode(index, table, task, "interrupted")
+                self.add_episode(index, table, task, "interrupted", reason)
                 done.append(index)
             path.unlink()
         return done

@@ -4,6 +4,10 @@ Control side (:class:`LoggerClient`): one ``os.write`` of one fixed-size record 
 atomic) per policy tick on a non-blocking pipe; if the pipe is full the frame is dropped and the
 ``LOGGER_DROP`` safety flag is raised, the control loop never waits on disk.
 
+Start-up: the logger opens (and recovers) the dataset, then answers one JSON line on its stdout,
+``{"next_episode_index": N}``; the client waits for it, so the daemon numbers its episodes as the
+dataset does and a dataset that cannot be opened stops the daemon before anything moves.
+
 Logger side (``python -m upright.deploy.logger_process``, :func:`main`): reads records, appends
 them to the episode's crash-safe journal every ``flush_every`` frames or ``flush_interval_s``,
 reports progress in ``journal/progress.json``, and converts each finished episode into the
@@ -20,6 +24,7 @@ import json
 import os
 import pathlib
 import select
+import signal
 import subprocess
 import sys
 import time
@@ -28,11 +33,13 @@ import numpy as np
 import pyarrow as pa
 
 from upright.deploy.lerobot_dataset import OUTCOMES, LeRobotV3Writer, atomic_write_bytes, column
-from upright.deploy.safety import SafetyFlag
+from upright.deploy.safety import FAULT_FLAGS, SafetyFlag
 from upright.deploy.state_machine import ControlSource
 
 KIND_FRAME, KIND_EPISODE_END, KIND_CLOSE = 0, 1, 2
 F_SETPIPE_SZ = 1031
+REASON_BYTES = 240
+"""Longest episode-end reason carried in a record (UTF-8, truncated)."""
 
 
 def frame_features(joint_names: tuple[str, ...], frame_names: list[str]) -> dict[str, dict]:
@@ -63,8 +70,13 @@ _NP = {"float32": np.float32, "int64": np.int64, "bool": np.bool_}
 
 
 def record_dtype(features: dict[str, dict]) -> np.dtype:
-    """Fixed-size pipe record: header fields, then one field per feature."""
-    fields = [("kind", np.uint8), ("outcome", np.uint8), ("episode", np.int64), ("frame_index", np.int64)]
+    """Fixed-size pipe record: header fields (``reason`` is used by episode-end records), then one field per feature.
+
+    Raises:
+        ValueError: the record would not fit one atomic pipe write (PIPE_BUF).
+    """
+    fields = [("kind", np.uint8), ("outcome", np.uint8), ("episode", np.int64), ("frame_index", np.int64),
+              ("reason", f"S{REASON_BYTES}")]  # fmt: skip
     for name, f in features.items():
         shape = tuple(f["shape"])
         fields.append((name, _NP[f["dtype"]], shape) if shape != (1,) else (name, _NP[f["dtype"]]))
@@ -83,8 +95,11 @@ def extra_info(task: str, policy: str) -> dict:
             "control_source_codes": {s.name.lower(): int(s) for s in ControlSource},
             "safety_flag_bits": {f.name: int(f) for f in SafetyFlag if f.value},
             "episode_outcomes": list(OUTCOMES),
+            "fault_flags": int(FAULT_FLAGS),
             "notes": "action = executed action in policy units ((target - q) / action_scale); "
-            "observation.policy_action = the policy's proposal; intervention = control_source == human",
+            "observation.policy_action = the policy's proposal; intervention = control_source == human; "
+            "a fault (safety_flags & fault_flags) ends its episode on that frame, the episode's "
+            "upright/reason says why",
         }
     }
 
@@ -99,6 +114,11 @@ class LoggerClient:
         robot_type, task, policy: written into info.json.
         flush_every: frames per journal flush.
         flush_interval_s: longest time between flushes.
+        ready_timeout_s: how long to wait for the logger to open the dataset.
+
+    Raises:
+        RuntimeError: the logger process could not open ``root`` (its own message is on stderr), or did not
+            answer within ``ready_timeout_s``.
     """
 
     def __init__(
@@ -111,6 +131,7 @@ class LoggerClient:
         policy: str = "",
         flush_every: int = 10,
         flush_interval_s: float = 0.2,
+        ready_timeout_s: float = 60.0,
     ):
         self.dtype = record_dtype(features)
         self.record = np.zeros((), self.dtype)
@@ -121,8 +142,10 @@ class LoggerClient:
         }  # fmt: skip
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "upright.deploy.logger_process", "--schema", json.dumps(schema)],
-            stdin=subprocess.PIPE, close_fds=True,
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, close_fds=True,
         )  # fmt: skip
+        self.next_episode_index = self._wait_ready(root, ready_timeout_s)
+        """The dataset's next ``episode_index`` when the logger opened it (after recovering journals)."""
         self._fd = self.proc.stdin.fileno()
         try:
             fcntl.fcntl(self._fd, F_SETPIPE_SZ, 1 << 20)
@@ -131,6 +154,22 @@ class LoggerClient:
         os.set_blocking(self._fd, False)
         self.dropped = 0
         self.sent = 0
+
+    def _wait_ready(self, root, timeout_s: float) -> int:
+        out = self.proc.stdout
+        ready, _, _ = select.select([out], [], [], timeout_s)
+        line = out.readline() if ready else b""
+        out.close()
+        try:
+            return int(json.loads(line)["next_episode_index"])
+        except (ValueError, KeyError, TypeError):
+            pass
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+            raise RuntimeError(f"the logger process did not open the dataset {root} within {timeout_s:g} s")
+        raise RuntimeError(f"the logger process could not open the dataset {root} (its error is above); "
+                           "use another --dataset, or --no-log")
 
     def send(self) -> bool:
         """Write the current :attr:`record`; False (and count a drop) if the pipe is full or closed."""
@@ -142,13 +181,15 @@ class LoggerClient:
         self.sent += 1
         return True
 
-    def end_episode(self, episode: int, outcome: str) -> None:
-        """Tell the logger the episode ended (written blocking: it must not be lost)."""
-        self._control(KIND_EPISODE_END, episode, OUTCOMES.index(outcome))
+    def end_episode(self, episode: int, outcome: str, reason: str = "") -> None:
+        """Tell the logger the episode ended, with ``outcome`` (one of OUTCOMES) and why (written blocking: it must
+        not be lost; ``reason`` is kept to REASON_BYTES of UTF-8)."""
+        self._control(KIND_EPISODE_END, episode, OUTCOMES.index(outcome), reason)
 
-    def _control(self, kind: int, episode: int = -1, outcome: int = 0) -> None:
+    def _control(self, kind: int, episode: int = -1, outcome: int = 0, reason: str = "") -> None:
         rec = np.zeros((), self.dtype)
         rec["kind"], rec["episode"], rec["outcome"] = kind, episode, outcome
+        rec["reason"] = reason.encode()[:REASON_BYTES]
         data = rec.reshape(1).view(np.uint8).tobytes()
         deadline = time.monotonic() + 1.0
         while time.monotonic() < deadline:
@@ -186,7 +227,7 @@ class _Logger:
             schema["root"], self.features, schema["fps"], schema["robot_type"],
             extra_info(schema["task"], schema.get("policy", "")),
         )  # fmt: skip
-        recovered = self.writer.recover(self.task)
+        recovered = self.writer.recover(self.task, "recovered from the journal: the daemon and its logger died")
         if recovered:
             print(f"logger: recovered interrupted episodes {recovered}", file=sys.stderr, flush=True)
         self.flush_every = int(schema.get("flush_every", 10))
@@ -230,7 +271,7 @@ class _Logger:
         schema = self.writer.schema.append(pa.field("frame_index", pa.int64()))
         self.journal = JournalWriter(self.writer.journal_path(self.episode_index), schema)
 
-    def finish(self, outcome: str) -> None:
+    def finish(self, outcome: str, reason: str = "") -> None:
         """Flush and convert the open episode into the dataset."""
         if self.journal is None:
             return
@@ -241,7 +282,11 @@ class _Logger:
 
         table = read_journal(path)
         if table is not None and table.num_rows:
-            self.writer.add_episode(self.writer.info["total_episodes"], table, self.task, outcome)
+            index = self.writer.info["total_episodes"]
+            if index != self.episode_key:
+                print(f"logger: the daemon's episode {self.episode_key} is written as episode_index {index}",
+                      file=sys.stderr, flush=True)  # fmt: skip
+            self.writer.add_episode(index, table, self.task, outcome, reason)
         path.unlink()
         self.journal = None
         self.episode_key = None
@@ -253,7 +298,7 @@ class _Logger:
             kind = int(rec["kind"])
             if kind == KIND_FRAME:
                 if self.episode_key is not None and int(rec["episode"]) != self.episode_key:
-                    self.finish("stopped")
+                    self.finish("stopped", "the daemon started the next episode without ending this one")
                 if self.journal is None:
                     self._open(int(rec["episode"]))
                 self.pending.append(rec.reshape(1))
@@ -261,9 +306,9 @@ class _Logger:
                     self.flush()
             elif kind == KIND_EPISODE_END:
                 if self.episode_key is not None and int(rec["episode"]) == self.episode_key:
-                    self.finish(OUTCOMES[int(rec["outcome"])])
+                    self.finish(OUTCOMES[int(rec["outcome"])], bytes(rec["reason"]).decode(errors="replace"))
             elif kind == KIND_CLOSE:
-                self.finish("stopped")
+                self.finish("stopped", "the daemon closed the logger")
                 return False
         return True
 
@@ -272,13 +317,23 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="upright deploy logger process (started by the daemon)")
     parser.add_argument("--schema", required=True, help="JSON: root, features, fps, robot_type, task, ...")
     args = parser.parse_args(argv)
+    # SIGINT (Ctrl-C in the terminal) and SIGTERM (systemctl stop signals the whole cgroup) reach the logger too; it
+    # must outlive them to write the daemon's last episode, and it exits anyway when the daemon's pipe closes
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     try:  # never compete with the control process: normal scheduling, lower priority, any CPU
         os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
         os.sched_setaffinity(0, range(os.cpu_count() or 1))
         os.nice(5)
     except OSError:
         pass
-    log = _Logger(json.loads(args.schema))
+    try:
+        log = _Logger(json.loads(args.schema))
+    except (ValueError, OSError) as err:  # another dataset in the folder, no permission, ...
+        print(f"upright-deploy logger: {err}", file=sys.stderr, flush=True)
+        return 2
+    sys.stdout.write(json.dumps({"next_episode_index": log.writer.next_episode_index}) + "\n")
+    sys.stdout.flush()
     fd = sys.stdin.buffer.fileno()
     size = log.dtype.itemsize
     buf = bytearray()
@@ -289,7 +344,7 @@ def main(argv: list[str] | None = None) -> int:
         if ready:
             data = os.read(fd, 1 << 16)
             if not data:  # the daemon is gone
-                log.finish("interrupted")
+                log.finish("interrupted", "the daemon exited without ending the episode")
                 break
             buf += data
             n = len(buf) // size

@@ -21,6 +21,7 @@ import time
 
 from upright.deploy.controller import Controller
 from upright.deploy.robot import Robot
+from upright.deploy.safety import SafetyFlag
 
 
 class WatchdogTimeout(RuntimeError):
@@ -144,6 +145,7 @@ def run_loop(
             old_handlers[signal.SIGALRM] = signal.signal(signal.SIGALRM, on_alarm)
     watchdog = install_signals and bool(sc.watchdog_s)
     tick = 0
+    reading = None
     gc.collect()
     gc.freeze()
     gc.disable()
@@ -163,10 +165,12 @@ def run_loop(
         return controller.exit_code
     except BaseException as err:
         reason = f"exception: {err!r}"
-        controller.sm.handle("fault", reason)
-        if isinstance(err, WatchdogTimeout):
-            controller.flags |= controller.flags.WATCHDOG
-        print(f"upright-deploy: {reason}; sending damping", file=sys.stderr, flush=True)
+        flag = SafetyFlag.WATCHDOG if isinstance(err, WatchdogTimeout) else SafetyFlag.EXCEPTION
+        try:  # damping (logged), and the frame of the fault in the dataset
+            controller.fault_outside_tick(flag, reason, reading)
+        except Exception as log_err:  # noqa: BLE001 - damping must still be sent
+            controller.sm.handle("fault", reason)
+            print(f"upright-deploy: could not log the fault: {log_err!r}", file=sys.stderr, flush=True)
         raise
     finally:
         if watchdog:

@@ -45,11 +45,14 @@ class SafetyFlag(IntFlag):
     WATCHDOG = 1 << 17
     IMU_TIMEOUT = 1 << 18
     IMU_CRC = 1 << 19
+    EXCEPTION = 1 << 20
+    """The loop raised (policy, robot link, ...): damping."""
 
 
 FAULT_FLAGS = (
     SafetyFlag.LINK_FAULT | SafetyFlag.IMU_STALE | SafetyFlag.NONFINITE_OBS | SafetyFlag.NONFINITE_ACTION
     | SafetyFlag.TILT | SafetyFlag.OVERTEMP | SafetyFlag.MOTOR_ERROR | SafetyFlag.OVERRUN_FAULT | SafetyFlag.WATCHDOG
+    | SafetyFlag.EXCEPTION
 )  # fmt: skip
 """Flags that send the robot to DAMPING."""
 
@@ -73,8 +76,9 @@ class SafetyConfig:
     tilt_arm_s: float = 0.5
     """The tilt check arms after the tilt has stayed below the limit this long (a robot that starts
     lying down, as in standup, is not sent to damping for lying down; a fall after standing is)."""
-    max_consecutive_overruns: int = 5
-    """K: policy ticks in a row whose wake-up is later than ``overrun_threshold_s`` -> damping."""
+    max_consecutive_overruns: int | None = 5
+    """K: policy ticks in a row whose wake-up is later than ``overrun_threshold_s`` -> damping (None: overruns are
+    flagged in every frame but never damp; ``upright-deploy run --sim`` only)."""
     overrun_threshold_s: float = 0.002
     """A policy tick that wakes up later than this past its deadline counts as an overrun."""
     damping_kd: float = 8.0
@@ -192,15 +196,15 @@ class ImuFreshness:
 
 
 class ConsecutiveCounter:
-    """Counts events in a row; :meth:`update` returns True once the count reaches ``limit``."""
+    """Counts events in a row; :meth:`update` returns True once the count reaches ``limit`` (None: never)."""
 
-    def __init__(self, limit: int):
+    def __init__(self, limit: int | None):
         self.limit = limit
         self.count = 0
 
     def update(self, event: bool) -> bool:
         self.count = self.count + 1 if event else 0
-        return self.count >= self.limit
+        return self.limit is not None and self.count >= self.limit
 
 
 class TiltGuard:

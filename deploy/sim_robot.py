@@ -6,11 +6,14 @@ actuator to the commanded PD law (joint side: kp, kd, target; ``tau + kd·dq*`` 
 force), with the actuator's torque limit, so the physics is the training scene's
 (:func:`upright.tasks.standup.scene.standup_scene`, dt 0.005 s).
 
-Time. Free-running (default): physics follows the wall clock. Lockstep (``--lockstep-dt DT``):
+Time. Lockstep (default, ``--lockstep-dt 0.002``, the period of the daemon's default 500 Hz I/O):
 physics advances to ``tick · DT`` when an IMU request for I/O tick ``tick`` arrives, so a loaded
-machine slows the simulated robot down instead of making it diverge; this is what the sim2sim tests
-use. Physics steps land on multiples of the timestep, so with a 500 Hz daemon (DT = 0.002) and a
-policy tick every 10th cycle, each policy period holds exactly 4 physics steps, as in training.
+machine slows the simulated robot down instead of making it diverge. Physics steps land on multiples
+of the timestep, so with a 500 Hz daemon (DT = 0.002) and a policy tick every 10th cycle, each policy
+period holds exactly 4 physics steps, as in training. Free-running (``--free-running``): physics
+follows the wall clock, as a real robot would; then the daemon must keep its 500 Hz, which answering
+~30 frames per cycle from this second Python process over ptys does not allow on a small machine
+(see ``upright-deploy run --sim``).
 
 This module is the only part of ``upright.deploy`` that imports MuJoCo and the robot/scene modules;
 the daemon never imports it.
@@ -243,7 +246,8 @@ def run_sim_robot(
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGTERM, on_signal)
     t_end = None if duration is None else time.monotonic() + duration
-    print(f"sim-robot ready: {' '.join(f'{k}={v}' for k, v in server.ports.items())}", flush=True)
+    clock = f"lockstep {lockstep_dt:g} s per I/O tick" if lockstep_dt is not None else "free-running (wall clock)"
+    print(f"sim-robot ready ({clock}): {' '.join(f'{k}={v}' for k, v in server.ports.items())}", flush=True)
     try:
         server.serve(lambda: stop["flag"] or (t_end is not None and time.monotonic() > t_end))
     finally:

@@ -7,12 +7,17 @@
     PAUSED --takeover--> HUMAN --pause--> PAUSED
     any --estop / fault / stop--> DAMPING   (terminal: only damping is sent until the process exits)
 
-Every other (event, mode) pair is refused and leaves the mode unchanged.
+Every other (event, mode) pair is refused and leaves the mode unchanged. Every change of mode is
+logged as one line, ``HOLD -> POLICY (operator resume)``, through the ``upright.deploy`` logger
+(``upright-deploy run`` sends it to stderr, so ``journalctl -f`` shows it at once).
 """
 
 from __future__ import annotations
 
+import logging
 from enum import IntEnum
+
+log = logging.getLogger("upright.deploy")
 
 
 class Mode(IntEnum):
@@ -57,12 +62,23 @@ class StateMachine:
         self.estop = False
 
     def handle(self, event: str, reason: str = "") -> bool:
-        """Apply ``event``; return True if it changed the mode (or was a damping event)."""
+        """Apply ``event``; return True if it changed the mode (or was a damping event).
+
+        A change of mode is logged (``logging``, logger ``upright.deploy``): DAMPING at level ERROR for a
+        ``fault``, WARNING for ``estop`` and ``stop``, every other change at INFO; the line names ``reason``
+        (default: the event).
+
+        Raises:
+            ValueError: ``event`` is not a known event.
+        """
+        before = self.mode
         if event in TO_DAMPING:
             if self.mode != Mode.DAMPING:
                 self.mode = Mode.DAMPING
                 self.damping_reason = reason or event
                 self.estop = event == "estop"
+                level = logging.ERROR if event == "fault" else logging.WARNING
+                log.log(level, "%s -> DAMPING (%s: %s)", before.name, event, self.damping_reason)
             return True
         table = TRANSITIONS.get(event)
         if table is None:
@@ -70,6 +86,7 @@ class StateMachine:
         if self.mode not in table:
             return False
         self.mode = table[self.mode]
+        log.info("%s -> %s (%s)", before.name, self.mode.name, reason or event)
         return True
 
     @property

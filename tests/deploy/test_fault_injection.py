@@ -4,23 +4,42 @@ and no unsafe command is ever sent (checked on the joint commands and on the byt
 The robot is small (3 policy joints + 1 held joint on one bus, a fake first-order device) so that each
 scenario runs in a fraction of a second; cycles run back to back (``pace=False``) and faults are
 scheduled by I/O tick, so every scenario is deterministic. POLICY starts near tick 80; faults at 150.
+
+Part 2 (issue 13, hardening; table of cases and results in docs/fault_injection.md): operator input through
+the real ``upright-deploy ctl`` and socket, faults visible in the log and in the dataset written by the real
+logger process, the README's sim walkthrough, and the control socket against another user's processes.
 """
 
 from __future__ import annotations
 
-import numpy as np
-import pytest
-from deploy_testlib import ConstantPolicy, Fault, Harness
+import json
+import logging
+import os
+import pathlib
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
 
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+from deploy_testlib import ConstantPolicy, Fault, Harness, ctl_run, start_daemon, start_sim_robot, stop
+
+from upright.deploy.controller import ControllerConfig
+from upright.deploy.lerobot_dataset import EPISODES_PATH, load_frames
 from upright.deploy.loop import run_loop
+from upright.deploy.safety import SafetyConfig, SafetyFlag
 from upright.deploy.state_machine import Mode
 
 ONSET = 150
 N = 5  # SafetyConfig.max_consecutive_link_errors
 
 
-def run(policy=None, faults=(), cycles=320, temperature=35):
-    h = Harness(policy or ConstantPolicy(0.05), faults=faults, temperature=temperature)
+def run(policy=None, faults=(), cycles=320, temperature=35, dataset=None):
+    h = Harness(policy or ConstantPolicy(0.05), faults=faults, temperature=temperature, dataset=dataset)
     try:
         run_loop(h.controller, h.robot, max_cycles=cycles, pace=False, install_signals=False)
     finally:
@@ -109,3 +128,473 @@ def test_motor_error_flag_damps():
 def test_overtemperature_damps():
     h = run(faults=[Fault("temperature", "h0", ONSET, value=90)])
     assert_damping_for(h, "motor over 85.0 °C: ['h0']", 11)
+
+
+# ====================================================================== part 2 (issue 13): hardening
+def episodes_of(root: pathlib.Path) -> list[dict]:
+    return pq.read_table(root / EPISODES_PATH).to_pylist()
+
+
+def fault_frames(root: pathlib.Path) -> tuple[dict, list[dict]]:
+    """All frames (columns) and episodes of a dataset."""
+    return load_frames(root).to_pydict(), episodes_of(root)
+
+
+# ---------------------------------------------------------------- 1. operator input
+LIVE_CFG = ControllerConfig(
+    ramp_s=0.1, policy_ramp_s=0.0, auto_start=True, auto_engage_s=0.04, stop_damping_s=0.02,
+    safety=SafetyConfig(max_consecutive_overruns=None, watchdog_s=None, max_consecutive_link_errors=10**6,
+                        max_motor_age_s=5.0, max_imu_age_s=5.0),
+)  # fmt: skip
+"""Timing is not what the live tests are about: the loop shares this process (and its GIL) with the device thread
+on a loaded machine, so the link and sensor-age checks are off too."""
+
+
+class LiveDaemon:
+    """The harness's control loop in a thread (cycles back to back), operated by the real ``upright-deploy ctl``
+    over the real socket."""
+
+    def __init__(self, tmp_path: pathlib.Path, policy=None, **kw):
+        self.tmp = tmp_path
+        self.h = Harness(policy or ConstantPolicy(0.05), cfg=LIVE_CFG, socket=tmp_path / "ctl.sock", **kw)
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self):
+        try:
+            run_loop(self.h.controller, self.h.robot, max_cycles=10**8, pace=False, install_signals=False)
+        except BaseException as err:  # noqa: BLE001 - reported by the test
+            self.error = err
+
+    def wait_mode(self, mode: Mode, timeout: float = 30.0) -> None:
+        deadline = time.monotonic() + timeout
+        while self.h.controller.sm.mode != mode:
+            assert time.monotonic() < deadline and self.thread.is_alive(), (self.h.controller.sm.mode, self.error)
+            time.sleep(0.01)
+
+    def close(self):
+        if self.thread.is_alive():
+            ctl_run(self.tmp, "quit")
+            self.thread.join(30)
+        self.h.close()
+
+
+def test_ctl_refuses_bad_targets_with_one_line_and_the_mode_stays(tmp_path):
+    """Issue 13.1: NaN/inf/out-of-limit targets, unknown joints and malformed arguments get a one-line error that names
+    the valid joints or values; nothing is applied (all or nothing), the mode stays HUMAN, no damping."""
+    d = LiveDaemon(tmp_path)
+    try:
+        d.wait_mode(Mode.POLICY)
+        take = ctl_run(tmp_path, "takeover")
+        assert take.returncode == 0 and json.loads(take.stdout)["mode"] == "HUMAN", take
+        goal = d.h.controller.human_goal.copy()
+        cases = [
+            (("target", "j0=nan"), 1, "must be finite; j0 accepts [-1.000, 1.000] rad"),
+            (("target", "j1=-inf"), 1, "must be finite"),
+            (("target", "j0=5"), 1, "j0=5 rad is outside the joint's limits [-1.000, 1.000] rad"),
+            (("target", "bogus_joint=1"), 1, "unknown joint 'bogus_joint'; joints: j0 j1 j2"),
+            (("target", "j0=0.3", "j1=nan"), 1, "j1=nan: the target must be finite"),
+            (("target", "j0=abc"), 2, "'j0=abc': RAD must be a number (radians), e.g. j0=0.5"),
+            (("target", "j0"), 2, "'j0' is not JOINT=RAD"),
+            (("target",), 2, "'target' needs JOINT=RAD pairs"),
+            (("start", "now"), 2, "'start' takes no arguments"),
+        ]
+        for args, rc, message in cases:
+            proc = ctl_run(tmp_path, *args)
+            lines = proc.stderr.strip().splitlines()
+            assert proc.returncode == rc and len(lines) == 1 and message in lines[0], (args, proc.stdout, proc.stderr)
+            if rc == 1:
+                reply = json.loads(proc.stdout)
+                assert not reply["ok"] and reply["mode"] == "HUMAN" and message in reply["error"], reply
+        np.testing.assert_array_equal(d.h.controller.human_goal, goal)  # nothing of a refused request was applied
+        time.sleep(0.2)
+        status = json.loads(ctl_run(tmp_path, "status").stdout)
+        assert status["mode"] == "HUMAN" and status["damping_reason"] == "", status
+        good = ctl_run(tmp_path, "target", "j0=0.3")
+        assert good.returncode == 0 and json.loads(good.stdout)["ok"], good
+        assert d.h.controller.human_goal[0] == 0.3
+    finally:
+        d.close()
+    assert d.error is None and d.h.controller.sm.damping_reason == "operator quit"
+    d.h.assert_no_unsafe_command()
+
+
+# ---------------------------------------------------------------- 2. faults visible: log and dataset
+def test_every_state_change_is_one_log_line_with_its_reason(caplog):
+    """Issue 13.2: one ``logging`` line per change of mode, DAMPING at ERROR with the fault's reason."""
+    caplog.set_level(logging.INFO, logger="upright.deploy")
+    run(faults=[Fault("drop", "j1", ONSET)])
+    records = [r for r in caplog.records if r.name == "upright.deploy"]
+    assert [r.getMessage() for r in records] == [
+        "ZERO_TORQUE -> RAMP_TO_DEFAULT (--auto-start)",
+        "RAMP_TO_DEFAULT -> HOLD (ramp of 0.1 s done)",
+        "HOLD -> POLICY (--auto-engage after 0.04 s of HOLD)",
+        "POLICY -> DAMPING (fault: motor link fault: ['j1'])",
+    ]
+    assert records[-1].levelno == logging.ERROR
+
+
+@pytest.mark.parametrize(
+    ("faults", "cycles", "bits", "reason"),
+    [
+        ([Fault("drop", None, ONSET)], 320, SafetyFlag.LINK_FAULT | SafetyFlag.MOTOR_TIMEOUT, "motor link fault"),
+        ([Fault("corrupt", "j2", ONSET)], 320, SafetyFlag.LINK_FAULT | SafetyFlag.MOTOR_CRC, "motor link fault: ['j2']"),
+        ([Fault("stale_imu", None, ONSET)], 2000, SafetyFlag.IMU_STALE, "IMU stale"),
+        ([Fault("error_flag", "j1", ONSET, value=2)], 320, SafetyFlag.MOTOR_ERROR, "motor error flags: {'j1': 2}"),
+        ([Fault("temperature", "h0", ONSET, value=90)], 320, SafetyFlag.OVERTEMP, "motor over 85.0 °C: ['h0']"),
+    ],
+    ids=["link-stall", "corrupt", "stale-imu", "motor-error", "overtemperature"],
+)
+def test_the_fault_frame_is_in_the_dataset_with_its_bits_and_reason(tmp_path, faults, cycles, bits, reason):
+    """Issue 13.2: the frame of the fault closes its episode with the fault's bits (a fault found by the 500 Hz
+    checks between two policy ticks is not overwritten by the next tick) and the episode names the reason."""
+    h = run(faults=faults, cycles=cycles, dataset=tmp_path / "ds")
+    frames, episodes = fault_frames(tmp_path / "ds")
+    flags = SafetyFlag(frames["safety_flags"][-1])
+    assert flags & bits == bits, flags
+    assert frames["control_source"][-1] == 3 and frames["next.done"][-1]
+    assert [e["upright/outcome"] for e in episodes] == ["damping"]
+    assert reason in episodes[0]["upright/reason"] == h.controller.sm.damping_reason
+    assert sum(bool(f & int(SafetyFlag.LINK_FAULT | SafetyFlag.IMU_STALE | SafetyFlag.MOTOR_ERROR
+                            | SafetyFlag.OVERTEMP)) for f in frames["safety_flags"]) == 1  # fmt: skip
+
+
+def test_nan_on_the_first_policy_tick_is_in_the_dataset(tmp_path):
+    """Issue 13.2: a NaN action on the very first POLICY tick used to leave no frame at all."""
+    h = run(ConstantPolicy(0.05, nan_after=0), dataset=tmp_path / "ds")
+    assert "NaN" in h.controller.sm.damping_reason
+    frames, episodes = fault_frames(tmp_path / "ds")
+    assert len(frames["frame_index"]) == 1 and frames["safety_flags"][0] & SafetyFlag.NONFINITE_ACTION
+    assert episodes[0]["upright/outcome"] == "damping" and "NaN" in episodes[0]["upright/reason"]
+    h.assert_no_unsafe_command()
+
+
+def test_a_fault_outside_an_episode_is_a_one_frame_episode(tmp_path):
+    """Issue 13.2: a link fault in HOLD (no episode is recorded in HOLD) is still in the dataset."""
+    h = run(faults=[Fault("drop", "j1", 55)], dataset=tmp_path / "ds")
+    assert h.controller.policy.calls == 0  # it never reached POLICY
+    frames, episodes = fault_frames(tmp_path / "ds")
+    assert len(frames["frame_index"]) == 1 and frames["safety_flags"][0] & SafetyFlag.LINK_FAULT
+    assert frames["control_source"] == [3] and episodes[0]["upright/reason"] == "motor link fault: ['j1']"
+
+
+def test_an_exception_in_the_loop_is_in_the_dataset(tmp_path):
+    """Issue 13.2: the policy raising ends in damping, and its frame carries EXCEPTION and the reason."""
+    h = Harness(ConstantPolicy(raise_after=5), cfg=LIVE_CFG, dataset=tmp_path / "ds")
+    try:
+        with pytest.raises(RuntimeError, match="policy crashed"):
+            run_loop(h.controller, h.robot, max_cycles=2000, pace=False, install_signals=False)
+    finally:
+        h.close()
+    frames, episodes = fault_frames(tmp_path / "ds")
+    assert frames["safety_flags"][-1] & SafetyFlag.EXCEPTION and frames["control_source"][-1] == 3
+    assert "policy crashed" in episodes[-1]["upright/reason"]
+    h.assert_no_unsafe_command()
+
+
+def test_episode_numbers_continue_the_dataset(tmp_path):
+    """Issue 13.2: a second daemon run on the same dataset reports (ctl status) the dataset's episode_index."""
+    run(dataset=tmp_path / "ds")
+    h = run(dataset=tmp_path / "ds")
+    frames = load_frames(tmp_path / "ds").to_pydict()
+    assert sorted(set(frames["episode_index"])) == [0, 1]
+    assert h.controller.episode == 1 and h.controller.status()["episode_index"] == 1
+
+
+# ---------------------------------------------------------------- 2 and 3: the real processes
+def wait_for_text(path: pathlib.Path, text: str, timeout: float) -> str:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        content = path.read_text() if path.exists() else ""
+        if text in content:
+            return content
+        time.sleep(0.1)
+    raise TimeoutError(f"'{text}' never appeared in {path}: {path.read_text()[-3000:] if path.exists() else ''}")
+
+
+def test_link_stall_of_the_sim_robot_is_logged_at_once_and_in_the_dataset(tmp_path, linear_policy):
+    """Issue 13.2, end to end: SIGSTOP the sim robot; while the daemon still runs (sending damping), its log already
+    has the DAMPING line with the reason (as ``journalctl -f`` would show), and the dataset's last frame has
+    LINK_FAULT (it used to show 0x42001: the next tick overwrote it)."""
+    sim, links = start_sim_robot(tmp_path)
+    daemon = start_daemon(tmp_path, linear_policy, links, "--auto-start", "--ramp-s", "0.2", "--auto-engage", "0.1")
+    try:
+        wait_for_text(tmp_path / "daemon.log", "HOLD -> POLICY", 90)
+        time.sleep(0.5)
+        os.killpg(sim.pid, signal.SIGSTOP)
+        log = wait_for_text(tmp_path / "daemon.log", "POLICY -> DAMPING (fault: motor link fault", 60)
+        assert daemon.poll() is None, log  # logged when it happened, not at exit
+        os.killpg(sim.pid, signal.SIGCONT)
+        assert stop(daemon) == 0
+    finally:
+        stop(daemon)
+        os.killpg(sim.pid, signal.SIGCONT)
+        stop(sim)
+    frames, episodes = fault_frames(tmp_path / "dataset")
+    assert frames["safety_flags"][-1] & SafetyFlag.LINK_FAULT, hex(frames["safety_flags"][-1])
+    assert episodes[-1]["upright/reason"].startswith("motor link fault")
+
+
+def readme_walkthrough() -> list[str]:
+    """The commands of the README's 'Try it in simulation' block, without the last line (the list of commands)."""
+    text = (pathlib.Path(__file__).resolve().parents[2] / "README.md").read_text()
+    block = text.split("Try it in simulation", 1)[1].split("```bash", 1)[1].split("```", 1)[0]
+    lines = [line.split("#")[0].strip() for line in block.strip().splitlines()]
+    assert "|" in lines[-1]
+    return lines[:-1]
+
+
+def test_readme_sim_walkthrough_works_on_this_machine(tmp_path, linear_policy):
+    """Issue 13.3: the README's commands, as written (default socket in $XDG_RUNTIME_DIR, default flags), reach POLICY
+    and stay there on this shared 2-core machine; the daemon used to damp within ~1 s ("5 policy ticks in a row
+    overran") because sim-robot cannot answer 30 frames per 2 ms cycle here."""
+    commands = readme_walkthrough()
+    env = {**os.environ, "XDG_RUNTIME_DIR": str(tmp_path / "xdg")}
+    env.pop("UPRIGHT_DEPLOY_SOCKET", None)
+    (tmp_path / "xdg").mkdir(mode=0o700)
+    subst = {"/tmp/upright-sim": str(tmp_path / "links"), "logs/standup/<run>/policy.onnx": str(linear_policy),
+             "deploy_data": str(tmp_path / "dataset")}  # fmt: skip
+    procs = []
+
+    def argv(line: str) -> list[str]:
+        for old, new in subst.items():
+            line = line.replace(old, new)
+        words = line.split()
+        assert words[0] == "upright-deploy", line
+        return [sys.executable, "-m", "upright.deploy.cli", *words[1:]]
+
+    def ctl_status() -> dict:
+        out = subprocess.run(argv("upright-deploy ctl status"), env=env, capture_output=True, text=True, timeout=30)
+        return json.loads(out.stdout) if out.stdout else {}
+
+    try:
+        sim_line, run_line, *ctl_lines = commands
+        assert "sim-robot" in sim_line and " run " in f" {run_line} " and all(" ctl " in f" {c} " for c in ctl_lines)
+        procs.append(subprocess.Popen(argv(sim_line), env=env, stdout=open(tmp_path / "sim.log", "w"),
+                                      stderr=subprocess.STDOUT, start_new_session=True))  # fmt: skip
+        wait_for_text(tmp_path / "sim.log", "sim-robot ready", 60)
+        daemon = subprocess.Popen(argv(run_line), env=env, stdout=open(tmp_path / "daemon.log", "w"),
+                                  stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
+        procs.append(daemon)
+        wait_for_text(tmp_path / "daemon.log", "upright-deploy: policy", 60)
+        for line in ctl_lines:
+            if line.endswith("resume"):
+                deadline = time.monotonic() + 60
+                while ctl_status().get("mode") != "HOLD":  # as the README says: wait for HOLD
+                    assert time.monotonic() < deadline and daemon.poll() is None, (tmp_path / "daemon.log").read_text()
+                    time.sleep(0.2)
+            out = subprocess.run(argv(line), env=env, capture_output=True, text=True, timeout=30)
+            assert out.returncode == 0, (line, out.stdout, out.stderr, (tmp_path / "daemon.log").read_text())
+        assert ctl_status()["mode"] == "POLICY"
+        time.sleep(3.0)
+        status = ctl_status()
+        assert status["mode"] == "POLICY" and status["tick"] > 0, (status, (tmp_path / "daemon.log").read_text())
+        assert str(tmp_path / "xdg") in (tmp_path / "daemon.log").read_text()  # the default socket of the README
+        assert subprocess.run(argv("upright-deploy ctl quit"), env=env, capture_output=True, timeout=30).returncode == 0
+        assert daemon.wait(60) == 0, (tmp_path / "daemon.log").read_text()
+    finally:
+        for proc in procs:
+            stop(proc)
+    frames = load_frames(tmp_path / "dataset").to_pydict()
+    policy_frames = [f for f, s in zip(frames["safety_flags"], frames["control_source"]) if s == 0]
+    assert len(policy_frames) >= 20 and not any(f & int(SafetyFlag.OVERRUN_FAULT) for f in frames["safety_flags"])
+
+
+# ---------------------------------------------------------------- 4. the control socket against other users
+OTHER_UID = 65534  # nobody / nogroup
+SYSTEM_PYTHON = "/usr/bin/python3"  # the test's interpreter may live where nobody cannot enter (/root)
+needs_root = pytest.mark.skipif(os.geteuid() != 0 or not os.path.exists(SYSTEM_PYTHON),
+                                reason="needs root (to run a process as another user) and /usr/bin/python3")  # fmt: skip
+
+IMPOSTOR = r"""
+import socket, sys
+path, log = sys.argv[1], sys.argv[2]
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+s.bind(path)
+s.listen(4)
+print("ready", flush=True)
+while True:
+    c, _ = s.accept()
+    data = c.recv(4096)
+    with open(log, "ab") as f:
+        f.write(data)
+    c.sendall(b'{"ok": true, "mode": "DAMPING"}\n')
+    c.close()
+"""
+
+CLIENT = r"""
+import json, socket, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+s.settimeout(10)
+s.connect(sys.argv[1])
+s.sendall(b'{"cmd": "estop"}\n')
+buf = b""
+while not buf.endswith(b"\n"):
+    chunk = s.recv(4096)
+    if not chunk:
+        break
+    buf += chunk
+print(buf.decode().strip())
+"""
+
+
+@pytest.fixture
+def shared_dir():
+    """A /tmp-like folder (1777) that the other user can reach."""
+    import shutil
+    import tempfile
+
+    path = pathlib.Path(tempfile.mkdtemp(prefix="upright-shared-", dir="/tmp"))
+    path.chmod(0o1777)
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def as_other_user(*args: str, **kw) -> subprocess.Popen:
+    return subprocess.Popen([SYSTEM_PYTHON, *args], user=OTHER_UID, group=OTHER_UID, extra_groups=[],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, **kw)  # fmt: skip
+
+
+def start_impostor(path: pathlib.Path, log: pathlib.Path) -> subprocess.Popen:
+    log.touch()
+    log.chmod(0o666)
+    proc = as_other_user("-c", IMPOSTOR, str(path), str(log))
+    assert proc.stdout.readline().strip() == "ready"
+    return proc
+
+
+@needs_root
+def test_daemon_refuses_a_socket_path_another_user_holds_before_any_port_opens(tmp_path, shared_dir, linear_policy):
+    """Issue 13.4: another user bound the socket path first: the daemon refuses with one line naming the path,
+    before opening the serial ports (it used to die with a traceback after opening them)."""
+    impostor = start_impostor(shared_dir / "ctl.sock", shared_dir / "impostor.log")
+    try:
+        out = subprocess.run(
+            [sys.executable, "-m", "upright.deploy.cli", "run", "--policy", str(linear_policy), "--port-dir",
+             str(tmp_path / "no-ports"), "--socket", str(shared_dir / "ctl.sock"), "--no-log", "--no-keyboard"],
+            capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+    finally:
+        impostor.kill()
+        impostor.wait()
+    assert out.returncode == 2, out.stderr
+    assert f"{shared_dir / 'ctl.sock'} exists and is not a socket of uid 0" in out.stderr, out.stderr
+    assert "serial" not in out.stderr and "Traceback" not in out.stderr  # refused before the ports
+
+
+@needs_root
+def test_ctl_refuses_a_daemon_of_another_user(tmp_path, shared_dir):
+    """Issue 13.4: ``ctl estop`` to a socket served by another user's process is refused before anything is sent
+    (it used to print the impostor's {"ok": true})."""
+    impostor = start_impostor(shared_dir / "ctl.sock", shared_dir / "impostor.log")
+    try:
+        out = subprocess.run([sys.executable, "-m", "upright.deploy.cli", "ctl", "--socket", str(shared_dir / "ctl.sock"),
+                              "estop"], capture_output=True, text=True, timeout=30)  # fmt: skip
+    finally:
+        impostor.kill()
+        impostor.wait()
+    assert out.returncode == 2 and out.stdout == "", out
+    assert "served by uid 65534 (nobody)" in out.stderr and len(out.stderr.strip().splitlines()) == 1, out.stderr
+    assert (shared_dir / "impostor.log").read_bytes() == b""  # the request never reached it
+
+
+@needs_root
+def test_ctl_daemon_user_names_another_trusted_daemon_user(shared_dir):
+    """Issue 13.4: ``--daemon-user`` trusts a daemon that runs as another user on purpose."""
+    daemon = start_impostor(shared_dir / "ctl.sock", shared_dir / "requests.log")
+    try:
+        out = subprocess.run([sys.executable, "-m", "upright.deploy.cli", "ctl", "--socket", str(shared_dir / "ctl.sock"),
+                              "--daemon-user", "nobody", "status"], capture_output=True, text=True, timeout=30)  # fmt: skip
+    finally:
+        daemon.kill()
+        daemon.wait()
+    assert out.returncode == 0 and json.loads(out.stdout)["ok"], out
+    assert b'"status"' in (shared_dir / "requests.log").read_bytes()
+
+
+def serve_once(server, client: subprocess.Popen, timeout: float = 20.0) -> list:
+    """Poll ``server`` (and answer what it accepts) until ``client`` exits; return the accepted requests."""
+    got = []
+    deadline = time.monotonic() + timeout
+    while client.poll() is None and time.monotonic() < deadline:
+        for req, c in server.poll():
+            got.append(req)
+            server.reply(c, {"ok": True, "mode": "DAMPING"})
+        time.sleep(0.01)
+    return got
+
+
+@needs_root
+@pytest.mark.parametrize("group", [None, OTHER_UID], ids=["no-group", "ctl-group"])
+def test_daemon_answers_only_its_user_root_and_its_group(shared_dir, group):
+    """Issue 13.4: SO_PEERCRED on the daemon's side: even through a socket file others may open (0666 here), another
+    user's request is refused unless that user is in --ctl-group."""
+    from upright.deploy.operator import OperatorServer
+
+    server = OperatorServer(str(shared_dir / "d" / "ctl.sock"), group=group)
+    (shared_dir / "d").chmod(0o755)
+    (shared_dir / "d" / "ctl.sock").chmod(0o666)
+    try:
+        client = as_other_user("-c", CLIENT, str(shared_dir / "d" / "ctl.sock"))
+        got = serve_once(server, client)
+        reply = json.loads(client.communicate(timeout=20)[0])
+    finally:
+        server.close()
+    if group is None:
+        assert got == [] and server.refused == 1
+        assert reply == {"ok": False, "error": "uid 65534 (nobody) may not operate this daemon"}
+    else:
+        assert got == [{"cmd": "estop"}] and reply["ok"]
+
+
+@needs_root
+def test_default_socket_is_private_and_a_hijacked_fallback_folder_is_refused(tmp_path, shared_dir, linear_policy):
+    """Issue 13.4: the default socket is in $XDG_RUNTIME_DIR; without it, in a private <tmp>/upright-deploy-<uid>
+    folder, which the daemon refuses when another user created it first."""
+    from upright.deploy.operator import default_socket_path
+
+    xdg = tmp_path / "xdg"
+    xdg.mkdir(mode=0o700)
+    env = {k: v for k, v in os.environ.items() if k not in ("UPRIGHT_DEPLOY_SOCKET", "XDG_RUNTIME_DIR")}
+    code = "from upright.deploy.operator import default_socket_path as d; print(d())"
+    out = subprocess.run([sys.executable, "-c", code], env={**env, "XDG_RUNTIME_DIR": str(xdg)}, capture_output=True,
+                         text=True, check=True)  # fmt: skip
+    assert out.stdout.strip() == str(xdg / "upright-deploy.sock")
+    out = subprocess.run([sys.executable, "-c", code], env={**env, "TMPDIR": str(shared_dir)}, capture_output=True,
+                         text=True, check=True)  # fmt: skip
+    assert out.stdout.strip() == str(shared_dir / "upright-deploy-0" / "ctl.sock")
+    assert default_socket_path()  # and in this process, whatever its environment
+    squatter = as_other_user("-c", f"import os; os.mkdir({str(shared_dir / 'upright-deploy-0')!r}, 0o777)")
+    assert squatter.wait(20) == 0
+    out = subprocess.run(
+        [sys.executable, "-m", "upright.deploy.cli", "run", "--policy", str(linear_policy), "--port-dir",
+         str(tmp_path / "no-ports"), "--no-log", "--no-keyboard"],
+        env={**env, "TMPDIR": str(shared_dir)}, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert out.returncode == 2 and "belongs to uid 65534 (nobody)" in out.stderr and "serial" not in out.stderr, out.stderr
+
+
+@needs_root
+def test_ctl_trusts_the_daemon_user_of_a_root_made_folder(tmp_path):
+    """Issue 13.4: the systemd layout: /run/upright-deploy is made by root for the service user; an operator's ctl
+    talks to a daemon running as that user (here nobody) without extra flags."""
+    import shutil
+    import tempfile
+
+    run_dir = pathlib.Path(tempfile.mkdtemp(prefix="upright-run-", dir="/tmp"))  # like /run: root, 0755
+    try:
+        run_dir.chmod(0o755)
+        svc = run_dir / "upright-deploy"
+        svc.mkdir(mode=0o770)
+        os.chown(svc, OTHER_UID, OTHER_UID)
+        daemon = start_impostor(svc / "ctl.sock", svc / "requests.log")  # a legitimate daemon running as nobody
+        try:
+            out = subprocess.run([sys.executable, "-m", "upright.deploy.cli", "ctl", "--socket", str(svc / "ctl.sock"),
+                                  "status"], capture_output=True, text=True, timeout=30)  # fmt: skip
+            assert out.returncode == 0 and json.loads(out.stdout)["ok"], out
+        finally:
+            daemon.kill()
+            daemon.wait()
+    finally:
+        shutil.rmtree(run_dir, ignore_errors=True)

@@ -165,7 +165,7 @@ def test_scripted_intervention_marks_exactly_those_frames(tmp_path, linear_polic
     finally:
         stop(daemon)
         stop(sim)
-    assert take["episode"] == release["episode"] == success["episode"] == 0
+    assert take["episode_index"] == release["episode_index"] == success["episode_index"] == 0
     frames = load_frames(tmp_path / "dataset").to_pydict()
     ep0 = [i for i, e in enumerate(frames["episode_index"]) if e == 0]
     intervention = [frames["intervention"][i] for i in ep0]
