@@ -5,7 +5,9 @@
   -/= slower/faster, PageDown/PageUp next/previous posture-terrain variant.
 - ``video=out.mp4`` (or ``viewer=video``): headless MP4 (EGL or OSMesa), camera tracking the robot.
 - ``viewer=web``: viser in the browser (scene, play/pause/step/reset, live reward-group and head-height plots);
-  ``web.port=8080``, JSON status at ``http://<host>:<port+1>/status``.
+  ``web.port=8080``, JSON status at ``http://<host>:<port+1>/status``. It listens on 127.0.0.1 only;
+  ``web.host=0.0.0.0`` (alias ``viewer.host=0.0.0.0``) opens it to other machines, with a warning: it has no
+  authentication.
 - ``viewer=auto`` (default): native when DISPLAY or WAYLAND_DISPLAY is set, else web.
 
 Evaluation settings: one env, β fixed (``beta=``, default ``env.curriculum.beta_init``), randomisation off
@@ -42,7 +44,23 @@ def main(cfg: DictConfig) -> None:
         sys.exit(2)
 
 
+WEB_ALIASES = {"viewer.host=": "web.host=", "viewer.port=": "web.port=", "viewer.status_port=": "web.status_port="}
+"""``viewer.host=0.0.0.0`` reads naturally next to ``viewer=web``; the keys live under ``web.``."""
+
+
+def apply_aliases(args: list[str]) -> list[str]:
+    """``viewer.host=X`` -> ``web.host=X`` (and ``port``, ``status_port``); other arguments unchanged."""
+    out = []
+    for a in args:
+        for alias, key in WEB_ALIASES.items():
+            if a.startswith(alias):
+                a = key + a[len(alias) :]
+        out.append(a)
+    return out
+
+
 if __name__ == "__main__":
+    sys.argv[1:] = apply_aliases(sys.argv[1:])
     error = validate_overrides(sys.argv[1:], config_name="play")
     if error:
         error = error.replace("(resume=<run dir or checkpoint .pt>)", "(policy=<run dir | .pt | .onnx | zero | random>)")

@@ -35,7 +35,7 @@ def play(cfg: DictConfig) -> int:
     """
     from upright.robots.menagerie import ModelNotFoundError
     from upright.viewer.policy import PolicyLoadError
-    from upright.viewer.session import make_session
+    from upright.viewer.session import NonFiniteActionError, make_session
     from upright.viewer.trajectory import TrajectoryError
 
     kind = choose_viewer(cfg)
@@ -89,6 +89,14 @@ def play(cfg: DictConfig) -> int:
                 viewer.stop()
     except KeyboardInterrupt:
         print("\nStopped.", flush=True)
+    except NonFiniteActionError as err:
+        message = str(err)
+        if kind == ViewerKind.video:
+            import pathlib
+
+            pathlib.Path(cfg.video).unlink(missing_ok=True)  # an MP4 of a broken run must not pass for a result
+            message += f"; no video written to {cfg.video}"
+        raise PlayError(message) from None
     finally:
         signal.signal(signal.SIGTERM, previous)
         if session.recorder is not None:

@@ -56,8 +56,9 @@ class RenderCfg:
 class WebCfg:
     """The viser web viewer (``viewer=web``)."""
 
-    host: str = "0.0.0.0"
-    """Address to listen on (0.0.0.0: reachable from other machines; 127.0.0.1: this machine only)."""
+    host: str = "127.0.0.1"
+    """Address to listen on: 127.0.0.1 (default) this machine only; ``web.host=0.0.0.0`` every interface, opt-in: the
+    viewer has no authentication, so anyone who can reach the machine can watch and drive it (a warning is printed)."""
     port: int = 8080
     """Port of the viewer page."""
     status_port: Optional[int] = None

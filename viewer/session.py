@@ -26,6 +26,10 @@ from upright.viewer.trajectory import Trajectory, model_joint_names, save_trajec
 from upright.viewer.variants import Variant, apply_variant, find_variant, task_variants
 
 
+class NonFiniteActionError(RuntimeError):
+    """The policy returned NaN or inf; the message names the step (play stops there)."""
+
+
 @dataclass
 class StepInfo:
     """What one step produced (for plots and status)."""
@@ -247,10 +251,22 @@ class PolicySession(Session):
         self._show(s.qpos[0].detach().cpu().double().numpy(), s.qvel[0].detach().cpu().double().numpy())
 
     def step(self) -> StepInfo:
+        """One control step of the policy.
+
+        Raises:
+            NonFiniteActionError: the policy's action has NaN or inf (nothing is applied to the env).
+        """
         env = self.env
         obs = env.get_observations()["actor"]
         with torch.no_grad():
             actions = self.policy(obs)
+        if not bool(torch.isfinite(actions).all()):
+            bad = int((~torch.isfinite(actions)).sum())
+            raise NonFiniteActionError(
+                f"the policy's action has NaN/inf ({bad} of {actions.numel()} values) at step {self.steps + 1} "
+                f"(t = {self.total_time + self.dt:.2f} s, episode {self.episode}, "
+                f"observation {'finite' if bool(torch.isfinite(obs).all()) else 'NaN/inf too'}); stopping"
+            )  # fmt: skip
         env.beta.fill_(self.beta)
         _, _, dones, extras = env.step(actions)
         groups = {g: float(extras["reward_groups"][0, i]) for i, g in enumerate(self.group_names)}

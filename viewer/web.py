@@ -13,8 +13,10 @@ import contextlib
 import io
 import json
 import math
+import ipaddress
 import queue
 import socket
+import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -27,12 +29,32 @@ from upright.viewer.viser_scene import add_model, update_poses
 GROUP_COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b")
 
 
+def is_loopback(host: str) -> bool:
+    """True when ``host`` only accepts connections from this machine (127.0.0.0/8, ::1, localhost)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def exposure_warning(host: str, port: int) -> str | None:
+    """The warning printed when the viewer listens beyond this machine (None for a loopback address)."""
+    if is_loopback(host):
+        return None
+    return (f"WARNING: the web viewer listens on {host}:{port} with no authentication: anyone who can reach this "
+            "machine can watch and control the simulation. Drop web.host (default 127.0.0.1) to keep it local, "
+            f"or reach it through SSH: ssh -L {port}:localhost:{port} <this host>")  # fmt: skip
+
+
 class WebViewer:
     """Serve ``session`` in the browser.
 
     Args:
         session: what to play.
-        web_cfg: ``host``, ``port``, ``status_port`` (None: port + 1; 0: off), ``plot_window_s``.
+        web_cfg: ``host`` (127.0.0.1 by default; any other address prints :func:`exposure_warning` on stderr),
+            ``port``, ``status_port`` (None: port + 1; 0: off), ``plot_window_s``.
         speed: initial real-time factor.
         start_paused: start with the simulation paused.
     """
@@ -43,6 +65,9 @@ class WebViewer:
         self.session = session
         self.host = str(web_cfg.host)
         self.port = int(web_cfg.port)
+        warning = exposure_warning(self.host, self.port)
+        if warning:
+            print(warning, file=sys.stderr, flush=True)
         self.speed = float(speed)
         self.paused = bool(start_paused)
         self.plot_window_s = float(web_cfg.plot_window_s)
