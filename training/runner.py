@@ -1,6 +1,11 @@
 """``UprightRunner``: rsl-rl-lib's ``OnPolicyRunner`` with one progress line per iteration,
 checkpoints at exit (Ctrl-C and SIGTERM included), resume that continues the iteration count, and an
 ONNX export with metadata (checked against torch through onnxruntime) at every save.
+
+Crash safety: every checkpoint and ``policy.onnx`` is written to a temporary file beside it, fsynced,
+then renamed over the final name (:func:`atomic_write`), so a kill or a full disk during a save leaves
+the previous file intact, never a truncated one; ``resume=<run dir>`` skips a corrupt newest checkpoint
+with a warning naming it (:func:`latest_checkpoint`).
 """
 
 from __future__ import annotations
@@ -12,7 +17,9 @@ import os
 import pathlib
 import signal
 import statistics
+import sys
 import time
+import zipfile
 from typing import Any, Callable
 
 import torch
@@ -172,13 +179,19 @@ class UprightRunner(OnPolicyRunner):
             signal.signal(signal.SIGTERM, previous)
 
     def save(self, path: str, infos: dict | None = None) -> None:
-        """Save the checkpoint, then export ``policy.onnx`` beside it (metadata attached, checked to 1e-5)."""
+        """Save the checkpoint (atomically: a temporary file, fsync, rename), then export ``policy.onnx`` beside it
+        (metadata attached, checked to 1e-5, also renamed into place only when complete)."""
         infos = dict(infos or {})
         infos["completed_iterations"] = self.completed_iterations
         infos["env_step_counter"] = self.completed_iterations * self.cfg["num_steps_per_env"] * self.env.num_envs
         if hasattr(self.env, "state_dict"):  # the env's curricula continue on resume
             infos["env_state"] = self.env.state_dict()
-        super().save(path, infos)
+        # rsl-rl-lib's OnPolicyRunner.save, with the file written atomically
+        saved = self.alg.save()
+        saved["iter"] = self.current_learning_iteration
+        saved["infos"] = infos
+        atomic_write(path, lambda tmp: torch.save(saved, tmp))
+        self.logger.save_model(path, self.current_learning_iteration)
         run_dir = pathlib.Path(path).parent
         try:
             self.export_onnx(run_dir / "policy.onnx")
@@ -186,19 +199,34 @@ class UprightRunner(OnPolicyRunner):
             print(f"WARNING: ONNX export failed: {err}", flush=True)
 
     def export_onnx(self, path: pathlib.Path) -> float:
-        """Export the actor to ``path`` with metadata; return the max |onnx - torch| on random inputs."""
+        """Export the actor to ``path`` with metadata; return the max |onnx - torch| on random inputs.
+
+        The file is built and checked under a temporary name, then renamed over ``path`` (a failed export or check
+        leaves the previous ``path`` as it was).
+
+        Raises:
+            AssertionError: onnxruntime and torch disagree by more than 1e-5 (``path`` is left unchanged).
+        """
+        path = pathlib.Path(path)
         was_training = self.alg.actor.training
-        with quiet_onnx_exporter():
-            self.export_policy_to_onnx(str(path.parent), path.name)
-        attach_metadata(path, {**self.onnx_metadata, "iteration": self.completed_iterations})
-        policy = self.alg.get_policy().as_onnx(verbose=False).eval()
-        # the env's current observations (real inputs, through the embedded normaliser) and perturbed copies
-        real = self.env.get_observations()["actor"][:32]
-        noise = torch.randn(real.shape, generator=torch.Generator().manual_seed(0)).to(real.device)
-        err = check_onnx_matches_torch(path, policy, torch.cat([real, real + 0.1 * noise]))
-        if was_training:
-            self.alg.train_mode()
-        return err
+        errors = []
+
+        def write(tmp: pathlib.Path) -> None:
+            with quiet_onnx_exporter():
+                self.export_policy_to_onnx(str(tmp.parent), tmp.name)
+            attach_metadata(tmp, {**self.onnx_metadata, "iteration": self.completed_iterations})
+            policy = self.alg.get_policy().as_onnx(verbose=False).eval()
+            # the env's current observations (real inputs, through the embedded normaliser) and perturbed copies
+            real = self.env.get_observations()["actor"][:32]
+            noise = torch.randn(real.shape, generator=torch.Generator().manual_seed(0)).to(real.device)
+            errors.append(check_onnx_matches_torch(tmp, policy, torch.cat([real, real + 0.1 * noise])))
+
+        try:
+            atomic_write(path, write)
+        finally:
+            if was_training:
+                self.alg.train_mode()
+        return errors[0]
 
     def load(self, path: str, load_cfg: dict | None = None, strict: bool = True, map_location: str | None = None) -> dict:
         """Load a checkpoint (models + optimizer); the run continues after its last completed iteration."""
@@ -213,19 +241,105 @@ class UprightRunner(OnPolicyRunner):
         return infos
 
 
-def latest_checkpoint(run_or_file: str | pathlib.Path) -> pathlib.Path:
-    """Resolve ``resume=``: a checkpoint file, or a run directory (its highest ``model_<it>.pt``).
+def _fsync_dir(folder: pathlib.Path) -> None:
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def atomic_write(path: str | pathlib.Path, write: Callable[[pathlib.Path], Any]) -> pathlib.Path:
+    """Crash-safe file write: ``write(tmp)`` fills a temporary file beside ``path``, which is fsynced and renamed over
+    ``path`` (then the folder is fsynced). A crash, a kill or a full disk at any point leaves ``path`` as it was
+    before (or absent), never truncated; the temporary file is removed when ``write`` raises.
+
+    Args:
+        path: the final file.
+        write: called with the temporary path (same folder, so the rename is atomic); must create that file.
+
+    Returns:
+        ``path`` as a Path.
 
     Raises:
-        FileNotFoundError: nothing to resume from (the message says what was looked for).
+        Whatever ``write``, the fsync or the rename raise (OSError for a full disk).
+    """
+    path = pathlib.Path(path)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    try:
+        write(tmp)
+        with open(tmp, "rb+") as f:
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        tmp.with_name(tmp.name + ".data").unlink(missing_ok=True)  # the ONNX exporter's side file, if any
+        raise
+    _fsync_dir(path.parent)
+    return path
+
+
+def atomic_write_text(path: str | pathlib.Path, text: str) -> pathlib.Path:
+    """:func:`atomic_write` of a UTF-8 text file (e.g. a run config: ``OmegaConf.to_yaml(cfg, resolve=True)``)."""
+    return atomic_write(path, lambda tmp: pathlib.Path(tmp).write_text(text, encoding="utf-8"))
+
+
+def checkpoint_problem(path: str | pathlib.Path) -> str | None:
+    """Why ``path`` is not a readable checkpoint (truncated, corrupt, not a torch file), or None when it is intact.
+
+    torch's zip checkpoints are checked by reading every member against its CRC (no unpickling); anything else must
+    load with ``torch.load``.
+    """
+    try:
+        with zipfile.ZipFile(path) as z:
+            bad = z.testzip()
+        return None if bad is None else f"member {bad} fails its CRC"
+    except zipfile.BadZipFile as err:
+        zip_error = str(err)
+    except OSError as err:
+        return str(err)
+    try:
+        torch.load(path, map_location="cpu", weights_only=False)
+        return None
+    except Exception as err:  # noqa: BLE001 - any failure to load means the file cannot be resumed
+        return f"{zip_error}; torch.load: {err}"
+
+
+def latest_checkpoint(run_or_file: str | pathlib.Path) -> pathlib.Path:
+    """Resolve ``resume=``: a checkpoint file, or a run directory (its highest intact ``model_<it>.pt``).
+
+    In a run directory, a newest checkpoint that is truncated or corrupt (a kill during a save before saves were
+    atomic, a full disk, a bad copy) is skipped with a warning naming it, and the next intact one is used.
+
+    Raises:
+        FileNotFoundError: nothing to resume from (the message says what was looked for, and names every corrupt file).
+        ValueError: ``run_or_file`` is a checkpoint file that cannot be read (the message names it and why).
     """
     p = pathlib.Path(run_or_file).expanduser()
     if p.is_file():
+        problem = checkpoint_problem(p)
+        if problem:
+            raise ValueError(f"resume={run_or_file}: {p} is not a readable checkpoint ({problem}); "
+                             f"resume={p.parent} uses the newest intact checkpoint of that run")  # fmt: skip
         return p
     if p.is_dir():
-        ckpts = sorted(p.glob("model_*.pt"), key=lambda f: int(f.stem.split("_")[1]))
-        if ckpts:
-            return ckpts[-1]
+        ckpts = sorted((f for f in p.glob("model_*.pt") if f.stem[6:].isdigit()), key=lambda f: int(f.stem[6:]))
+        skipped = []
+        for ckpt in reversed(ckpts):
+            problem = checkpoint_problem(ckpt)
+            if problem is None:
+                if skipped:
+                    print(f"WARNING: resume={run_or_file}: skipped {', '.join(skipped)}; resuming from {ckpt}",
+                          file=sys.stderr, flush=True)  # fmt: skip
+                return ckpt
+            skipped.append(f"{ckpt} (truncated or corrupt: {problem})")
+        if skipped:
+            raise FileNotFoundError(f"No intact checkpoint in run directory {p}: {', '.join(skipped)}")
         raise FileNotFoundError(f"No checkpoint model_<iteration>.pt in run directory {p}")
     raise FileNotFoundError(f"resume={run_or_file}: no such checkpoint file or run directory")
 
