@@ -1,4 +1,4 @@
-"""PPO update time of the multi-critic setup: HoST's four separate critics against one shared critic trunk.
+"""PPO update time of the multi-critic setup: HoST's settings against cheaper variants, in one run.
 
 The update, not the physics, is most of a training iteration on a 2-core CPU (TensorBoard ``Perf/learning_time``
 ~14 s against ``Perf/collection_time`` ~4 s per iteration of 512 envs x 50 env steps). HoST's four critics
@@ -10,9 +10,15 @@ Method: the training entry point's own rsl-rl dict (``rsl_rl_config(TrainCfg(...
 ``--num-envs`` x ``--steps`` transitions fills each storage once; then ``update()`` (5 epochs x 4 minibatches) is
 timed ``--reps`` times per variant, the variants alternating (ABBA order) so that load drift on a shared machine
 hits both alike. The rollout is restored before each timed update, so every update does identical work. Reported:
-median seconds per update for each variant and the ratio shared / separate (medians of the same run).
+median seconds per update for each variant and its ratio to HoST's (medians of the same run).
 
-Usage: ``python benchmarks/bench_ppo_update.py [--num-envs 512] [--steps 50] [--reps 4] [--threads 0] [--out F]``.
+Variants (``--variants``, names from :data:`VARIANTS`; each is a set of ``train.*`` overrides): ``host`` (HoST: four
+separate critics, 5 epochs x 4 mini-batches, L2C2, fp32), ``shared`` (+ one critic trunk), ``shared_bf16``
+(+ bfloat16 autocast), ``shared_bf16_e2`` (+ 2 epochs), ``shared_bf16_small`` (+ actor [256, 128, 128], critic
+trunk [256, 256]), ``upright`` (the default recipe's settings, :data:`upright.training.config.UPRIGHT_TRAIN`).
+
+Usage: ``python benchmarks/bench_ppo_update.py [--num-envs 512] [--steps 50] [--reps 4] [--threads 0]
+[--variants host shared ...] [--out F]``.
 """
 
 from __future__ import annotations
@@ -56,10 +62,21 @@ class RandomEnv(VecEnv):
         return self.get_observations(), torch.zeros(self.num_envs), done.long(), extras
 
 
-def build(shared: bool, env: RandomEnv, steps: int) -> MultiCriticPPO:
-    """A HoST-sized MultiCriticPPO with a filled rollout storage."""
+SMALL = {"actor_hidden_dims": [256, 128, 128], "critic_hidden_dims": [256, 256]}
+VARIANTS: dict[str, dict] = {
+    "host": {},
+    "shared": {"critic_shared_trunk": True},
+    "shared_bf16": {"critic_shared_trunk": True, "use_mixed_precision": True},
+    "shared_bf16_e2": {"critic_shared_trunk": True, "use_mixed_precision": True, "num_learning_epochs": 2},
+    "shared_bf16_small": {"critic_shared_trunk": True, "use_mixed_precision": True, **SMALL},
+}
+"""``train.*`` overrides of each variant (on top of :class:`~upright.training.config.TrainCfg`, HoST's values)."""
+
+
+def build(overrides: dict, env: RandomEnv, steps: int) -> MultiCriticPPO:
+    """A MultiCriticPPO with ``overrides`` on HoST's settings and a filled rollout storage."""
     torch.manual_seed(0)
-    cfg = rsl_rl_config(OmegaConf.structured(TrainCfg(num_steps_per_env=steps, critic_shared_trunk=shared)))
+    cfg = rsl_rl_config(OmegaConf.structured(TrainCfg(num_steps_per_env=steps, **overrides)))
     with contextlib.redirect_stdout(io.StringIO()):
         alg = MultiCriticPPO.construct_algorithm(env.get_observations(), env, cfg, "cpu")
     obs = env.get_observations()
@@ -85,12 +102,13 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=50, help="env steps per env per rollout (HoST 50)")
     parser.add_argument("--reps", type=int, default=4, help="timed updates per variant")
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0 = all CPUs, as train.py's update)")
+    parser.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=list(VARIANTS))
     parser.add_argument("--out", help="also write the Markdown report here")
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
     env = RandomEnv(args.num_envs)
-    algs = {"separate (HoST)": build(False, env, args.steps), "shared trunk": build(True, env, args.steps)}
+    algs = {name: build(VARIANTS[name], env, args.steps) for name in args.variants}
     params = {k: sum(p.numel() for p in a.critic.parameters()) for k, a in algs.items()}
     for alg in algs.values():  # untimed warm-up
         timed_update(alg, args.steps)
@@ -100,15 +118,18 @@ def main() -> None:
         for name in order:
             times[name].append(timed_update(algs[name], args.steps))
     med = {k: statistics.median(v) for k, v in times.items()}
+    base = med.get("host")
     lines = [
-        f"PPO update, {args.num_envs} envs x {args.steps} steps, 5 epochs x 4 minibatches, L2C2 on, "
-        f"torch threads {torch.get_num_threads()}, {args.reps} timed updates per variant (ABBA order)",
+        f"PPO update, {args.num_envs} envs x {args.steps} steps, torch threads {torch.get_num_threads()}, "
+        f"{args.reps} timed updates per variant (alternating order)",
         "",
-        "| critics | critic parameters | median update (s) | all updates (s) |",
-        "|---|---|---|---|",
-        *[f"| {k} | {params[k]:,} | {med[k]:.2f} | {', '.join(f'{t:.2f}' for t in times[k])} |" for k in algs],
-        "",
-        f"ratio shared / separate (medians, same run): {med['shared trunk'] / med['separate (HoST)']:.3f}",
+        "| variant | overrides | critic parameters | median update (s) | ratio to host | all updates (s) |",
+        "|---|---|---|---:|---:|---|",
+        *[
+            f"| {k} | {VARIANTS[k] or 'HoST'} | {params[k]:,} | {med[k]:.2f} | "
+            f"{(med[k] / base) if base else float('nan'):.3f} | {', '.join(f'{t:.2f}' for t in times[k])} |"
+            for k in algs
+        ],
     ]
     report = "\n".join(lines)
     print(report)

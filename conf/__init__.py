@@ -9,6 +9,10 @@ train.max_iterations=100 seed=3 run.name=my_run resume=logs/standup/my_run``.
 posture's HoST ``env.*`` values (:data:`~upright.tasks.standup.terrains.settings.POSTURE_ENV_OVERRIDES`; prone:
 Kp/Kd ranges, ungated pull force) and ``train.group_weights`` (prone [1, 0.1, 1, 1]).
 Explicit ``env.*`` overrides on the command line still win.
+
+``recipe=<name>`` (:data:`RECIPES`) sets the training recipe: ``host`` is HoST's recipe as published; ``fast`` is
+upright's candidate for a 2-core CPU (``docs/standup_learning.md`` has its measurements). Explicit ``env.*`` and
+``train.*`` overrides still win.
 """
 
 from __future__ import annotations
@@ -46,14 +50,33 @@ class StandupTaskCfg:
     train: TrainCfg = field(default_factory=TrainCfg)
 
 
+RECIPES: dict[str, dict[str, Any]] = {
+    "host": {},
+    "fast": {
+        # cost per iteration (benchmarks/bench_ppo_update.py): one critic trunk, bfloat16 autocast in the update
+        "train.critic_shared_trunk": True,
+        "train.use_mixed_precision": True,
+        # task design: fixed β (HoST's "fixed β = 0.25" ablation, Table VI), a pull force that falls per env on
+        # success and only helps episodes from the lying posture, self-generated and crouched starts
+        "env.curriculum.beta_init": 0.25,
+        "env.curriculum.trigger": "per_env",
+        "env.curriculum.pull_assisted": False,
+        "env.state_archive.fraction": 0.4,
+        "env.assisted_start.fraction": 0.1,
+    },
+}
+"""``recipe=<name>``: dotted ``env.*`` / ``train.*`` values each recipe sets on top of the task's HoST defaults."""
+
+
 def task_defaults() -> list[Any]:
-    """Hydra defaults list of every top-level config: the ``task`` group (standup), the ``terrain`` (ground) and
-    ``posture`` (supine) groups, then the config itself; Hydra's own logging is off (upright prints its own
-    progress)."""
+    """Hydra defaults list of every top-level config: the ``task`` group (standup), the ``terrain`` (ground),
+    ``posture`` (supine) and ``recipe`` (host) groups, then the config itself; Hydra's own logging is off (upright
+    prints its own progress)."""
     return [
         {"task": "standup"},
         {"terrain": "ground"},
         {"posture": "supine"},
+        {"recipe": "host"},
         "_self_",
         {"override hydra/job_logging": "none"},
         {"override hydra/hydra_logging": "none"},
@@ -110,3 +133,5 @@ def register_configs() -> None:
         env = _nested({"posture": name, **POSTURE_ENV_OVERRIDES[name]})
         train = {"group_weights": list(POSTURE_REWARDS[name].group_weights)}
         cs.store(group="posture", name=name, node={"env": env, "train": train}, package="_global_")
+    for name, values in RECIPES.items():
+        cs.store(group="recipe", name=name, node=_nested(values), package="_global_")

@@ -9,7 +9,7 @@ from hydra.errors import HydraException
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from upright.conf import TASKS, register_configs
+from upright.conf import RECIPES, TASKS, register_configs
 from upright.tasks.standup.terrains import check_variant
 
 
@@ -33,6 +33,9 @@ def validate_overrides(args: list[str], config_name: str = "config") -> str | No
     task = next((a.split("=", 1)[1] for a in overrides if a.startswith("task=")), "standup")
     if task not in TASKS:
         return f"Unknown task '{task}'. Valid tasks: {', '.join(sorted(TASKS))}."
+    recipe = next((a.split("=", 1)[1] for a in overrides if a.startswith("recipe=")), "host")
+    if recipe not in RECIPES:
+        return f"Unknown recipe '{recipe}'. Valid recipes: {', '.join(RECIPES)} (recipe=host is HoST's as published)."
     for key in ("env.terrain", "env.posture"):
         if any(a.lstrip("+~").startswith(key + "=") for a in overrides):
             top = key.split(".")[1]

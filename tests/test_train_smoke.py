@@ -183,3 +183,22 @@ def test_resume_std_sets_the_action_std_of_a_resumed_run(first_run, tmp_path):
     # a new run has no std to override: the error names the setting to use instead
     proc = run_train([*SMALL, "train.max_iterations=1", "run.root=runs", "run.name=fresh", "train.resume_std=0.25"], tmp_path)
     assert proc.returncode != 0 and "train.init_noise_std" in proc.stderr
+
+
+
+def test_fast_recipe_trains_and_its_checkpoint_keeps_the_archive(tmp_path):
+    """``recipe=fast`` runs through the real CLI; its checkpoint carries the state archive and β 0.25."""
+    args = [*SMALL, "env.episode_length_s=1.0", "recipe=fast", "run.root=runs", "run.name=fast"]
+    proc = run_train([*args, "train.max_iterations=2"], tmp_path)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    ckpt = torch.load(tmp_path / "runs" / "standup" / "fast" / "model_1.pt", weights_only=False)
+    archive = ckpt["infos"]["env_state"]["state_archive"]
+    assert int(archive["count"].sum()) > 0  # states were recorded
+    assert torch.all(ckpt["infos"]["env_state"]["curriculum"]["beta"] == 0.25)
+
+
+def test_unknown_recipe_is_refused_with_the_valid_ones():
+    from upright.conf.validate import validate_overrides
+
+    assert "Valid recipes: host, fast" in validate_overrides(["task=standup", "recipe=bogus"])
+    assert validate_overrides(["task=standup", "recipe=fast"]) is None

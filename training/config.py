@@ -58,6 +58,10 @@ class TrainCfg:
     """On ``resume=``, set every entry of the action std to this value (and clear its Adam moments) before
     training on; e.g. less exploration noise when fine-tuning a policy. None keeps the checkpoint's std. Only
     valid with ``resume=`` (a new run starts from ``init_noise_std``)."""
+    use_mixed_precision: bool = False
+    """Not HoST: run the PPO update's forward passes and losses under ``torch.autocast(dtype=bfloat16)`` (rsl-rl's
+    ``use_mixed_precision``); parameters, gradients and Adam moments stay float32. About 2x faster on a CPU with
+    AVX512-BF16 (``benchmarks/bench_ppo_update.py``)."""
     update_threads: int = 0
     """Torch threads for the PPO update on CPU (0 = all CPUs). Collection always uses 1 torch thread so the
     physics thread pool has the cores (measured: 2 torch threads made env stepping ~2x slower under load)."""

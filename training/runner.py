@@ -59,9 +59,10 @@ class ProgressLogger(Logger):
         head = float(torch.cat([h.flatten() for h in heads]).mean()) if heads else float("nan")
         beta = _mean_of_extra(self.ep_extras, "Metrics/action_scale")
         force = _mean_of_extra(self.ep_extras, "Curriculum/pull_force_level")
+        stood = _mean_of_extra(self.ep_extras, "Metrics/stood_from_posture")
         curriculum = (f" | beta {beta:.2f}" if beta is not None else "") + (
             f" | pull {force:.0f} N" if force is not None else ""
-        )
+        ) + (f" | stood {100 * stood:.1f} %" if stood is not None else "")
         with contextlib.redirect_stdout(io.StringIO()):  # the parent prints a multi-line block
             super().log(it=it, start_it=start_it, total_it=total_it, collect_time=collect_time,
                         learn_time=learn_time, **kwargs)  # fmt: skip

@@ -41,6 +41,7 @@ def rsl_rl_config(train: DictConfig) -> dict:
             "l2c2_value_coef": train.l2c2_value_coef,
             "std_learning_rate": train.get("std_learning_rate"),
             "use_clipped_value_loss": True,
+            "use_mixed_precision": bool(train.get("use_mixed_precision", False)),
         },
         "actor": {
             "class_name": "upright.training.multi_critic_model:TanhActorModel",

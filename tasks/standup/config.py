@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from upright.tasks.standup.assisted_start import AssistedStartCfg
 from upright.tasks.standup.curriculum import CurriculumCfg
 from upright.tasks.standup.randomization import DisturbanceCfg, DomainRandCfg
+from upright.tasks.standup.state_archive import StateArchiveCfg
 
 
 @dataclass
@@ -53,6 +54,10 @@ class StandupEnvCfg:
     assisted_start: AssistedStartCfg = field(default_factory=AssistedStartCfg)
     """Not HoST: a fraction of training episodes starts upright in a crouch, ground only (off by default; see
     :mod:`upright.tasks.standup.assisted_start`), e.g. ``env.assisted_start.fraction=0.2``."""
+    state_archive: StateArchiveCfg = field(default_factory=StateArchiveCfg)
+    """Not HoST: a fraction of training episodes starts from states the policy's own episodes reached, drawn
+    evenly over head-height bins (see :mod:`upright.tasks.standup.state_archive`), e.g.
+    ``env.state_archive.fraction=0.4``."""
     passive_push_force: float = 0.0
     """Force along world x on the torso during the unactuated phase, N (HoST wall and slope: 2 x -50 N = -100 N,
     which lays the robot back against the ramp)."""

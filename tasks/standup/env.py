@@ -39,6 +39,7 @@ from upright.tasks.standup.randomization import StandupRandomizer
 from upright.tasks.standup.rewards import REWARD_GROUPS, RewardManager, standup_reward_terms
 from upright.tasks.standup.scene import standup_scene
 from upright.tasks.standup.state import StandupState
+from upright.tasks.standup.state_archive import StateArchive
 from upright.tasks.standup.terminations import terrain_fall, velocity_explosion
 from upright.tasks.standup.terrains import StartSampler, check_variant, terrain_layout
 from upright.tasks.standup.terrains.settings import SUPINE_QUAT  # noqa: F401  (re-exported for benchmarks)
@@ -98,6 +99,11 @@ class StandupEnv(VecEnv):
         self.prev_dq = torch.zeros(n, j, device=dev)
         self.obs_history = torch.zeros(n, HISTORY_LENGTH, self.num_obs_per_step, device=dev)
         self._episode_sums: dict[str, torch.Tensor] = {}
+        self.archive = (
+            StateArchive(cfg.state_archive, self.model.nq, self.model.nv, (HISTORY_LENGTH, self.num_obs_per_step), j, dev)
+            if cfg.state_archive.fraction > 0 else None
+        )  # fmt: skip
+        """Self-generated start states (None when ``env.state_archive.fraction`` is 0, as in HoST)."""
         self.randomizer = StandupRandomizer(
             cfg.domain_rand, cfg.disturbance, self.sim, policy_actuators=self._policy_ids,
             root_body=int(self.model.body_rootid[self._torso_body]), torso_body=self._torso_body,
@@ -139,7 +145,10 @@ class StandupEnv(VecEnv):
         )
         """Draws the upright starts of ``env.assisted_start`` (None when its fraction is 0, as in HoST)."""
         self.assisted = torch.zeros(self.cfg.num_envs, dtype=torch.bool, device=dev)
-        """(N,) whether each env's current episode began as an assisted start (not from the terrain's posture)."""
+        """(N,) whether each env's current episode began as an assisted or archived start (not from the terrain's
+        posture)."""
+        self.archived = torch.zeros(self.cfg.num_envs, dtype=torch.bool, device=dev)
+        """(N,) whether each env's current episode began from the state archive (a subset of :attr:`assisted`)."""
         self.sub_terrain = torch.zeros(self.cfg.num_envs, dtype=torch.long, device=dev)
         """(N,) index of each env's current sub-terrain in :attr:`terrain_layout`."""
         rng = torch.tensor(m.jnt_range[jids], dtype=torch.float32, device=dev)
@@ -255,6 +264,14 @@ class StandupEnv(VecEnv):
         episode_log = self._log_step(state, group_rewards, terms, dones)
         self.last_state = state
         """State at the end of the last env step, before resets (for evaluation and logging)."""
+        if self.archive is not None:
+            s = self.sim.state
+            self.archive.record(
+                (self.episode_length_buf > cfg.unactuated_steps) & ~terminated, state.head_height, s.qpos, s.qvel,
+                self.obs_history,
+                torch.stack([self.actions, self.last_actions, self.last_last_actions], dim=1),
+                self.sub_terrain, self.rng,
+            )  # fmt: skip
 
         done_ids = dones.nonzero(as_tuple=False).flatten()
         if done_ids.numel() > 0:
@@ -271,6 +288,8 @@ class StandupEnv(VecEnv):
         """Set the torso's wrench for this env step from the state at its start (gated per env): the curriculum's
         upward pull once actuated, and the terrain's push along world x (``cfg.passive_push_force``) while not."""
         force = self.curriculum.pull_force(self.state.projected_gravity, actuated)
+        if not self.cfg.curriculum.pull_assisted:
+            force = torch.where(self.assisted, torch.zeros_like(force), force)
         push = torch.where(actuated, 0.0, float(self.cfg.passive_push_force))
         if not (force.any() or push.any() or self.pull_force.any() or self.push_force.any()):
             self.pull_force, self.push_force = force, push
@@ -303,9 +322,13 @@ class StandupEnv(VecEnv):
             if k:
                 z, quat, crouch = self._assisted_starts.sample(k, self.rng, self.joint_lower, self.joint_upper)
                 qpos[assisted, 2], qpos[assisted, 3:7], joints[assisted] = z, quat, crouch
-        self.sub_terrain[env_ids] = sub
         qpos[:, self._q_adr] = joints
         qvel = torch.zeros(m, self.model.nv, device=dev)
+        archived, restored = self._draw_archived(m, assisted)
+        if restored is not None:
+            qpos[archived], qvel[archived], sub[archived] = restored.qpos, restored.qvel, restored.sub_terrain
+            assisted = assisted | archived
+        self.sub_terrain[env_ids] = sub
         self.sim.reset_envs(env_ids, qpos, qvel)
         self.randomizer.on_reset(env_ids, qpos[:, self._q_adr])
         self.episode_length_buf[env_ids] = 0
@@ -314,8 +337,25 @@ class StandupEnv(VecEnv):
         for buf in (self.actions, self.last_actions, self.last_last_actions, self.prev_dq, self.obs_history):
             buf[env_ids] = 0.0
         self.p_target[env_ids] = qpos[:, self._pq_adr]
+        self.archived[env_ids] = archived
+        if restored is not None:
+            ids = env_ids[archived]
+            self.obs_history[ids] = restored.obs_history
+            self.actions[ids], self.last_actions[ids], self.last_last_actions[ids] = restored.actions.unbind(1)
+            self.prev_dq[ids] = restored.qvel[:, self._pv_adr]
         for v in self._episode_sums.values():
             v[env_ids] = 0.0
+
+    def _draw_archived(self, m: int, assisted: torch.Tensor):
+        """Which of ``m`` resetting envs start from the archive ((M,) bool; never one already assisted) and their
+        states (:class:`~upright.tasks.standup.state_archive.ArchivedStates` of the chosen ones, or None)."""
+        none = torch.zeros(m, dtype=torch.bool, device=self.device)
+        if self.archive is None:
+            return none, None
+        chosen = (torch.rand(m, generator=self.rng) < self.cfg.state_archive.fraction).to(self.device) & ~assisted
+        k = int(chosen.sum())
+        restored = self.archive.sample(k, self.rng) if k else None
+        return (chosen, restored) if restored is not None else (none, None)
 
     def reset_all(self) -> None:
         """Start a new episode in every env at once (all at step 0) and build the first observation."""
@@ -349,6 +389,11 @@ class StandupEnv(VecEnv):
             "Curriculum/pull_force_applied": self.pull_force,
             "Curriculum/triggers": torch.tensor(float(self.curriculum.num_triggers)),
         }
+        if self.archive is not None:
+            filled = self.archive.filled
+            log["Curriculum/archive_bins_filled"] = (filled > 0).sum().float()
+            top = (filled > 0).nonzero().flatten()
+            log["Curriculum/archive_top_bin"] = top.max().float() if top.numel() else torch.tensor(-1.0)
         if dones.any():
             # env steps actually run: assisted episodes start their count at unactuated_steps
             run = self.episode_length_buf - self.assisted.long() * self.cfg.unactuated_steps
@@ -358,18 +403,30 @@ class StandupEnv(VecEnv):
             from_posture = dones & ~self.assisted
             if from_posture.any():
                 log["Metrics/final_head_height"] = state.head_height[from_posture]
+                stood = (state.head_height[from_posture] > self.cfg.curriculum.threshold_height).float()
+                log["Metrics/stood_from_posture"] = stood
+                unaided = from_posture & (self.curriculum.force == 0)
+                if unaided.any():
+                    log["Metrics/stood_from_posture_no_pull"] = (
+                        state.head_height[unaided] > self.cfg.curriculum.threshold_height
+                    ).float()
             if (dones & self.assisted).any():
                 log["Metrics/final_head_height_assisted"] = state.head_height[dones & self.assisted]
         return log
 
     def state_dict(self) -> dict:
         """Training state kept in checkpoints: the per-env curricula."""
-        return {"curriculum": self.curriculum.state_dict()}
+        state = {"curriculum": self.curriculum.state_dict()}
+        if self.archive is not None:
+            state["state_archive"] = self.archive.state_dict()
+        return state
 
     def load_state_dict(self, state: dict) -> None:
         """Restore :meth:`state_dict` (on resume)."""
         if "curriculum" in state:
             self.curriculum.load_state_dict(state["curriculum"])
+        if self.archive is not None and "state_archive" in state:
+            self.archive.load_state_dict(state["state_archive"])
 
     def close(self) -> None:
         """Release the backend."""

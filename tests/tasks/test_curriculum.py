@@ -120,3 +120,21 @@ def test_disabled_curriculum_never_pulls_even_after_loading_training_state():
     assert torch.all(evaluation.pull_force(upright_now, torch.tensor([True, True])) == 0)
     evaluation.force[:] = 200.0  # even if set by hand
     assert torch.all(evaluation.pull_force(upright_now, torch.tensor([True, True])) == 0)
+
+
+def test_per_env_trigger_steps_down_each_env_that_stood():
+    """Not HoST: per env, an env whose own episode ended standing steps down even when the batch mean is low
+    (HoST's batch mean would not fire here)."""
+    cur = StandupCurriculum(CurriculumCfg(trigger="per_env"), 3)
+    ids = torch.tensor([0, 1, 2])
+    assert cur.on_reset(ids, torch.tensor([1.0, 0.1, 0.1]))  # mean 0.4: HoST's trigger stays off
+    torch.testing.assert_close(cur.force, torch.tensor([160.0, 200.0, 200.0]))
+    torch.testing.assert_close(cur.beta, torch.tensor([0.98, 1.0, 1.0]))
+    assert not cur.on_reset(ids, torch.tensor([0.5, 0.5, 0.5]))
+    host = StandupCurriculum(CurriculumCfg(), 3)
+    assert not host.on_reset(ids, torch.tensor([1.0, 0.1, 0.1]))
+
+
+def test_unknown_trigger_is_refused():
+    with pytest.raises(ValueError, match="trigger"):
+        StandupCurriculum(CurriculumCfg(trigger="mean"), 1)
