@@ -147,6 +147,7 @@ class Controller:
         self._outcome = ""
         self.started_ns = 0
         self._in_tick = False
+        self._tick_failed = False
         self._fault_unlogged = False
 
     # ------------------------------------------------------------------ helpers
@@ -193,6 +194,8 @@ class Controller:
         with ``reading`` (the last one; None: no frame), since no policy tick follows."""
         self._in_tick = True
         try:
+            if not self._tick_failed:  # raised between policy ticks: the last frame's bits are not this frame's
+                self.flags = SafetyFlag.NONE
             self.flags |= self.io_flags
             self.io_flags = SafetyFlag.NONE
             self.fault(flag, reason)
@@ -270,6 +273,9 @@ class Controller:
         self._in_tick = True
         try:
             self._tick(reading)
+        except BaseException:
+            self._tick_failed = True  # the frame of the fault keeps this tick's bits (fault_outside_tick)
+            raise
         finally:
             self._in_tick = False
 

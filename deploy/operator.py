@@ -64,15 +64,15 @@ def _private_dir(path: str) -> bool:
 def default_socket_path() -> str:
     """The operator socket both ``run`` and ``ctl`` use when ``--socket`` is not given.
 
-    ``$UPRIGHT_DEPLOY_SOCKET``; else ``/run/upright-deploy/ctl.sock`` if that folder exists and is writable (the
-    systemd unit's RuntimeDirectory); else ``$XDG_RUNTIME_DIR/upright-deploy.sock`` when that folder is this
+    ``$UPRIGHT_DEPLOY_SOCKET``; else ``/run/upright-deploy/ctl.sock`` if that folder exists and may be entered (the
+    systemd unit's RuntimeDirectory, 0750 for the daemon's user and its --ctl-group); else ``$XDG_RUNTIME_DIR/upright-deploy.sock`` when that folder is this
     user's and private (0700); else ``ctl.sock`` in the private folder ``<tmp>/upright-deploy-<uid>`` (created
     0700 by the daemon; refused by both sides if anyone else owns it).
     """
     env = os.environ.get("UPRIGHT_DEPLOY_SOCKET")
     if env:
         return env
-    if os.path.isdir("/run/upright-deploy") and os.access("/run/upright-deploy", os.W_OK):
+    if os.path.isdir("/run/upright-deploy") and os.access("/run/upright-deploy", os.X_OK):
         return "/run/upright-deploy/ctl.sock"
     xdg = os.environ.get("XDG_RUNTIME_DIR")
     if xdg and _private_dir(xdg):
@@ -107,7 +107,8 @@ def _check_socket_dir(folder: str) -> None:
                                   "it could replace the socket; remove the folder or choose --socket")  # fmt: skip
     if st.st_mode & 0o022 and not st.st_mode & stat.S_ISVTX:
         raise SocketSecurityError(f"socket folder {folder} is writable by others ({stat.filemode(st.st_mode)}) "
-                                  "without the sticky bit: anyone could replace the socket; choose --socket")  # fmt: skip
+                                  f"without the sticky bit: they could replace the socket; chmod go-w {folder} "
+                                  "(connecting needs only g+x), or choose --socket")  # fmt: skip
     private = os.path.join(tempfile.gettempdir(), f"upright-deploy-{me}")
     if os.path.abspath(folder) == os.path.abspath(private) and not _private_dir(folder):
         raise SocketSecurityError(f"socket folder {folder} must be 0700 and belong to {_user(me)}; "

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import pathlib
-import resource
 import subprocess
 import sys
 
@@ -21,13 +20,19 @@ SMALL = ["task=standup", "env.num_envs=8", "env.episode_length_s=0.3", "train.nu
          "train.save_interval=1", "sim.num_threads=1"]  # fmt: skip
 
 
-def run_train(args: list[str], cwd: pathlib.Path, max_file_bytes: int | None = None) -> subprocess.CompletedProcess:
-    def limit():  # a disk that fills up: writes past this size fail with EFBIG (Python ignores SIGXFSZ)
-        resource.setrlimit(resource.RLIMIT_FSIZE, (max_file_bytes, max_file_bytes))
+LIMITED = (
+    "import os, resource, sys; n = int(sys.argv[1]); resource.setrlimit(resource.RLIMIT_FSIZE, (n, n)); "
+    "os.execv(sys.executable, [sys.executable, *sys.argv[2:]])"
+)
+"""Run a command with a file size limit: a disk that fills up, writes past it fail with EFBIG (Python ignores
+SIGXFSZ). A launcher rather than preexec_fn, which is unsafe in this (multithreaded) test process."""
 
+
+def run_train(args: list[str], cwd: pathlib.Path, max_file_bytes: int | None = None) -> subprocess.CompletedProcess:
+    launcher = [sys.executable, "-c", LIMITED, str(max_file_bytes)] if max_file_bytes else [sys.executable]
     return subprocess.run(
-        [sys.executable, str(ROOT / "train.py"), *args], cwd=cwd, capture_output=True, text=True, timeout=280,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"}, preexec_fn=limit if max_file_bytes else None,
+        [*launcher, str(ROOT / "train.py"), *args], cwd=cwd, capture_output=True, text=True, timeout=280,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
     )  # fmt: skip
 
 

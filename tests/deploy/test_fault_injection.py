@@ -402,6 +402,29 @@ def test_readme_sim_walkthrough_works_on_this_machine(tmp_path, linear_policy):
 
 
 # ---------------------------------------------------------------- 4. the control socket against other users
+def test_socket_path_checks_of_the_daemon(tmp_path):
+    """Issue 13.4, as any user: a stale socket of ours is replaced, a live daemon's socket or a plain file is refused,
+    and so is a folder its group may write (it could replace the socket; the unit's folder is 0750)."""
+    from upright.deploy.operator import OperatorServer, SocketSecurityError, prepare_socket_path
+
+    path = tmp_path / "d" / "ctl.sock"
+    first = OperatorServer(str(path))
+    assert (path.parent.stat().st_mode & 0o777) == 0o700 and (path.stat().st_mode & 0o777) == 0o600
+    with pytest.raises(SocketSecurityError, match=f"another daemon already listens on {path}"):
+        OperatorServer(str(path))
+    first.sock.close()  # as if the daemon died: a stale socket file stays
+    assert path.exists()
+    prepare_socket_path(str(path))
+    assert not path.exists()
+    path.write_text("not a socket")
+    with pytest.raises(SocketSecurityError, match=r"exists and is not a socket of .* \(it is a file of"):
+        OperatorServer(str(path))
+    path.unlink()
+    path.parent.chmod(0o770)
+    with pytest.raises(SocketSecurityError, match="is writable by others .*chmod go-w"):
+        OperatorServer(str(path))
+
+
 OTHER_UID = 65534  # nobody / nogroup
 SYSTEM_PYTHON = "/usr/bin/python3"  # the test's interpreter may live where nobody cannot enter (/root)
 needs_root = pytest.mark.skipif(os.geteuid() != 0 or not os.path.exists(SYSTEM_PYTHON),
