@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pathlib
+import re
 import sys
 
 from hydra import compose, initialize
@@ -46,19 +48,39 @@ def validate_overrides(args: list[str], config_name: str = "config") -> str | No
         check_variant(terrain, posture)
     except ValueError as err:
         return str(err)
+    plain = [a.lstrip("+") for a in overrides]
     try:
         with initialize(version_base=None, config_path=None):
-            compose(config_name=config_name, overrides=overrides)
+            cfg = compose(config_name=config_name, overrides=plain)
     except (HydraException, OmegaConfBaseException, ValueError) as err:
         with initialize(version_base=None, config_path=None):
             base = compose(config_name=config_name, overrides=[f"task={task}"])
         valid = [k for k in leaf_keys(base) if k != "defaults"]
         message = " ".join(str(err).strip().splitlines()[:2])
+        # Hydra suggests '+key=value' to append a key; upright's structured configs take no new keys
+        message = re.sub(r"\s*To append to your config use \S+", " (unknown key; upright's keys are fixed)", message)
         return (
             f"Invalid override: {message}\n"
             f"Valid tasks: {', '.join(sorted(TASKS))}\n"
             "Valid keys (resume=<run dir or checkpoint .pt>):\n  " + "\n  ".join(valid)
         )
+    for arg in overrides:
+        if arg.startswith("+"):
+            key = arg.lstrip("+").split("=", 1)[0]
+            return f"'{arg}': '{key}' already exists and upright takes no new keys; drop the '+': {arg.lstrip('+')}"
+    return check_values(cfg)
+
+
+def check_values(cfg) -> str | None:
+    """One-line error for a composed config's values that would train nothing or fail later; None if fine."""
+    train, env = cfg.get("train"), cfg.get("env")
+    if train is not None and "max_iterations" in train and int(train.max_iterations) < 1:
+        return f"train.max_iterations must be >= 1 (got {train.max_iterations}); e.g. train.max_iterations=12000."
+    if env is not None and "num_envs" in env and int(env.num_envs) < 1:
+        return f"env.num_envs must be >= 1 (got {env.num_envs}); e.g. env.num_envs=512."
+    resume = cfg.get("resume")
+    if resume and not pathlib.Path(str(resume)).expanduser().exists():
+        return f"resume={resume}: no such run directory or checkpoint file (give logs/<task>/<run.name> or a model_<it>.pt)."
     return None
 
 

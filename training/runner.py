@@ -69,11 +69,11 @@ class ProgressLogger(Logger):
         done = it + 1 - start_it
         eta = self.tot_time / max(done, 1) * (total_it - start_it - done)
         fps = self.cfg["num_steps_per_env"] * self.num_envs * self.gpu_world_size / (collect_time + learn_time)
-        ep_len = statistics.mean(self.lenbuffer) if self.lenbuffer else float("nan")
-        group_str = " ".join(f"{g}={v:.3f}" for g, v in groups.items())
+        ep_len = f"{statistics.mean(self.lenbuffer):.1f}" if self.lenbuffer else "-"
+        group_str = " ".join(f"{g}={v:.3f}" if v == v else f"{g}=-" for g, v in groups.items())  # '-': no episode ended
         print(
             f"it {it + 1}/{total_it} | {fps:,.0f} env-steps/s | rew/step {group_str} | head {head:.3f} m{curriculum}"
-            f" | ep_len {ep_len:.1f} | ETA {datetime.timedelta(seconds=int(eta))}",
+            f" | ep_len {ep_len} | ETA {datetime.timedelta(seconds=int(eta))}",
             flush=True,
         )
 

@@ -11,7 +11,7 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 from upright.tasks.registry import make_env, policy_metadata
-from upright.training.runner import UprightRunner, latest_checkpoint
+from upright.training.runner import UprightRunner, atomic_write_text, latest_checkpoint
 from upright.training.std_learning_rate import set_action_std
 
 
@@ -121,7 +121,7 @@ def train(cfg: DictConfig) -> pathlib.Path:
             set_action_std(runner.alg.actor, float(resume_std), runner.alg.optimizer)
             print(f"Action std set to {float(resume_std)} (train.resume_std)", flush=True)
     if rank == 0:
-        OmegaConf.save(cfg, run_dir / f"config_{runner.completed_iterations}.yaml", resolve=True)
+        atomic_write_text(run_dir / f"config_{runner.completed_iterations}.yaml", OmegaConf.to_yaml(cfg, resolve=True))
     print(f"Run directory: {run_dir}  ({env.num_envs} envs, {cfg.sim.backend} backend, "
           f"{getattr(env.sim, 'num_threads', '?')} threads)", flush=True)  # fmt: skip
     try:

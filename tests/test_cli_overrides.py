@@ -1,0 +1,34 @@
+"""Issue 13 item 7 and 8: train.py refuses bad overrides in one line before Hydra runs (real train.py processes), and
+the progress line prints '-' for a reward group when no episode ended in the iteration."""
+
+from __future__ import annotations
+
+import pytest
+
+from test_train_smoke import SMALL, run_train
+
+
+@pytest.mark.parametrize(
+    "override, expected",
+    [
+        ("+env.nope=1", "Could not override 'env.nope'. (unknown key; upright's keys are fixed)"),
+        ("+env.num_envs=4", "'env.num_envs' already exists and upright takes no new keys; drop the '+'"),
+        ("train.max_iterations=-1", "train.max_iterations must be >= 1 (got -1)"),
+        ("env.num_envs=0", "env.num_envs must be >= 1 (got 0)"),
+        ("resume=no/such/run", "resume=no/such/run: no such run directory or checkpoint file"),
+    ],
+)
+def test_bad_override_is_one_line_and_exit_2(tmp_path, override, expected):
+    proc = run_train(["task=standup", override], tmp_path)
+    assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert proc.stderr.startswith("error: ") and expected in proc.stderr.splitlines()[0]
+    assert "Traceback" not in proc.stderr and not (tmp_path / "logs").exists()
+
+
+def test_progress_line_prints_a_dash_when_no_episode_ended(tmp_path):
+    args = [*SMALL, "env.episode_length_s=1.0", "train.init_at_random_ep_len=false", "train.max_iterations=1",
+            "run.root=runs", "run.name=dash"]  # fmt: skip
+    proc = run_train(args, tmp_path)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    line = next(ln for ln in proc.stdout.splitlines() if ln.startswith("it 1/1"))
+    assert "task=- regularization=- style=- post_task=-" in line and "nan" not in line
