@@ -5,8 +5,8 @@ A robot's self-collision set is every pair of its collision geoms on different b
 1. **parent-child body pairs** (the joint between them keeps their geoms overlapping or adjacent by
    construction; MuJoCo's own ``filterparent`` rule);
 2. **the model's own** ``<contact><exclude>`` **body pairs** (the G1 MJCF excludes pelvis-hip_roll and
-   elbow-wrist_pitch: grandparent-grandchild pairs across a massless-size link whose capsules
-   overlap at every joint angle; :func:`sample_min_distances` shows it);
+   elbow-wrist_pitch: bodies two joints apart whose capsules overlap at every joint angle, as the excluded
+   pairs' 100 % contact in :func:`sample_min_distances` shows);
 3. **pairs that the joint limits keep apart**: with the floating base fixed, joint configurations are
    drawn uniformly within the joint ranges, MuJoCo's collision pipeline (``mj_kinematics`` +
    ``mj_collision`` with every geom's margin set to ``record_distance``) reports every pair closer
