@@ -4,7 +4,8 @@ The reward is split into G groups (HoST: task, regularization, style, post-task)
 its own GAE; each group's advantage is normalised over the whole rollout and the policy is trained on the weighted
 sum ``A = sum_g w_g * Ahat_g`` (no re-normalisation after the sum). The value loss is rsl_rl's clipped loss applied
 element-wise to the (B, G) values and averaged over batch and critics. Method and constants:
-``/work/shared/reference/host_standup.md`` section 3 ("Multi-critic PPO").
+HoST's ``rsl_rl/rsl_rl/algorithms/ppo.py``, ``rsl_rl/rsl_rl/modules/actor_critic.py`` and
+``rsl_rl/rsl_rl/storage/rollout_storage.py`` (InternRobotics/HoST at commit 70bb580949a3; paper §IV-B).
 
 HoST's L2C2 smoothness term (spec section 5; Kobayashi, "L2C2: Locally Lipschitz Continuous Constraint", 2022) is
 added to the PPO loss: for the mixed state ``s_mix = s_t + u * (s_{t+1} - s_t)``, ``u ~ U(-1, 1)`` per transition
@@ -36,7 +37,7 @@ from .multi_critic_storage import MultiCriticRolloutStorage
 from .std_learning_rate import FIXED_LR_KEY, build_optimizer, convert_optimizer_state
 
 DEFAULT_GROUP_WEIGHTS: tuple[float, ...] = (2.5, 0.1, 1.0, 1.0)
-"""HoST ``reward_group_weights`` for (task, regularization, style, post-task) (host_standup.md section 3)."""
+"""HoST ``reward_group_weights`` for (task, regularization, style, post-task) (HoST ``legged_gym/legged_gym/envs/g1/g1_config_ground.py``)."""
 
 ADVANTAGE_EPS: float = 1e-8
 """Denominator guard of the per-group advantage normalisation (HoST / rsl_rl)."""
