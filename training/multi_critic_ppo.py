@@ -5,7 +5,7 @@ its own GAE; each group's advantage is normalised over the whole rollout and the
 sum ``A = sum_g w_g * Ahat_g`` (no re-normalisation after the sum). The value loss is rsl_rl's clipped loss applied
 element-wise to the (B, G) values and averaged over batch and critics. Method and constants:
 HoST's ``rsl_rl/rsl_rl/algorithms/ppo.py``, ``rsl_rl/rsl_rl/modules/actor_critic.py`` and
-``rsl_rl/rsl_rl/storage/rollout_storage.py`` (InternRobotics/HoST at commit 70bb580949a3; paper §IV-B).
+``rsl_rl/rsl_rl/storage/rollout_storage.py`` (InternRobotics/HoST at commit 70bb580949a3).
 
 HoST's L2C2 smoothness term (spec section 5; Kobayashi, "L2C2: Locally Lipschitz Continuous Constraint", 2022) is
 added to the PPO loss: for the mixed state ``s_mix = s_t + u * (s_{t+1} - s_t)``, ``u ~ U(-1, 1)`` per transition
