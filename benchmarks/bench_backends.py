@@ -34,6 +34,9 @@ import subprocess
 import sys
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from machine import cpu_model  # noqa: E402  (benchmarks/machine.py)
+
 
 def _rss_mb() -> float:
     with open("/proc/self/status") as f:
@@ -142,17 +145,6 @@ def versions() -> dict:
     except Exception as e:  # noqa: BLE001
         v["mjx"] = f"not installed ({e})"
     return v
-
-
-def cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
 def gpu_name() -> str | None:

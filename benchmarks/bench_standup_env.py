@@ -31,13 +31,15 @@ import io
 import os
 import platform
 import pstats
-import resource
 import statistics
 import sys
 import tempfile
 import time
 
-import mujoco
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from machine import CpuMeter  # noqa: E402  (benchmarks/machine.py; bench_self_collisions uses it as bse.CpuMeter)
+
+import mujoco  # noqa: E402
 import numpy as np
 import torch
 from mujoco import batch as mj_batch
@@ -127,38 +129,6 @@ class MjStepRate:
             elapsed += time.perf_counter() - t0
             steps += self.chunk * b.nsim
         return steps / elapsed
-
-
-class CpuMeter:
-    """Share of the machine's CPU time used by *other* processes between :meth:`start` and :meth:`stop`
-    (``/proc/stat`` busy time minus this process's user + system time)."""
-
-    def __init__(self):
-        self._t0 = self._busy0 = self._own0 = 0.0
-
-    @staticmethod
-    def _busy() -> float:
-        try:
-            with open("/proc/stat") as f:
-                fields = [float(x) for x in f.readline().split()[1:]]
-        except OSError:
-            return float("nan")
-        user, nice, system, _idle, _iowait, irq, softirq = fields[:7]
-        return (user + nice + system + irq + softirq) / os.sysconf("SC_CLK_TCK")
-
-    @staticmethod
-    def _own() -> float:
-        r = resource.getrusage(resource.RUSAGE_SELF)
-        return r.ru_utime + r.ru_stime
-
-    def start(self) -> CpuMeter:
-        self._t0, self._busy0, self._own0 = time.perf_counter(), self._busy(), self._own()
-        return self
-
-    def stop(self) -> float:
-        wall = time.perf_counter() - self._t0
-        others = (self._busy() - self._busy0) - (self._own() - self._own0)
-        return max(0.0, others / (wall * (os.cpu_count() or 1)))
 
 
 class Probes:

@@ -41,7 +41,6 @@ import json
 import math
 import os
 import pathlib
-import platform
 import re
 import shlex
 import signal
@@ -51,6 +50,9 @@ import sys
 import tempfile
 import time
 from typing import Any, Iterable
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from machine import CpuMeter, cpu_model  # noqa: E402  (benchmarks/machine.py)
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 
@@ -668,35 +670,6 @@ def cmd_curve(args: argparse.Namespace) -> None:
 
 
 # ----------------------------------------------------------------------------------------------- cost
-def cpu_busy_seconds() -> float:
-    """Busy CPU seconds of the whole machine since boot (``/proc/stat``), NaN where unavailable."""
-    try:
-        with open("/proc/stat") as f:
-            fields = [float(x) for x in f.readline().split()[1:8]]
-    except (OSError, ValueError):
-        return math.nan
-    user, nice, system, _idle, _iowait, irq, softirq = fields
-    return (user + nice + system + irq + softirq) / os.sysconf("SC_CLK_TCK")
-
-
-def cpu_model() -> str:
-    """The CPU's model name (``/proc/cpuinfo``), else the platform's machine type."""
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
-def own_cpu_seconds() -> float:
-    """CPU seconds used by this process (user + system)."""
-    t = os.times()
-    return t.user + t.system
-
-
 @dataclasses.dataclass
 class Recipe:
     """A recipe under ``cost``: its env, runner and the timings of its iterations."""
@@ -825,18 +798,17 @@ def cmd_cost(args: argparse.Namespace) -> None:
             build_recipe(r, pathlib.Path(tmp))
             print(f"[{r.name}] built in {time.monotonic() - t0:.0f} s: {r.cfg.env.num_envs} envs, "
                   f"overrides {' '.join(r.overrides) or '(defaults)'}", flush=True)  # fmt: skip
-        busy0, own0, wall0 = cpu_busy_seconds(), own_cpu_seconds(), time.monotonic()
+        meter = CpuMeter().start()
         for i in range(args.warmup + args.iters):
             order = recipes if i % 2 == 0 else recipes[::-1]
             if i == args.warmup:
-                busy0, own0, wall0 = cpu_busy_seconds(), own_cpu_seconds(), time.monotonic()
+                meter.start()
             for r in order:
                 c, u = one_iteration(r)
                 kind = "warm-up" if i < args.warmup else "timed"
                 print(f"[{r.name}] {kind} {i + 1}/{args.warmup + args.iters}: collection {c:.2f} s, update {u:.2f} s",
                       flush=True)  # fmt: skip
-        others = ((cpu_busy_seconds() - busy0) - (own_cpu_seconds() - own0)) / (
-            (time.monotonic() - wall0) * (os.cpu_count() or 1))
+        others = meter.stop()
         for r in recipes:
             if r.runner.logger.writer is not None:
                 r.runner.logger.writer.close()

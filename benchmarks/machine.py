@@ -1,0 +1,56 @@
+"""What the benchmarks report about the machine they ran on: the CPU model and how much of the CPU other processes
+took while a figure was measured. Shared by ``bench_standup_env.py``, ``bench_self_collisions.py``,
+``bench_backends.py`` and ``standup_learning.py``."""
+
+from __future__ import annotations
+
+import os
+import platform
+import resource
+import time
+
+
+def cpu_model() -> str:
+    """The CPU's model name (``/proc/cpuinfo``), else the platform's processor or machine type."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+class CpuMeter:
+    """Share of the machine's CPU time used by *other* processes between :meth:`start` and :meth:`stop`
+    (``/proc/stat`` busy time minus this process's user + system time), in [0, 1] of all CPUs."""
+
+    def __init__(self):
+        self._t0 = self._busy0 = self._own0 = 0.0
+
+    @staticmethod
+    def _busy() -> float:
+        try:
+            with open("/proc/stat") as f:
+                fields = [float(x) for x in f.readline().split()[1:]]
+        except OSError:
+            return float("nan")
+        user, nice, system, _idle, _iowait, irq, softirq = fields[:7]
+        return (user + nice + system + irq + softirq) / os.sysconf("SC_CLK_TCK")
+
+    @staticmethod
+    def _own() -> float:
+        r = resource.getrusage(resource.RUSAGE_SELF)
+        return r.ru_utime + r.ru_stime
+
+    def start(self) -> CpuMeter:
+        """Start (or restart) the measurement; returns self."""
+        self._t0, self._busy0, self._own0 = time.perf_counter(), self._busy(), self._own()
+        return self
+
+    def stop(self) -> float:
+        """Others' share of all CPUs since :meth:`start`, in [0, 1] (NaN without ``/proc/stat``)."""
+        wall = time.perf_counter() - self._t0
+        others = (self._busy() - self._busy0) - (self._own() - self._own0)
+        return max(0.0, others / (wall * (os.cpu_count() or 1)))
