@@ -32,6 +32,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from upright.atomic_io import atomic_write_bytes  # noqa: F401  (re-exported: logger_process imports it from here)
+
 CODEBASE_VERSION = "v3.0"
 CHUNKS_SIZE = 1000
 DATA_PATH = "data/chunk-{chunk_index:03d}/file-{file_index:03d}.parquet"
@@ -72,29 +74,6 @@ def column(values: np.ndarray, feature: dict) -> pa.Array:
         flat = pa.array(np.ascontiguousarray(values).reshape(-1), type=t.value_type)
         return pa.FixedSizeListArray.from_arrays(flat, t.list_size)
     return pa.array(np.asarray(values).reshape(-1), type=t)
-
-
-def _fsync_dir(path: pathlib.Path) -> None:
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def atomic_write_bytes(path: pathlib.Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` via a fsynced temporary file and a rename."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    _fsync_dir(path.parent)
 
 
 def atomic_write_parquet(path: pathlib.Path, table: pa.Table) -> None:

@@ -26,6 +26,7 @@ import torch
 from rsl_rl.runners import OnPolicyRunner
 from rsl_rl.utils.logger import Logger
 
+from upright.atomic_io import atomic_write, atomic_write_text  # noqa: F401  (re-exported)
 from upright.training.onnx_export import attach_metadata, check_onnx_matches_torch, quiet_onnx_exporter
 
 GROUP_KEYS = ("task", "regularization", "style", "post_task")
@@ -240,54 +241,6 @@ class UprightRunner(OnPolicyRunner):
             self.env.load_state_dict(infos["env_state"])
         self.current_learning_iteration = self.completed_iterations
         return infos
-
-
-def _fsync_dir(folder: pathlib.Path) -> None:
-    try:
-        fd = os.open(folder, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
-def atomic_write(path: str | pathlib.Path, write: Callable[[pathlib.Path], Any]) -> pathlib.Path:
-    """Crash-safe file write: ``write(tmp)`` fills a temporary file beside ``path``, which is fsynced and renamed over
-    ``path`` (then the folder is fsynced). A crash, a kill or a full disk at any point leaves ``path`` as it was
-    before (or absent), never truncated; the temporary file is removed when ``write`` raises.
-
-    Args:
-        path: the final file.
-        write: called with the temporary path (same folder, so the rename is atomic); must create that file.
-
-    Returns:
-        ``path`` as a Path.
-
-    Raises:
-        Whatever ``write``, the fsync or the rename raise (OSError for a full disk).
-    """
-    path = pathlib.Path(path)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    try:
-        write(tmp)
-        with open(tmp, "rb+") as f:
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        tmp.with_name(tmp.name + ".data").unlink(missing_ok=True)  # the ONNX exporter's side file, if any
-        raise
-    _fsync_dir(path.parent)
-    return path
-
-
-def atomic_write_text(path: str | pathlib.Path, text: str) -> pathlib.Path:
-    """:func:`atomic_write` of a UTF-8 text file (e.g. a run config: ``OmegaConf.to_yaml(cfg, resolve=True)``)."""
-    return atomic_write(path, lambda tmp: pathlib.Path(tmp).write_text(text, encoding="utf-8"))
 
 
 def checkpoint_problem(path: str | pathlib.Path) -> str | None:
