@@ -403,13 +403,11 @@ class StandupEnv(VecEnv):
             from_posture = dones & ~self.assisted
             if from_posture.any():
                 log["Metrics/final_head_height"] = state.head_height[from_posture]
-                stood = (state.head_height[from_posture] > self.cfg.curriculum.threshold_height).float()
-                log["Metrics/stood_from_posture"] = stood
+                stood = (state.head_height > self.cfg.curriculum.threshold_height).float()
+                log["Metrics/stood_from_posture"] = stood[from_posture]
                 unaided = from_posture & (self.curriculum.force == 0)
                 if unaided.any():
-                    log["Metrics/stood_from_posture_no_pull"] = (
-                        state.head_height[unaided] > self.cfg.curriculum.threshold_height
-                    ).float()
+                    log["Metrics/stood_from_posture_no_pull"] = stood[unaided]
             if (dones & self.assisted).any():
                 log["Metrics/final_head_height_assisted"] = state.head_height[dones & self.assisted]
         return log
