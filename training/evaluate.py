@@ -194,6 +194,8 @@ saved in a checkpoint, else the terrain's β floor),
     cfg.env.assisted_start.fraction = 0.0  # every episode from the terrain's posture (HoST protocol)
     if "state_archive" in cfg.env:
         cfg.env.state_archive.fraction = 0.0
+    if "rise_path" in cfg.env:
+        cfg.env.rise_path.fraction = 0.0
     if not domain_rand:
         cfg.env.domain_rand.enabled = False
     cfg.train.init_at_random_ep_len = False

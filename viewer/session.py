@@ -181,6 +181,8 @@ def _play_env_cfg(env_cfg, variant: Variant, randomize: bool):
         cfg.assisted_start.fraction = 0.0  # play starts from the variant's posture
     if "state_archive" in cfg:
         cfg.state_archive.fraction = 0.0
+    if "rise_path" in cfg:
+        cfg.rise_path.fraction = 0.0
     if not randomize:
         for key in ("obs_noise",):  # randomisation switches of the task config
             if key in cfg:

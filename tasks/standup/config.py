@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from upright.tasks.standup.assisted_start import AssistedStartCfg
 from upright.tasks.standup.curriculum import CurriculumCfg
 from upright.tasks.standup.randomization import DisturbanceCfg, DomainRandCfg
+from upright.tasks.standup.rise_path import RisePathCfg
 from upright.tasks.standup.state_archive import StateArchiveCfg
 
 
@@ -58,6 +59,13 @@ class StandupEnvCfg:
     """Not HoST: a fraction of training episodes starts from states the policy's own episodes reached, drawn
     evenly over head-height bins (see :mod:`upright.tasks.standup.state_archive`), e.g.
     ``env.state_archive.fraction=0.4``."""
+    rise_path: RisePathCfg = field(default_factory=RisePathCfg)
+    """Not HoST: a fraction of training episodes starts at a point of a scripted get-up, settled by physics, ground
+    only (see :mod:`upright.tasks.standup.rise_path`), e.g. ``env.rise_path.fraction=0.5``."""
+    action_mode: str = "relative"
+    """How actions become PD targets of the 23 policy joints: ``relative`` (HoST) p = q + β·a, around the measured
+    joint angles; ``absolute`` (not HoST; legged_gym's convention) p = q_default + β·a, around the default pose.
+    Both use the curriculum's β as the scale."""
     passive_push_force: float = 0.0
     """Force along world x on the torso during the unactuated phase, N (HoST wall and slope: 2 x -50 N = -100 N,
     which lays the robot back against the ramp)."""

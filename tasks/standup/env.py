@@ -39,6 +39,8 @@ from upright.tasks.standup.randomization import StandupRandomizer
 from upright.tasks.standup.rewards import REWARD_GROUPS, RewardManager, standup_reward_terms
 from upright.tasks.standup.scene import standup_scene
 from upright.tasks.standup.state import StandupState
+from upright.tasks.standup.rise_path import RisePathStarts
+from upright.tasks.standup.rise_path import validate as validate_rise_path
 from upright.tasks.standup.state_archive import StateArchive
 from upright.tasks.standup.terminations import terrain_fall, velocity_explosion
 from upright.tasks.standup.terrains import StartSampler, check_variant, terrain_layout
@@ -64,10 +66,14 @@ class StandupEnv(VecEnv):
         if cfg.decimation < 1:
             raise ValueError(f"env.decimation must be >= 1, got {cfg.decimation}")
         validate_assisted_start(cfg.assisted_start, cfg.terrain)
+        validate_rise_path(cfg.rise_path, cfg.terrain)
+        if cfg.action_mode not in ("relative", "absolute"):
+            raise ValueError(f"env.action_mode must be 'relative' (HoST) or 'absolute', got {cfg.action_mode!r}")
         self.cfg = cfg
         self.sim_cfg = sim_cfg
         self.device = torch.device(device)
         self.rng = torch.Generator(device="cpu").manual_seed(seed)
+        self._seed = seed
         self.terrain = check_variant(cfg.terrain, cfg.posture)
         """HoST's settings of the terrain (:class:`~upright.tasks.standup.terrains.TerrainSpec`)."""
         self.terrain_layout = terrain_layout(cfg.terrain)
@@ -144,6 +150,11 @@ class StandupEnv(VecEnv):
             AssistedStarts(self.cfg.assisted_start, m, self.default_pose, pol) if self.cfg.assisted_start.fraction > 0 else None
         )
         """Draws the upright starts of ``env.assisted_start`` (None when its fraction is 0, as in HoST)."""
+        self._rise_path = (
+            RisePathStarts(self.cfg.rise_path, m, info.default_pose, info.policy_joint_ids, seed=self._seed, device=dev)
+            if self.cfg.rise_path.fraction > 0 else None
+        )  # fmt: skip
+        """The settled rise-path starts of ``env.rise_path`` (None when its fraction is 0, as in HoST)."""
         self.assisted = torch.zeros(self.cfg.num_envs, dtype=torch.bool, device=dev)
         """(N,) whether each env's current episode began as an assisted or archived start (not from the terrain's
         posture)."""
@@ -245,7 +256,11 @@ class StandupEnv(VecEnv):
         self.actions.copy_(a)
         self.prev_dq = self.state.dq
         q_policy = self.state.q
-        self.p_target = q_policy + self.beta.unsqueeze(-1) * a
+        if cfg.action_mode == "absolute":  # the unactuated phase stays limp: targets at the measured angles
+            default = self.default_pose[self._policy_ids]
+            self.p_target = torch.where(actuated, default + self.beta.unsqueeze(-1) * a, q_policy)
+        else:
+            self.p_target = q_policy + self.beta.unsqueeze(-1) * a
         ctrl = self.default_pose.expand(self.num_envs, -1).clone()
         ctrl[:, self._policy_ids] = self.p_target
         self._apply_pull_force(actuated.squeeze(-1))
@@ -324,6 +339,12 @@ class StandupEnv(VecEnv):
                 qpos[assisted, 2], qpos[assisted, 3:7], joints[assisted] = z, quat, crouch
         qpos[:, self._q_adr] = joints
         qvel = torch.zeros(m, self.model.nv, device=dev)
+        if self._rise_path is not None:
+            on_path = self._rise_path.choose(m, self.rng, assisted)
+            k = int(on_path.sum())
+            if k:
+                qpos[on_path], qvel[on_path] = self._rise_path.sample(k, self.rng, qpos[on_path, 0:2])
+                assisted = assisted | on_path
         archived, restored = self._draw_archived(m, assisted)
         if restored is not None:
             qpos[archived], qvel[archived], sub[archived] = restored.qpos, restored.qvel, restored.sub_terrain

@@ -1,0 +1,116 @@
+"""Rise-path starts (``env.rise_path``) and the absolute action mode (``env.action_mode``) of the standup env."""
+
+from __future__ import annotations
+
+import math
+
+import mujoco
+import numpy as np
+import pytest
+import torch
+
+from upright.robots import g1
+from upright.tasks.standup.config import SimCfg, StandupEnvCfg
+from upright.tasks.standup.env import StandupEnv
+from upright.tasks.standup.rise_path import RisePathCfg, RisePathStarts, interpolate, keyframes, validate
+from upright.tasks.standup.scene import standup_scene
+
+
+@pytest.fixture(scope="module")
+def scene() -> mujoco.MjModel:
+    return standup_scene()
+
+
+@pytest.fixture(scope="module")
+def bank(scene) -> RisePathStarts:
+    info = g1.robot_info()
+    return RisePathStarts(RisePathCfg(fraction=0.5, bank_size=96), scene, info.default_pose, info.policy_joint_ids, seed=3)
+
+
+def test_keyframes_run_from_supine_to_the_default_standing_pose(scene):
+    info = g1.robot_info()
+    frames = keyframes(scene, info.default_pose)
+    us = [f[0] for f in frames]
+    assert us[0] == 0.0 and us[-1] == 1.0 and us == sorted(us)
+    assert frames[0][1] == pytest.approx(-math.pi / 2)  # supine
+    # θ = 0: the default pose, with the hips turned by the balanced pelvis pitch (the soles stay flat)
+    stand_pitch, stand = frames[-1][1], frames[-1][2].copy()
+    hips = [g1.JOINT_NAMES.index(f"{s}_hip_pitch_joint") for s in ("left", "right")]
+    np.testing.assert_allclose(stand[hips], info.default_pose[hips] - stand_pitch, atol=1e-9)
+    stand[hips] = info.default_pose[hips]
+    np.testing.assert_allclose(stand, info.default_pose, atol=1e-9)
+    assert abs(stand_pitch) < 0.2
+    pitch, q = interpolate(frames, 0.1)  # halfway between the first two frames
+    assert pitch == pytest.approx(0.5 * (frames[0][1] + frames[1][1]))
+    np.testing.assert_allclose(q, 0.5 * (frames[0][2] + frames[1][2]))
+
+
+def test_bank_states_are_settled_physics_states_whose_head_rises_along_the_path(scene, bank):
+    assert torch.isfinite(bank.qpos).all() and torch.isfinite(bank.qvel).all()
+    quat_norm = bank.qpos[:, 3:7].norm(dim=1)
+    torch.testing.assert_close(quat_norm, torch.ones_like(quat_norm), atol=1e-4, rtol=0)
+    u, h = torch.tensor(bank.u, dtype=torch.float32), bank.head_height
+    assert torch.corrcoef(torch.stack([u, h]))[0, 1] > 0.8
+    assert h[u < 0.1].mean() < 0.35 and h[u > 0.9].mean() > 1.0
+    # No start sinks into the floor: the deepest robot-floor contact stays within MuJoCo's soft-contact range.
+    d = mujoco.MjData(scene)
+    for k in range(0, len(bank.u), 8):
+        d.qpos[:] = bank.qpos[k].double().numpy()
+        mujoco.mj_forward(scene, d)
+        floor = [c.dist for c in d.contact[: d.ncon] if 0 in (scene.geom_bodyid[c.geom1], scene.geom_bodyid[c.geom2])]
+        assert min(floor, default=0.0) > -0.02
+
+
+def test_sample_moves_the_start_to_the_envs_position_and_copies(bank):
+    g = torch.Generator().manual_seed(0)
+    xy = torch.tensor([[3.0, -2.0], [0.5, 0.5]])
+    qpos, qvel = bank.sample(2, g, xy)
+    assert qpos.shape == (2, bank.qpos.shape[1]) and qvel.shape == (2, bank.qvel.shape[1])
+    assert ((qpos[:, 0:2] - xy).abs() < 0.3).all()  # the bank's pelvis sits near x = y = 0
+    qpos[:] = 0.0
+    assert bank.qpos.abs().sum() > 0  # the bank is not a view of the draw
+
+
+def test_validate_names_the_key():
+    with pytest.raises(ValueError, match="env.rise_path.fraction"):
+        validate(RisePathCfg(fraction=1.0), "ground")
+    with pytest.raises(ValueError, match="terrain=ground"):
+        validate(RisePathCfg(fraction=0.3), "slope")
+    with pytest.raises(ValueError, match="u_min"):
+        validate(RisePathCfg(u_min=0.8, u_max=0.2), "ground")
+
+
+def _env(**kw) -> StandupEnv:
+    cfg = StandupEnvCfg(num_envs=32, **kw)
+    cfg.rise_path.bank_size = 48
+    cfg.domain_rand.enabled = False
+    return StandupEnv(cfg, SimCfg(num_threads=1), seed=5)
+
+
+def test_env_starts_a_fraction_on_the_path_acting_at_once():
+    env = _env(rise_path=RisePathCfg(fraction=0.6, bank_size=48))
+    on = env.assisted
+    assert 5 < int(on.sum()) < 30
+    assert (env.episode_length_buf[on] == env.cfg.unactuated_steps).all()
+    assert (env.episode_length_buf[~on] == 0).all()
+    assert env.state.head_height[on].mean() > env.state.head_height[~on].mean() + 0.2
+    off = _env()
+    assert not off.assisted.any()
+
+
+def test_absolute_action_mode_targets_the_default_pose_and_stays_limp_while_unactuated():
+    env = _env(action_mode="absolute")
+    env.beta[:] = 0.5
+    default = env.default_pose[env._policy_ids]
+    q_before = env.state.q.clone()
+    env.step(torch.ones(32, 23))  # still in the unactuated phase: targets at the measured angles
+    torch.testing.assert_close(env.p_target, q_before)
+    env.episode_length_buf[:] = env.cfg.unactuated_steps
+    a = torch.randn(32, 23)
+    env.step(a)
+    torch.testing.assert_close(env.p_target, default + 0.5 * a)
+
+
+def test_unknown_action_mode_is_refused():
+    with pytest.raises(ValueError, match="env.action_mode"):
+        _env(action_mode="torque")
