@@ -155,6 +155,10 @@ class StandupEnv(VecEnv):
             if self.cfg.rise_path.fraction > 0 else None
         )  # fmt: skip
         """The settled rise-path starts of ``env.rise_path`` (None when its fraction is 0, as in HoST)."""
+        self.on_path = torch.zeros(self.cfg.num_envs, dtype=torch.bool, device=dev)
+        """(N,) whether each env's current episode began from a rise-path start (a subset of :attr:`assisted`)."""
+        self.start_head_height = torch.zeros(self.cfg.num_envs, device=dev)
+        """(N,) head height above the feet at the start of each env's rise-path episode, m."""
         self.assisted = torch.zeros(self.cfg.num_envs, dtype=torch.bool, device=dev)
         """(N,) whether each env's current episode began as an assisted or archived start (not from the terrain's
         posture)."""
@@ -275,6 +279,13 @@ class StandupEnv(VecEnv):
         )  # fmt: skip
         terminated |= terrain_fall(state, self.terrain.termination, unactuated_steps=cfg.unactuated_steps)
         time_outs = self.episode_length_buf >= self.max_episode_length
+        if self._rise_path is not None:
+            rp = self.cfg.rise_path
+            if rp.episode_length_s > 0:
+                path_len = cfg.unactuated_steps + int(round(rp.episode_length_s / self.step_dt))
+                time_outs |= self.on_path & (self.episode_length_buf >= path_len)
+            if rp.fall_drop > 0:
+                terminated |= self.on_path & (state.head_height < self.start_head_height - rp.fall_drop)
         dones = terminated | time_outs
         episode_log = self._log_step(state, group_rewards, terms, dones)
         self.last_state = state
@@ -294,6 +305,7 @@ class StandupEnv(VecEnv):
             self.curriculum.on_reset(done_ids[from_posture], state.head_height[done_ids][from_posture])
             self.reset_envs(done_ids)
             state = self._read_state()
+            self.start_head_height[done_ids] = state.head_height[done_ids]
         self.state = state
         self._update_history()
         extras = {"time_outs": time_outs, "reward_groups": group_rewards, "episode": episode_log}
@@ -339,12 +351,14 @@ class StandupEnv(VecEnv):
                 qpos[assisted, 2], qpos[assisted, 3:7], joints[assisted] = z, quat, crouch
         qpos[:, self._q_adr] = joints
         qvel = torch.zeros(m, self.model.nv, device=dev)
+        on_path = torch.zeros(m, dtype=torch.bool, device=dev)
         if self._rise_path is not None:
             on_path = self._rise_path.choose(m, self.rng, assisted)
             k = int(on_path.sum())
             if k:
                 qpos[on_path], qvel[on_path] = self._rise_path.sample(k, self.rng, qpos[on_path, 0:2])
                 assisted = assisted | on_path
+        self.on_path[env_ids] = on_path
         archived, restored = self._draw_archived(m, assisted)
         if restored is not None:
             qpos[archived], qvel[archived], sub[archived] = restored.qpos, restored.qvel, restored.sub_terrain
@@ -382,6 +396,7 @@ class StandupEnv(VecEnv):
         """Start a new episode in every env at once (all at step 0) and build the first observation."""
         self.reset_envs(torch.arange(self.num_envs, device=self.device))
         self.state = self._read_state()
+        self.start_head_height[:] = self.state.head_height
         self._update_history()
 
     def _update_history(self) -> None:
@@ -431,6 +446,10 @@ class StandupEnv(VecEnv):
                     log["Metrics/stood_from_posture_no_pull"] = stood[unaided]
             if (dones & self.assisted).any():
                 log["Metrics/final_head_height_assisted"] = state.head_height[dones & self.assisted]
+            path_done = dones & self.on_path
+            if path_done.any():  # rise-path episodes: how far the head rose (< 0: fell) and how many stood
+                log["Metrics/path_head_gain"] = (state.head_height - self.start_head_height)[path_done]
+                log["Metrics/path_stood"] = (state.head_height[path_done] > self.cfg.curriculum.threshold_height).float()
         return log
 
     def state_dict(self) -> dict:

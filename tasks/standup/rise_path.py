@@ -27,7 +27,8 @@ placed with its lowest collision geometry ``clearance`` above the ground and set
 settle_max) s with the PD targets at the pose (the scene's actuators, gravity, contacts). The bank keeps the
 settled qpos and qvel, so every start is a state the simulator reached on its own.
 
-Episodes started from the bank skip the unactuated phase, get no pull force (``pull_assisted``) and do not step
+Episodes started from the bank can be shorter (``episode_length_s``) and end when the head falls ``fall_drop``
+below its start height; they skip the unactuated phase, get no pull force (``pull_assisted``) and do not step
 the curricula (they are flagged like :mod:`~upright.tasks.standup.assisted_start` episodes). Evaluation and
 play never use them (:func:`upright.training.evaluate.make_eval_env` sets the fraction to 0).
 """
@@ -61,6 +62,12 @@ class RisePathCfg:
     """Longest settling time, s."""
     clearance: float = 0.005
     """Gap between the lowest collision geometry and the ground when the pose is placed, m."""
+    episode_length_s: float = 0.0
+    """Length of rise-path episodes, s (0: the env's ``episode_length_s``). Shorter episodes reset more often, so
+    more of the samples are near the start states instead of lying after a fall."""
+    fall_drop: float = 0.0
+    """Terminate a rise-path episode once its head height is this far below its start head height, m (0: never).
+    The fall then ends the episode's rewards instead of continuing as a lying start."""
     u_min: float = 0.0
     """Lowest path coordinate drawn (0 = supine)."""
     u_max: float = 1.0
@@ -80,6 +87,8 @@ def validate(cfg: RisePathCfg, terrain: str) -> None:
         raise ValueError(f"env.rise_path.bank_size must be >= 1, got {cfg.bank_size}")
     if cfg.joint_noise < 0 or cfg.clearance < 0 or not 0 <= cfg.settle_min <= cfg.settle_max:
         raise ValueError("env.rise_path.joint_noise and clearance must be >= 0 and 0 <= settle_min <= settle_max.")
+    if cfg.episode_length_s < 0 or cfg.fall_drop < 0:
+        raise ValueError("env.rise_path.episode_length_s and fall_drop must be >= 0 (0 turns each off).")
     if not 0.0 <= cfg.u_min <= cfg.u_max <= 1.0:
         raise ValueError(f"env.rise_path.u_min/u_max must satisfy 0 <= u_min <= u_max <= 1, got {cfg.u_min}, {cfg.u_max}")
     if cfg.fraction > 0 and terrain != "ground":

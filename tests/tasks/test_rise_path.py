@@ -114,3 +114,24 @@ def test_absolute_action_mode_targets_the_default_pose_and_stays_limp_while_unac
 def test_unknown_action_mode_is_refused():
     with pytest.raises(ValueError, match="env.action_mode"):
         _env(action_mode="torque")
+
+
+def test_rise_path_episodes_end_on_a_fall_or_their_own_time_limit():
+    env = _env(rise_path=RisePathCfg(fraction=0.6, bank_size=48, episode_length_s=0.2, fall_drop=0.25))
+    on = env.on_path.clone()
+    assert on.any() and (on == env.assisted).all()
+    torch.testing.assert_close(env.start_head_height, env.state.head_height)
+    ended = torch.zeros_like(on)
+    for _ in range(10):  # 0.2 s = 10 env steps
+        _, _, dones, extras = env.step(torch.zeros(32, 23))
+        ended |= dones.bool()
+        if "Metrics/path_head_gain" in extras["episode"]:
+            assert extras["episode"]["Metrics/path_head_gain"].numel() > 0
+    assert ended[on].all()  # every rise-path episode ended (time limit or fall) within 0.2 s
+    assert not ended[~on].any()  # lying starts run the env's 10 s episode
+    # A fall: knock the head of one rise-path env 0.3 m below its start, the env terminates (not a time-out).
+    env2 = _env(rise_path=RisePathCfg(fraction=0.6, bank_size=48, fall_drop=0.25))
+    i = int(env2.on_path.nonzero()[0])
+    env2.start_head_height[i] = env2.state.head_height[i] + 0.3
+    _, _, dones, extras = env2.step(torch.zeros(32, 23))
+    assert dones[i] == 1 and not extras["time_outs"][i]
