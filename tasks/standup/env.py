@@ -287,6 +287,7 @@ class StandupEnv(VecEnv):
             if rp.fall_drop > 0:
                 terminated |= self.on_path & (state.head_height < self.start_head_height - rp.fall_drop)
         dones = terminated | time_outs
+        self._time_outs = time_outs & ~terminated
         episode_log = self._log_step(state, group_rewards, terms, dones)
         self.last_state = state
         """State at the end of the last env step, before resets (for evaluation and logging)."""
@@ -449,7 +450,8 @@ class StandupEnv(VecEnv):
             path_done = dones & self.on_path
             if path_done.any():  # rise-path episodes: how far the head rose (< 0: fell) and how many stood
                 log["Metrics/path_head_gain"] = (state.head_height - self.start_head_height)[path_done]
-                log["Metrics/path_stood"] = (state.head_height[path_done] > self.cfg.curriculum.threshold_height).float()
+                stood = self._time_outs & (state.head_height > self.cfg.curriculum.threshold_height)
+                log["Metrics/path_stood"] = stood[path_done].float()  # lasted the episode, head above threshold
         return log
 
     def state_dict(self) -> dict:
