@@ -10,8 +10,9 @@ Targets per mode (joint side, robot joint order):
 - ZERO_TORQUE: kp = kd = 0.
 - RAMP_TO_DEFAULT: linear from the measured pose at entry to the default pose over ``ramp_s``.
 - HOLD: the default pose (policy joints: ``default_joint_pos``, held joints: ``held_joint_pos``).
-- POLICY: ``q_measured + β·a`` (the training env's rule) for the policy joints. On entry the
-  targets blend from the measured pose at entry to the policy's over ``policy_ramp_s``.
+- POLICY: the training env's rule for the policy joints, by the file's ``action_mode``: ``relative``
+  ``q_measured + β·a``, ``absolute`` ``default_joint_pos + β·a`` (:meth:`Controller.policy_targets`). On
+  entry the targets blend from the measured pose at entry to the policy's over ``policy_ramp_s``.
 - HUMAN: the operator's targets, starting from the current ones (bumpless), rate-limited.
 - PAUSED: the targets at the moment of the pause.
 - DAMPING: kp = 0, kd = ``damping_kd``; terminal.
@@ -42,6 +43,7 @@ from upright.deploy.robot import JointCommand, RobotReading
 from upright.deploy.robot_config import RobotConfig
 from upright.deploy.safety import SafetyConfig, SafetyFlag
 from upright.deploy.state_machine import Mode, StateMachine
+from upright.tasks.policy_schema import ACTION_MODES
 
 
 @dataclass
@@ -78,7 +80,7 @@ class Controller:
         keyboard: a :class:`~upright.deploy.operator.Keyboard` or None.
 
     Raises:
-        ValueError: ``control_dt`` is not a whole number of I/O periods.
+        ValueError: ``control_dt`` is not a whole number of I/O periods, or ``spec.action_mode`` is unknown.
     """
 
     def __init__(
@@ -111,6 +113,11 @@ class Controller:
         tick_hz = 1.0 / spec.control_dt
         self.tilt = S.TiltGuard(sc.tilt_limit_rad, int(round(sc.tilt_arm_s * tick_hz)))
         self.beta = float(spec.action_scale)
+        """β of the action rule (the file's ``action_scale``)."""
+        if spec.action_mode not in ACTION_MODES:
+            raise ValueError(f"action_mode {spec.action_mode!r} is not supported: load the file with load_policy_spec")
+        self.action_mode = spec.action_mode
+        """``relative``: targets around the measured pose; ``absolute``: around ``default_joint_pos``."""
         j = spec.num_joints
         self.last_action = np.zeros(j, np.float32)
         self.proposal = np.zeros(j, np.float32)
@@ -154,6 +161,23 @@ class Controller:
     @property
     def mode(self) -> Mode:
         return self.sm.mode
+
+    def action_origin(self, q_pol: np.ndarray) -> np.ndarray:
+        """(J,) float64 the pose, rad, that action 0 targets: the measured policy-joint angles ``q_pol`` (J,)
+        (``relative``) or the policy's ``default_joint_pos`` (``absolute``)."""
+        if self.action_mode == "absolute":
+            return self.default[self.pol]
+        return np.asarray(q_pol, dtype=np.float64)
+
+    def policy_targets(self, a: np.ndarray, q_pol: np.ndarray) -> np.ndarray:
+        """(J,) float64 PD targets of the policy joints, rad, for the (clipped) action ``a`` (J,): the training env's
+        rule, origin + β·a (:meth:`action_origin`), before any ramp or clamp."""
+        return self.action_origin(q_pol) + self.beta * np.asarray(a, dtype=np.float64)
+
+    def executed_action(self, targets: np.ndarray, q_pol: np.ndarray) -> np.ndarray:
+        """(J,) float32 the action, in policy units, that :meth:`policy_targets` maps to ``targets`` (J,) rad:
+        (targets - origin) / β."""
+        return ((np.asarray(targets, dtype=np.float64) - self.action_origin(q_pol)) / self.beta).astype(np.float32)
 
     def start(self, now_ns: int) -> None:
         """Call once before the first cycle."""
@@ -358,7 +382,7 @@ class Controller:
         mode = self.sm.mode
         ramping = False
         if mode == Mode.POLICY:
-            tgt = q_pol + self.beta * a.astype(np.float64)
+            tgt = self.policy_targets(a, q_pol)
             if self.policy_ramp_k < self.policy_ramp_ticks:
                 self.policy_ramp_k += 1
                 alpha = self.policy_ramp_k / self.policy_ramp_ticks
@@ -377,7 +401,7 @@ class Controller:
         if mode == Mode.POLICY and not ramping and not clamped:
             self.executed[:] = a
         else:
-            self.executed[:] = ((self.target[pol] - q_pol) / self.beta).astype(np.float32)
+            self.executed[:] = self.executed_action(self.target[pol], q_pol)
         # The observation's last action follows training: under the policy it is the policy's (clipped) action,
         # even when a deploy-only clamp (joint limits, delta, torque) changed the target; the training env
         # never clamps, so the executed action would put the policy out of distribution. After a ramp or an

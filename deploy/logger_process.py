@@ -96,7 +96,9 @@ def extra_info(task: str, policy: str) -> dict:
             "safety_flag_bits": {f.name: int(f) for f in SafetyFlag if f.value},
             "episode_outcomes": list(OUTCOMES),
             "fault_flags": int(FAULT_FLAGS),
-            "notes": "action = executed action in policy units ((target - q) / action_scale); "
+            "notes": "action = executed action in policy units, the policy file's action rule inverted "
+            "((target - q) / action_scale for action_mode relative, (target - default_joint_pos) / action_scale "
+            "for absolute); "
             "observation.policy_action = the policy's proposal; intervention = control_source == human; "
             "a fault (safety_flags & fault_flags) ends its episode on that frame, the episode's "
             "upright/reason says why",

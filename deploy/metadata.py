@@ -1,9 +1,9 @@
 """The policy contract, read from an ONNX file's metadata alone, and checked against the robot.
 
 Everything the daemon needs to run a policy comes from the file: joints, Kp/Kd, default pose,
-held joints, action scale/mode/clip, control dt, observation terms with dims, scales and history,
-observation clip, and the graph's input/output names. Values are JSON strings in the model's
-``metadata_props``, the schema of :mod:`upright.tasks.policy_schema` that the exporter writes
+held joints, action mode (``relative`` or ``absolute``), scale and clip, control dt, observation terms
+with dims, scales and history, observation clip, and the graph's input/output names. Values are JSON
+strings in the model's ``metadata_props``, the schema of :mod:`upright.tasks.policy_schema` that the exporter writes
 (deploy does not import training).
 
 A file without that metadata, or whose joints do not match the robot's, is refused with
@@ -22,7 +22,9 @@ import numpy as np
 import onnx
 
 from upright.deploy.robot_config import RobotConfig
-from upright.tasks.policy_schema import HISTORY_LAYOUT, METADATA_VERSION, REEXPORT_HINT, REQUIRED_KEYS, PolicyMetadataError
+from upright.tasks.policy_schema import (
+    HISTORY_LAYOUT, METADATA_VERSION, REEXPORT_HINT, REQUIRED_KEYS, PolicyMetadataError, action_mode_of,
+)  # fmt: skip
 from upright.tasks.standup.observations import OBSERVATION_TERMS, observation_dims
 
 TERMS_BY_NAME = {t.name: t for t in OBSERVATION_TERMS}
@@ -43,8 +45,12 @@ class PolicySpec:
     held_kp: np.ndarray
     held_kd: np.ndarray
     held_joint_pos: np.ndarray
+    action_mode: str
+    """How an action a (J,) becomes the PD targets of the policy joints (rad), one of
+    :data:`~upright.tasks.policy_schema.ACTION_MODES`: ``"relative"`` p_target = q_measured + β·a (HoST),
+    ``"absolute"`` p_target = default_joint_pos + β·a."""
     action_scale: float
-    """β in p_target = q_measured + β·a."""
+    """β of :attr:`action_mode`'s formula."""
     action_clip: float
     """Actions are clipped to ±action_clip before use (inf: no clip)."""
     control_dt: float
@@ -154,9 +160,7 @@ def load_policy_spec(path: str | pathlib.Path, robot: RobotConfig | None = None)
         raise PolicyMetadataError(
             f"{path}: the policy reads inputs a robot does not provide: {meta['privileged_inputs']}; refusing to run it"
         )
-    mode = str(meta["action_mode"])
-    if not mode.startswith("relative"):
-        raise PolicyMetadataError(f"{path}: action_mode {mode!r} is not supported (only 'relative: p = q + β·a')")
+    action_mode = action_mode_of(meta, path)
     order = meta.get("observation_history_order", "oldest_first")
     if order != "oldest_first":
         raise PolicyMetadataError(f"{path}: observation_history_order {order!r} is not supported")
@@ -196,6 +200,7 @@ def load_policy_spec(path: str | pathlib.Path, robot: RobotConfig | None = None)
         held_kp=_floats(meta, "held_kp", nh, path) if nh else np.zeros(0),
         held_kd=_floats(meta, "held_kd", nh, path) if nh else np.zeros(0),
         held_joint_pos=_floats(meta, "held_joint_pos", nh, path) if nh else np.zeros(0),
+        action_mode=action_mode,
         action_scale=_positive("action_scale", meta["action_scale"], path),
         action_clip=_positive("action_clip", meta.get("action_clip", math.inf), path, allow_inf=True),
         control_dt=_positive("control_dt", meta["control_dt"], path),

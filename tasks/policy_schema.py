@@ -7,8 +7,10 @@ to run the policy with nothing but the file (:func:`upright.tasks.registry.polic
   ``kd`` (N·m/rad, N·m·s/rad), ``torque_limit`` (N·m), ``default_joint_pos`` (rad); the joints the policy
   does not drive, held by PD at fixed targets: ``held_joint_names``, ``held_kp``, ``held_kd``,
   ``held_torque_limit``, ``held_joint_pos``;
-- action: ``action_mode`` (PD target = measured q + ``action_scale`` · action), ``action_scale`` (β),
-  ``action_clip``; ``control_dt`` (s), ``decimation`` and ``sim_dt`` (the PD/physics substeps);
+- action: ``action_mode``, one of :data:`ACTION_MODES`: ``"relative"`` (HoST) PD target = measured q +
+  ``action_scale`` · action, ``"absolute"`` PD target = ``default_joint_pos`` + ``action_scale`` · action (the
+  default pose is the offset; no separate key); ``action_formula`` (the same in words, for people);
+  ``action_scale`` (β), ``action_clip``; ``control_dt`` (s), ``decimation`` and ``sim_dt`` (the PD/physics substeps);
 - observation: ``observation_names`` in order with ``observation_dims`` (widths), ``observation_scales``,
   ``observation_descriptions`` (units, frames), ``observation_clip``; ``observation_history_length`` H and
   ``history_layout`` = :data:`HISTORY_LAYOUT` (the input is H whole frames, oldest first);
@@ -27,9 +29,20 @@ from typing import Any
 
 import onnx
 
-METADATA_VERSION = "2"
+METADATA_VERSION = "3"
 """Schema version of upright's ONNX metadata (2: history layout, held-joint torque limits, unactuated start,
-privileged inputs and observation descriptions added)."""
+privileged inputs and observation descriptions added; 3: ``action_mode`` is ``"relative"`` or ``"absolute"``, the
+formula moved to ``action_formula``. A schema-2 file always says relative, even when its run trained with
+``env.action_mode=absolute``: ``--refresh-metadata`` takes the mode from the run config)."""
+
+ACTION_MODES = ("relative", "absolute")
+"""Values of ``action_mode``: how an action a (J,) becomes the PD targets of the policy joints (rad)."""
+
+ACTION_FORMULAS = {
+    "relative": "p_target = q_measured + action_scale * action, held for one control period",
+    "absolute": "p_target = default_joint_pos + action_scale * action, held for one control period",
+}
+"""``action_formula`` of each action mode (written beside ``action_mode``)."""
 
 HISTORY_LAYOUT = "frames_oldest_first"
 """The only history layout: the policy input is ``concat(frame[t-H+1], ..., frame[t])``, whole frames of
@@ -47,14 +60,35 @@ REQUIRED_KEYS = (
 
 REEXPORT_HINT = (
     "Re-export it with upright: python -m upright.training.export --checkpoint <run>/model_<it>.pt --out <dir> "
-    "(train.py exports policy.onnx at every checkpoint save), or add the missing keys to this file with "
-    "python -m upright.training.export --refresh-metadata <policy.onnx> (reads the config.yaml beside it)."
+    "(train.py exports policy.onnx at every checkpoint save), or bring this file to the current schema with "
+    "python -m upright.training.export --refresh-metadata <policy.onnx> (reads the run config beside it)."
 )
 """How to fix a file whose metadata is incomplete (appended to the one-line refusal)."""
 
 
 class PolicyMetadataError(ValueError):
     """An ONNX file lacks upright metadata, carries invalid metadata, or does not fit the robot/task."""
+
+
+def action_mode_of(meta: dict[str, Any], path: str | pathlib.Path = "<policy>") -> str:
+    """The action mode (one of :data:`ACTION_MODES`) of decoded metadata ``meta``.
+
+    A file of an older schema (< 3) wrote a formula string starting with ``relative``; it reads as
+    ``"relative"`` here, which is only what its exporter could say (see :data:`METADATA_VERSION`).
+
+    Raises:
+        PolicyMetadataError: ``action_mode`` is missing or names another mode (one line naming the fix).
+    """
+    mode = meta.get("action_mode")
+    legacy = str(meta.get("upright_metadata_version")) in ("1", "2")
+    if legacy and isinstance(mode, str) and mode.startswith("relative"):
+        return "relative"
+    if mode not in ACTION_MODES:
+        raise PolicyMetadataError(
+            f"{path}: action_mode {mode!r} is not supported (only {' or '.join(map(repr, ACTION_MODES))}); re-export "
+            "it with python -m upright.training.export --checkpoint <run>/model_<it>.pt --out <dir>"
+        )
+    return str(mode)
 
 
 def read_metadata(path: str | pathlib.Path) -> dict[str, Any]:

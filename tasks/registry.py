@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from upright.robots import g1
-from upright.tasks.policy_schema import HISTORY_LAYOUT
+from upright.tasks.policy_schema import ACTION_FORMULAS, HISTORY_LAYOUT
 from upright.tasks.standup.config import SimCfg, StandupEnvCfg
 
 
@@ -39,7 +39,9 @@ def policy_metadata(task_name: str, env) -> dict[str, Any]:
 
     The keys and their meaning are listed in :mod:`upright.tasks.policy_schema` (every key of
     :data:`~upright.tasks.policy_schema.REQUIRED_KEYS` is present); :mod:`upright.training.onnx_export`
-    writes them as JSON strings. Per-joint arrays are float64 (J,) in ``joint_names`` order.
+    writes them as JSON strings. Per-joint arrays are float64 (J,) in ``joint_names`` order. ``action_mode`` is
+    the env's ``env.action_mode``; in ``absolute`` mode the action's offset is ``default_joint_pos``, the env's
+    default pose of the policy joints (``env.default_pose``, from :func:`upright.robots.g1.robot_info`).
     """
     from upright.tasks.standup.observations import HISTORY_LENGTH, OBS_CLIP, OBSERVATION_TERMS, observation_dims
 
@@ -62,7 +64,8 @@ def policy_metadata(task_name: str, env) -> dict[str, Any]:
         "held_torque_limit": info.torque_limit[held],
         "held_joint_pos": info.default_pose[held],
         "action_scale": float(env.beta.mean()),
-        "action_mode": "relative: p_target = q_measured + action_scale * action, held for one control period",
+        "action_mode": str(env.cfg.action_mode),
+        "action_formula": ACTION_FORMULAS[str(env.cfg.action_mode)],
         "action_clip": env.cfg.action_clip,
         "control_dt": env.step_dt,
         "sim_dt": env.sim_cfg.timestep,

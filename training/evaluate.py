@@ -166,17 +166,19 @@ def make_eval_env(
     Evaluation settings: no observation noise (``env.disturbance.obs_noise_scale`` can force it), no pull
     force, β fixed at ``beta`` (default: the policy file's ``action_scale``, or the mean β of the training envs
 saved in a checkpoint, else the terrain's β floor),
-    domain randomisation as ``domain_rand`` says, episodes of ``episode_length_s``.
+    domain randomisation as ``domain_rand`` says, episodes of ``episode_length_s``, ``env.action_mode`` the
+    policy's (its ONNX metadata or run config, :func:`~upright.viewer.policy.policy_action_mode`).
 
     Returns:
         (env, policy, β used, composed config).
 
     Raises:
         SystemExit: bad overrides (through ``error``, e.g. ``argparse.ArgumentParser.error``).
-        ValueError: bad overrides when ``error`` is None.
+        ValueError: bad overrides (or an ``env.action_mode=`` override the policy contradicts) when ``error`` is
+            None.
         PolicyLoadError: the policy cannot be loaded or does not fit the task.
     """
-    from upright.viewer.policy import load_policy
+    from upright.viewer.policy import load_policy, policy_action_mode
 
     all_overrides = [f"task={task}", f"terrain={terrain}", f"posture={posture}", *overrides]
     problem = validate_overrides(all_overrides)
@@ -187,6 +189,16 @@ saved in a checkpoint, else the terrain's β floor),
     register_configs()
     with initialize(version_base=None, config_path=None):
         cfg = compose("config", overrides=all_overrides)
+    action_mode = policy_action_mode(policy_source)
+    if action_mode is not None:  # actions mean what they meant in training
+        asked = [o.split("=", 1)[1] for o in overrides if o.split("=", 1)[0].lstrip("+") == "env.action_mode"]
+        if asked and asked[-1] != action_mode:
+            problem = (f"env.action_mode={asked[-1]} contradicts the policy, trained with "
+                       f"env.action_mode={action_mode}; drop the override")  # fmt: skip
+            if error is None:
+                raise ValueError(problem)
+            error(problem)
+        cfg.env.action_mode = action_mode
     cfg.env.num_envs = num_envs
     cfg.env.episode_length_s = episode_length_s
     cfg.env.obs_noise = False

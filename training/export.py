@@ -9,9 +9,11 @@ metadata is the mean β of the checkpoint's training envs (its curriculum state)
 trained at. Also writes ``config.yaml`` (the run config) beside it.
 
 ``--refresh-metadata FILE.onnx`` instead adds to an existing policy file the metadata keys of the current
-schema (:mod:`upright.tasks.policy_schema`) that it lacks, computed from the ``config.yaml`` beside it; the
-weights and every key it already has stay as they are, and the keys that define the policy's contract must
-agree with that config (:func:`refresh_metadata`).
+schema (:mod:`upright.tasks.policy_schema`) that it lacks, computed from the ``config.yaml`` beside it (in a run
+directory: the newest ``config_<n>.yaml``); the weights and every key it already has stay as they are, and the
+keys that define the policy's contract must agree with that config (:func:`refresh_metadata`). The one value
+rewritten is the ``action_mode`` of a schema-2 (or older) file, which always said relative: it becomes the
+config's ``env.action_mode`` (relative when the config predates that setting).
 
 Raises (as exit messages): the checkpoint or its run config is missing; a refreshed file disagrees with its config.
 """
@@ -78,6 +80,7 @@ def export_checkpoint(checkpoint: str | pathlib.Path, out_dir: str | pathlib.Pat
             "completed_iterations": runner.completed_iterations,
             "env_steps": int(infos.get("env_step_counter", 0)),
             "action_scale": float(env.beta.mean()),
+            "action_mode": str(env.cfg.action_mode),
         }
     finally:
         env.close()
@@ -87,39 +90,63 @@ CONTRACT_KEYS = (
     "task", "joint_names", "kp", "kd", "default_joint_pos", "held_joint_names", "observation_names",
     "observation_dims", "observation_scales", "observation_history_length", "control_dt", "decimation",
 )  # fmt: skip
-"""Keys :func:`refresh_metadata` requires to agree between the file and its config before adding any."""
+"""Keys :func:`refresh_metadata` requires to agree between the file and its config before adding any
+(``action_mode`` too, where the file's schema can state it)."""
+
+
+def config_beside(onnx_path: str | pathlib.Path) -> pathlib.Path:
+    """The run config of a policy file: ``config.yaml`` beside it (``export --out``), else the newest
+    ``config_<n>.yaml`` (a run directory, where train.py writes ``policy.onnx`` at every checkpoint save).
+
+    Raises:
+        FileNotFoundError: neither is there.
+    """
+    onnx_path = pathlib.Path(onnx_path)
+    plain = onnx_path.with_name("config.yaml")
+    if plain.is_file():
+        return plain
+    numbered = [(int(m.group(1)), p) for p in onnx_path.parent.glob("config_*.yaml")
+                if (m := re.fullmatch(r"config_(\d+)\.yaml", p.name))]  # fmt: skip
+    if not numbered:
+        raise FileNotFoundError(f"no config.yaml or config_<n>.yaml beside {onnx_path}: pass it with --config")
+    return max(numbered)[1]
 
 
 def refresh_metadata(onnx_path: str | pathlib.Path, config_path: str | pathlib.Path | None = None) -> list[str]:
     """Add the current schema's metadata keys that ``onnx_path`` lacks, from the env its run config builds.
 
     Keys the file already has keep their values (e.g. its ``action_scale``, ``iteration``); the schema version is
-    updated. Use it for files exported before a key existed, when the checkpoint is gone.
+    updated. Use it for files exported before a key existed, when the checkpoint is gone. Exception: a file of
+    schema < 3 gets the config's ``action_mode`` and ``action_formula`` (its own ``action_mode`` said relative
+    whatever the run trained with).
 
     Args:
         onnx_path: the policy file (rewritten in place).
-        config_path: the run config; defaults to ``config.yaml`` beside the file.
+        config_path: the run config; defaults to :func:`config_beside`.
 
     Returns:
-        The keys added, sorted.
+        The keys added (and ``action_mode`` when a schema < 3 value was rewritten), sorted.
 
     Raises:
         FileNotFoundError: the file or the config is missing.
-        PolicyMetadataError: a key of :data:`CONTRACT_KEYS` differs between the file and the config's env.
+        PolicyMetadataError: a key of :data:`CONTRACT_KEYS`, or a schema-3 ``action_mode``, differs between the
+            file and the config's env.
     """
     import json
 
     import numpy as np
     import onnx
 
+    from upright.tasks.policy_schema import action_mode_of
     from upright.tasks.registry import make_env, policy_metadata
     from upright.training.onnx_export import PolicyMetadataError, _to_jsonable, attach_metadata
 
     onnx_path = pathlib.Path(onnx_path)
-    config_path = pathlib.Path(config_path) if config_path else onnx_path.with_name("config.yaml")
-    for p in (onnx_path, config_path):
-        if not p.is_file():
-            raise FileNotFoundError(f"{p} does not exist")
+    if not onnx_path.is_file():
+        raise FileNotFoundError(f"{onnx_path} does not exist")
+    config_path = pathlib.Path(config_path) if config_path else config_beside(onnx_path)
+    if not config_path.is_file():
+        raise FileNotFoundError(f"{config_path} does not exist")
     old = {e.key: json.loads(e.value) for e in onnx.load(str(onnx_path), load_external_data=False).metadata_props}
     from upright.tasks.standup.config import SimCfg, StandupEnvCfg
 
@@ -139,10 +166,19 @@ def refresh_metadata(onnx_path: str | pathlib.Path, config_path: str | pathlib.P
             same = np.allclose(a, b) if not isinstance(b, str) and np.asarray(b).dtype.kind in "fi" else a == b
             if not same:
                 raise PolicyMetadataError(f"{onnx_path}: '{key}' is {a!r} in the file but {b!r} from {config_path}")
+    rewritten = []
+    if "action_mode" in old:
+        legacy = str(old.get("upright_metadata_version")) in ("1", "2")
+        if legacy:  # its exporter could only write relative: the run config says what the env did
+            old["action_mode"] = fresh["action_mode"]  # (action_formula is new in schema 3: added below)
+            rewritten = ["action_mode"]
+        elif action_mode_of(old, onnx_path) != fresh["action_mode"]:
+            raise PolicyMetadataError(f"{onnx_path}: 'action_mode' is {old['action_mode']!r} in the file but "
+                                      f"{fresh['action_mode']!r} from {config_path}")  # fmt: skip
     added = sorted(k for k in fresh if k not in old)
     old.pop("upright_metadata_version", None)
     attach_metadata(onnx_path, old | {k: fresh[k] for k in added})
-    return added
+    return sorted(added + rewritten)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -150,7 +186,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--checkpoint", help="model_<it>.pt in a run directory")
     parser.add_argument("--out", help="folder for policy.onnx and config.yaml")
     parser.add_argument("--refresh-metadata", metavar="ONNX", help="add missing metadata keys to this policy file")
-    parser.add_argument("--config", help="with --refresh-metadata: the run config (default: config.yaml beside it)")
+    parser.add_argument("--config", help="with --refresh-metadata: the run config (default: config.yaml beside it, "
+                        "else the newest config_<n>.yaml)")  # fmt: skip
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
     if args.refresh_metadata:
@@ -160,7 +197,7 @@ def main(argv: list[str] | None = None) -> None:
             added = refresh_metadata(args.refresh_metadata, args.config)
         except (FileNotFoundError, PolicyMetadataError) as err:
             parser.exit(2, f"export: {err}\n")
-        print(f"{args.refresh_metadata}: added {added}")
+        print(f"{args.refresh_metadata}: added or rewritten {added}")
         return
     if not (args.checkpoint and args.out):
         parser.error("--checkpoint and --out are required (or --refresh-metadata ONNX)")

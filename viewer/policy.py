@@ -54,6 +54,52 @@ def resolve_policy_path(policy: str) -> pathlib.Path:
     return p
 
 
+def policy_action_mode(policy: str) -> str | None:
+    """The ``env.action_mode`` (``relative`` | ``absolute``) the policy ``policy=`` names was trained with, so that
+    play and evaluation build their env with it; None for ``zero``, ``random`` or a file that cannot be read (loading
+    it reports why).
+
+    - ONNX of metadata schema >= 3: its ``action_mode``.
+    - ONNX of an older schema (its ``action_mode`` always said relative, whatever the run trained with): the
+      ``env.action_mode`` of the run config beside it (:func:`upright.training.export.config_beside`), relative
+      without one.
+    - checkpoint ``model_<it>.pt``: its run config's (:func:`upright.training.export.run_config_for`); relative when
+      the config predates the setting.
+
+    Raises:
+        PolicyLoadError: see :func:`resolve_policy_path`, or the file names an unknown mode.
+    """
+    from omegaconf import OmegaConf
+
+    from upright.tasks.policy_schema import PolicyMetadataError, action_mode_of
+    from upright.training.export import config_beside, run_config_for
+
+    if policy in ("zero", "random"):
+        return None
+    path = resolve_policy_path(policy)
+    try:
+        if path.suffix == ".onnx":
+            import json
+
+            import onnx
+
+            meta = {e.key: json.loads(e.value) for e in onnx.load(str(path), load_external_data=False).metadata_props}
+            if "action_mode" not in meta:
+                return None
+            if str(meta.get("upright_metadata_version")) not in ("1", "2"):
+                return action_mode_of(meta, path)
+            config = config_beside(path)
+        else:
+            config = run_config_for(path)
+    except PolicyMetadataError as err:
+        raise PolicyLoadError(str(err)) from None
+    except FileNotFoundError:
+        return "relative"
+    except Exception:  # noqa: BLE001 - not a readable file: load_policy says why
+        return None
+    return str(OmegaConf.load(config).get("env", {}).get("action_mode", "relative"))
+
+
 def expected_metadata(task_name: str, env) -> dict:
     """The ONNX metadata an exported policy of ``task_name`` carries for this env (what train.py writes)."""
     from upright.tasks.registry import policy_metadata
@@ -62,7 +108,8 @@ def expected_metadata(task_name: str, env) -> dict:
 
 
 def check_metadata(meta: dict, expected: dict, path: str | pathlib.Path) -> None:
-    """Compare an ONNX file's metadata with what the env expects.
+    """Compare an ONNX file's metadata with what the env expects (:data:`METADATA_MUST_MATCH`, ``control_dt``, and the
+    ``action_mode`` of a schema >= 3 file: an older file's says relative whatever its run trained with).
 
     Raises:
         PolicyLoadError: a key differs (each difference is listed: key, file's value, task's value).
@@ -74,6 +121,15 @@ def check_metadata(meta: dict, expected: dict, path: str | pathlib.Path) -> None
             want = list(np.asarray(want).tolist()) if isinstance(want, np.ndarray) else list(want)
         if got != want:
             problems.append(f"  {key}: policy has {_short(got)}, task expects {_short(want)}")
+    if "action_mode" in meta and meta.get("upright_metadata_version") not in ("1", "2"):
+        from upright.tasks.policy_schema import PolicyMetadataError, action_mode_of
+
+        try:
+            mode = action_mode_of(meta, path)
+        except PolicyMetadataError as err:
+            raise PolicyLoadError(str(err)) from None
+        if mode != expected.get("action_mode"):
+            problems.append(f"  action_mode: policy has {mode!r}, env.action_mode is {expected.get('action_mode')!r}")
     dt_got, dt_want = meta.get("control_dt"), expected.get("control_dt")
     if dt_got is not None and dt_want is not None and not math.isclose(float(dt_got), float(dt_want), rel_tol=1e-6):
         problems.append(f"  control_dt: policy has {dt_got}, task expects {dt_want}")

@@ -6,6 +6,7 @@ computed) that renderers read, advances by one control period per :meth:`Session
 reward groups and head height for the plots.
 
 Evaluation settings for policies: one env, β fixed (``beta=``, default the task's ``env.curriculum.beta_init``),
+``env.action_mode`` the policy's (ONNX metadata or run config, :func:`~upright.viewer.policy.policy_action_mode`),
 randomisation off (``randomize=false``: no observation noise and ``env.domain_rand.enabled=false``: the
 nominal model, no action delay, resets at the exact default pose of the terrain's start posture).
 ``randomize=true`` keeps both, and the training reset distribution (joint angles scattered around the
@@ -208,7 +209,7 @@ class PolicySession(Session):
     def __init__(self, cfg: DictConfig):
         super().__init__()
         from upright.tasks.standup.rewards import REWARD_GROUPS
-        from upright.viewer.policy import load_policy
+        from upright.viewer.policy import load_policy, policy_action_mode
 
         self.cfg = cfg
         self.task_name = str(cfg.task_name)
@@ -219,6 +220,12 @@ class PolicySession(Session):
         ``terrain=``/``posture=`` chose, with any ``env.*`` overrides of the command line)."""
         self.beta = float(cfg.beta if cfg.get("beta") is not None else cfg.env.curriculum.beta_init)
         self.randomize = bool(cfg.get("randomize", False))
+        self.action_mode = policy_action_mode(str(cfg.policy))
+        """The policy's ``env.action_mode`` (:func:`~upright.viewer.policy.policy_action_mode`; None: the config's)."""
+        configured = getattr(cfg.env, "action_mode", "relative")
+        if self.action_mode is not None and self.action_mode != configured:
+            print(f"note: the policy was trained with env.action_mode={self.action_mode}; playing with it "
+                  f"(not {configured})", flush=True)  # fmt: skip
         self.env = self._make_env()
         self.group_names = tuple(REWARD_GROUPS) if self.task_name == "standup" else ()
         self.policy = load_policy(str(cfg.policy), self.env, self.task_name, cfg.get("train"), str(cfg.device), int(cfg.seed))
@@ -241,6 +248,8 @@ class PolicySession(Session):
         if self._keep_cfg_env:
             variant = Variant(variant.name, variant.posture, variant.terrain)  # no overrides
         env_cfg = _play_env_cfg(cfg.env, variant, self.randomize)
+        if self.action_mode is not None:  # actions mean what they meant in training
+            env_cfg.action_mode = self.action_mode
         sim_cfg = cfg.sim.copy() if isinstance(cfg.sim, DictConfig) else OmegaConf.structured(cfg.sim)
         sim_cfg.num_threads = 1
         env = make_env(self.task_name, env_cfg, sim_cfg, device=str(cfg.device), seed=int(cfg.seed))

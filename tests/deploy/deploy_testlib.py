@@ -57,13 +57,14 @@ def small_robot() -> RobotConfig:
                        reply_timeout_s=0.002)
 
 
-def small_spec(history: int = 2) -> PolicySpec:
+def small_spec(history: int = 2, action_mode: str = "relative") -> PolicySpec:
     j = len(JOINTS)
     names = tuple(t.name for t in OBSERVATION_TERMS)
     return PolicySpec(
         path="<test>", task="test", joint_names=JOINTS, kp=np.full(j, 20.0), kd=np.full(j, 1.0),
         default_joint_pos=np.array([0.1, -0.1, 0.2]), held_joint_names=HELD, held_kp=np.array([20.0]),
-        held_kd=np.array([1.0]), held_joint_pos=np.array([0.0]), action_scale=0.5, action_clip=100.0,
+        held_kd=np.array([1.0]), held_joint_pos=np.array([0.0]), action_mode=action_mode, action_scale=0.5,
+        action_clip=100.0,
         control_dt=0.02, observation_names=names, observation_dims=tuple(observation_dims(j)),
         observation_scales=tuple(t.scale for t in OBSERVATION_TERMS), history_length=history,
         observation_clip=100.0, input_name="obs", output_name="actions", metadata={},

@@ -1,5 +1,5 @@
 """Controller logic on fabricated readings (no I/O): entering POLICY ramps from the measured pose, bumpless
-takeover, executed vs proposed actions."""
+takeover, executed vs proposed actions, in both action modes (relative: q + β·a, absolute: default + β·a)."""
 
 from __future__ import annotations
 
@@ -10,11 +10,13 @@ from deploy_testlib import ConstantPolicy, small_robot, small_spec
 
 from upright.deploy.controller import Controller, ControllerConfig
 from upright.deploy.robot import RobotReading
+from upright.deploy.safety import SafetyFlag
 from upright.deploy.state_machine import Mode
 
 
-def make(policy_ramp_s: float, action: float = 0.4):
-    c = Controller(small_spec(), small_robot(), ConstantPolicy(action), ControllerConfig(policy_ramp_s=policy_ramp_s, auto_engage_s=0.0))
+def make(policy_ramp_s: float, action: float = 0.4, action_mode: str = "relative"):
+    c = Controller(small_spec(action_mode=action_mode), small_robot(), ConstantPolicy(action),
+                   ControllerConfig(policy_ramp_s=policy_ramp_s, auto_engage_s=0.0))  # fmt: skip
     now = time.monotonic_ns()
     c.start(now)
     c.sm.mode = Mode.HOLD  # as after RAMP_TO_DEFAULT: holding the default pose
@@ -72,3 +74,58 @@ def test_takeover_is_bumpless_and_logs_the_executed_action():
     # executed action = what the targets mean in policy units; the proposal is still the policy's
     np.testing.assert_allclose(c.executed, (c.command.q[c.pol] - rd.q[c.pol]) / c.spec.action_scale, rtol=1e-6)
     np.testing.assert_allclose(c.proposal, 0.4)
+
+
+def test_absolute_mode_targets_default_plus_beta_a_whatever_the_measured_pose():
+    c, rd = make(policy_ramp_s=0.0, action_mode="absolute")
+    beta, default = c.spec.action_scale, c.spec.default_joint_pos
+    tick(c, rd, 0)
+    assert c.mode == Mode.POLICY
+    np.testing.assert_allclose(c.command.q[c.pol], default + beta * 0.4, atol=1e-7)
+    assert np.abs(c.command.q[c.pol] - (rd.q[c.pol] + beta * 0.4)).max() > 0.05  # not the relative rule
+    np.testing.assert_array_equal(c.executed, c.proposal)
+    rd.q[c.pol] += np.array([0.2, -0.1, 0.05])  # the robot moves: an absolute target does not follow it
+    tick(c, rd, 1)
+    np.testing.assert_allclose(c.command.q[c.pol], default + beta * 0.4, atol=1e-7)
+    np.testing.assert_allclose(c.command.q[c.held], c.spec.held_joint_pos)
+
+
+def test_absolute_mode_inverse_is_the_executed_action_around_the_default_pose():
+    c, rd = make(policy_ramp_s=0.0, action_mode="absolute")
+    beta, default = c.spec.action_scale, c.spec.default_joint_pos
+    a = np.array([0.3, -0.2, 0.1], np.float32)
+    q = rd.q[c.pol]
+    np.testing.assert_allclose(c.policy_targets(a, q), default + beta * a, atol=1e-7)
+    np.testing.assert_allclose(c.policy_targets(a, q + 0.3), default + beta * a, atol=1e-7)
+    np.testing.assert_allclose(c.executed_action(default + beta * a, q), a, atol=1e-6)
+    rel, _ = make(policy_ramp_s=0.0)
+    np.testing.assert_allclose(rel.policy_targets(a, q), q + beta * a, atol=1e-7)
+    np.testing.assert_allclose(rel.executed_action(q + beta * a, q), a, atol=1e-6)
+    # entering POLICY blends from the measured pose; the executed action is the blend's, around the default pose
+    c, rd = make(policy_ramp_s=0.1, action_mode="absolute")  # 5 ticks
+    tick(c, rd, 0)
+    q = rd.q[c.pol]
+    np.testing.assert_allclose(c.command.q[c.pol], q + (default + beta * 0.4 - q) / 5, atol=1e-7)
+    np.testing.assert_allclose(c.executed, (c.command.q[c.pol] - default) / beta, atol=1e-6)
+    np.testing.assert_allclose(c.last_action, c.executed)  # a ramp feeds the executed action back
+    for k in range(1, 5):
+        tick(c, rd, k)
+    np.testing.assert_allclose(c.command.q[c.pol], default + beta * 0.4, atol=1e-7)
+    np.testing.assert_allclose(c.executed, 0.4, atol=1e-6)
+    # takeover: the human's targets, logged as absolute-mode actions
+    assert c._enter("takeover", rd) and c.mode == Mode.HUMAN
+    c.human_goal[0] += 1.0
+    tick(c, rd, 5)
+    np.testing.assert_allclose(c.executed, (c.command.q[c.pol] - default) / beta, atol=1e-6)
+    assert not np.isclose(c.executed[0], 0.4)
+
+
+def test_absolute_mode_targets_still_pass_the_joint_limit_clamp():
+    c, rd = make(policy_ramp_s=0.0, action=3.0, action_mode="absolute")  # default + 0.5·3 > the 1.0 rad limit
+    tick(c, rd, 0)
+    assert c.flags & SafetyFlag.TARGET_LIMIT_CLAMPED
+    assert (c.command.q <= c.upper + 1e-12).all()
+    # what was executed is the clamped target, in absolute-mode policy units; the proposal stays the policy's
+    np.testing.assert_allclose(c.executed, (c.command.q[c.pol] - c.spec.default_joint_pos) / c.spec.action_scale,
+                               atol=1e-6)  # fmt: skip
+    assert (c.executed < 3.0).all() and np.allclose(c.proposal, 3.0)

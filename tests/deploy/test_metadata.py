@@ -52,7 +52,8 @@ def test_refuses_a_file_that_is_not_onnx(tmp_path):
         (lambda m: m.update(kp=m["kp"][:-1]), "'kp' has 22 values"),
         (lambda m: m.update(observation_names=["base_lin_vel", *m["observation_names"][1:]]), "unknown to this daemon"),
         (lambda m: m.update(observation_history_length=5), "input 'obs' has shape"),
-        (lambda m: m.update(action_mode="absolute"), "not supported"),
+        (lambda m: m.update(action_mode="torque"), "action_mode 'torque' is not supported.*upright.training.export"),
+        (lambda m: m.update(action_mode="relative: p_target = q + b * a"), "is not supported"),  # a schema-2 string
         (lambda m: m.update(default_joint_pos=[9.0] * 23), "outside"),
         (lambda m: m.update(control_dt=0), "positive"),
     ],
@@ -62,8 +63,32 @@ def test_refuses_inconsistent_or_mismatched_metadata(tmp_path, standup_metadata,
     meta = {k: (v.tolist() if isinstance(v, np.ndarray) else v) for k, v in meta.items()}
     change(meta)
     path = write_linear_policy(tmp_path / "p.onnx", 456, 23, meta)
-    with pytest.raises(PolicyMetadataError, match=message):
+    with pytest.raises(PolicyMetadataError, match=message) as err:
         load_policy_spec(path, g1_29dof())
+    assert "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("mode", ["relative", "absolute"])
+def test_action_mode_round_trip_from_the_env_config(tmp_path, mode):
+    """env.action_mode -> exporter metadata -> file -> the daemon's spec; absolute's offset is default_joint_pos,
+    the default pose the env's absolute rule adds β·a to."""
+    from upright.tasks.registry import make_env, policy_metadata
+    from upright.tasks.standup.config import SimCfg, StandupEnvCfg
+
+    env = make_env("standup", StandupEnvCfg(num_envs=1, action_mode=mode), SimCfg(num_threads=1), device="cpu", seed=0)
+    try:
+        meta = policy_metadata("standup", env)
+        env_default = env.default_pose[env.robot.policy_joint_ids].double().numpy()
+    finally:
+        env.close()
+    path = write_linear_policy(tmp_path / "p.onnx", 456, 23, meta)
+    raw = dm.read_raw_metadata(path)
+    assert raw["action_mode"] == mode and raw["upright_metadata_version"] == "3"
+    origin = {"relative": "q_measured", "absolute": "default_joint_pos"}[mode]
+    assert raw["action_formula"].startswith(f"p_target = {origin} + action_scale * action")
+    spec = load_policy_spec(path, g1_29dof())
+    assert spec.action_mode == mode
+    np.testing.assert_allclose(spec.default_joint_pos, env_default, atol=1e-6)
 
 
 def test_cli_refuses_before_opening_any_port(tmp_path):

@@ -59,7 +59,8 @@ def test_exported_metadata_has_every_required_key_with_the_env_values(standup_me
     assert meta["unactuated_steps"] == 30
     assert meta["privileged_inputs"] == []
     assert "pull force" in meta["training_assistance"]
-    assert meta["action_mode"].startswith("relative: p_target = q_measured + action_scale * action")
+    assert meta["action_mode"] == "relative"  # env.action_mode's default (HoST)
+    assert meta["action_formula"].startswith("p_target = q_measured + action_scale * action")
 
 
 def test_a_privileged_observation_term_is_declared(monkeypatch):
@@ -166,3 +167,46 @@ def test_committed_policy_is_complete():
     for path in sorted((ROOT / "assets" / "policies").glob("*/policy.onnx")):
         spec = load_policy_spec(path, g1_29dof())
         assert spec.metadata["history_layout"] == "frames_oldest_first" and spec.metadata["privileged_inputs"] == []
+
+
+def _as_schema_2(path) -> None:
+    """Rewrite ``path``'s metadata as a schema-2 exporter wrote it: version 2, a formula string as action_mode
+    (relative whatever the run trained with), no action_formula."""
+    _drop_key(path, "action_formula")
+    model = onnx.load(str(path))
+    for p in model.metadata_props:
+        if p.key == "upright_metadata_version":
+            p.value = '"2"'
+        elif p.key == "action_mode":
+            p.value = '"relative: p_target = q_measured + action_scale * action, held for one control period"'
+    onnx.save(model, str(path))
+
+
+@pytest.mark.parametrize("mode", ["relative", "absolute"])
+def test_refresh_gives_a_schema_2_file_the_action_mode_of_its_run_config(tmp_path, standup_metadata, mode):
+    """A schema-2 file always said relative; the daemon refuses it, and --refresh-metadata takes the mode from the
+    run config (a run directory's newest config_<n>.yaml here), keeping the file's other values."""
+    from omegaconf import OmegaConf
+
+    from upright.training.export import refresh_metadata
+    from upright.training.onnx_export import read_metadata
+
+    src = tmp_path / "run"
+    src.mkdir()
+    cfg = OmegaConf.load(ROOT / "assets" / "policies" / "g1_standup_ground" / "config.yaml")
+    OmegaConf.save(cfg, src / "config_0.yaml")  # an older segment of the run: relative
+    cfg.env.action_mode = mode
+    OmegaConf.save(cfg, src / "config_400.yaml")
+    path = write_linear_policy(src / "policy.onnx", 456, 23, _jsonable(standup_metadata) | {"action_scale": 0.4})
+    _as_schema_2(path)
+    with pytest.raises(PolicyMetadataError, match="metadata version '2'.*--refresh-metadata"):
+        load_policy_spec(path, g1_29dof())
+    assert refresh_metadata(path) == ["action_formula", "action_mode"]
+    meta = read_metadata(path)
+    assert meta["upright_metadata_version"] == "3" and meta["action_mode"] == mode and meta["action_scale"] == 0.4
+    assert load_policy_spec(path, g1_29dof()).action_mode == mode
+    if mode == "absolute":  # a schema-3 file keeps its mode: one that disagrees with the config is refused
+        cfg.env.action_mode = "relative"
+        OmegaConf.save(cfg, src / "config_400.yaml")
+        with pytest.raises(PolicyMetadataError, match="'action_mode' is 'absolute' in the file but 'relative'"):
+            refresh_metadata(path)

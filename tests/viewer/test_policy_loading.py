@@ -68,6 +68,7 @@ def test_onnx_without_metadata(tmp_path, standup_env):
         ("observation_history_length", 5),
         ("task", "walk"),
         ("control_dt", 0.01),
+        ("action_mode", "absolute"),  # the env runs relative: the actions would mean other targets
     ],
 )
 def test_onnx_metadata_mismatch(tmp_path, standup_env, standup_meta, key, value):
@@ -78,6 +79,32 @@ def test_onnx_metadata_mismatch(tmp_path, standup_env, standup_meta, key, value)
     path = write_onnx_policy(tmp_path / "other.onnx", _obs_dim(standup_env), 23, meta)
     with pytest.raises(PolicyLoadError, match=f"does not match task 'standup'(.|\\n)*{key}: policy has"):
         load_policy(str(path), standup_env, "standup")
+
+
+def test_play_session_runs_an_absolute_policy_in_absolute_mode(tmp_path, standup_meta, capsys):
+    """play.py builds its env with the policy's env.action_mode (here absolute, the config says relative), so the
+    session's targets are the default pose + β·a."""
+    from hydra import compose, initialize
+
+    from upright.viewer.config import register_play_config
+    from upright.viewer.session import PolicySession
+
+    meta = dict(standup_meta) | {"action_mode": "absolute", "action_formula": "p_target = default_joint_pos + ..."}
+    path = write_onnx_policy(tmp_path / "policy.onnx", 456, 23, meta, gain=0.01)
+    register_play_config()
+    with initialize(version_base=None, config_path=None):
+        cfg = compose(config_name="play", overrides=["task=standup", f"policy={path}", "beta=0.6",
+                                                     "env.unactuated_steps=0"])  # fmt: skip
+    s = PolicySession(cfg)
+    try:
+        assert s.env.cfg.action_mode == "absolute" and "env.action_mode=absolute" in capsys.readouterr().out
+        obs = s.env.get_observations()["actor"]
+        s.step()
+        a = s.policy(obs)
+        default = s.env.default_pose[s.env.robot.policy_joint_ids]
+        torch.testing.assert_close(s.env.p_target, default + 0.6 * a, atol=1e-5, rtol=0)
+    finally:
+        s.close()
 
 
 def test_onnx_input_width_mismatch(tmp_path, standup_env, standup_meta):
