@@ -35,15 +35,19 @@ play never use them (:func:`upright.training.evaluate.make_eval_env` sets the fr
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass
 
 import mujoco
 import numpy as np
 import torch
-
 from upright.robots import g1
-from upright.tasks.standup.assisted_start import SoleKinematics, balanced_pitch, crouch_joints
+from upright.tasks.standup.assisted_start import (
+    SoleKinematics,
+    balanced_pitch,
+    crouch_joints,
+)
 
 
 @dataclass
@@ -52,6 +56,10 @@ class RisePathCfg:
 
     fraction: float = 0.0
     """Probability that a resetting training episode starts on the rise path, in [0, 1). 0 = HoST."""
+    source: str = "keyframes"
+    """``keyframes``: poses interpolated along the keyframe path, settled (module docstring); ``teacher``: states
+    along noisy rollouts of the open-loop keyframe get-up of :mod:`~upright.tasks.standup.teacher` (with their
+    velocities; ``u_min``, ``u_max``, ``settle_*`` and ``clearance`` do not apply)."""
     bank_size: int = 1024
     """Starts simulated at env creation (each ~0.2 s of physics; 1024 take ~2 s on one core)."""
     joint_noise: float = 0.1
@@ -83,6 +91,8 @@ def validate(cfg: RisePathCfg, terrain: str) -> None:
     """
     if not 0.0 <= cfg.fraction < 1.0:
         raise ValueError(f"env.rise_path.fraction must be in [0, 1), got {cfg.fraction}; 0 turns rise-path starts off.")
+    if cfg.source not in ("keyframes", "teacher"):
+        raise ValueError(f"env.rise_path.source must be 'keyframes' or 'teacher', got {cfg.source!r}")
     if cfg.bank_size < 1:
         raise ValueError(f"env.rise_path.bank_size must be >= 1, got {cfg.bank_size}")
     if cfg.joint_noise < 0 or cfg.clearance < 0 or not 0 <= cfg.settle_min <= cfg.settle_max:
@@ -143,7 +153,7 @@ def keyframes(model: mujoco.MjModel, default_pose: np.ndarray) -> list[tuple[flo
 
 def interpolate(frames: list[tuple[float, float, np.ndarray]], u: float) -> tuple[float, np.ndarray]:
     """Pelvis pitch (rad) and (29,) joint angles (rad) at path coordinate ``u`` in [0, 1] (linear between frames)."""
-    for (u0, p0, q0), (u1, p1, q1) in zip(frames[:-1], frames[1:]):
+    for (u0, p0, q0), (u1, p1, q1) in itertools.pairwise(frames):
         if u <= u1:
             s = (u - u0) / (u1 - u0)
             return p0 + s * (p1 - p0), q0 + s * (q1 - q0)
@@ -176,8 +186,15 @@ class RisePathStarts:
         robot_geoms = np.flatnonzero(model.geom_bodyid != 0)
         head = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_SITE, "head")
         n = cfg.bank_size
+        if cfg.source == "teacher":
+            from upright.tasks.standup.teacher import teacher_states
+
+            qpos, qvel, heads = teacher_states(model, default_pose, policy_ids, n, cfg.joint_noise, seed)
+            self.u = np.full(n, np.nan)
+            self._store(qpos, qvel, heads)
+            return
         self.u = np.empty(n)
-        """(B,) path coordinate of each start."""
+        """(B,) path coordinate of each start (NaN for teacher states)."""
         qpos, qvel, heads = np.empty((n, model.nq)), np.empty((n, model.nv)), np.empty(n)
         for k in range(n):
             u = float(rng.uniform(cfg.u_min, cfg.u_max))
@@ -198,15 +215,18 @@ class RisePathStarts:
             d.ctrl[:] = joints
             d.time = 0.0
             mujoco.mj_forward(model, d)
-            steps = int(round(rng.uniform(cfg.settle_min, cfg.settle_max) / model.opt.timestep))
+            steps = round(rng.uniform(cfg.settle_min, cfg.settle_max) / model.opt.timestep)
             if steps:
                 mujoco.mj_step(model, d, nstep=steps)
             self.u[k] = u
             qpos[k], qvel[k], heads[k] = d.qpos, d.qvel, d.site_xpos[head, 2]
+        self._store(qpos, qvel, heads)
+
+    def _store(self, qpos: np.ndarray, qvel: np.ndarray, heads: np.ndarray) -> None:
         self.qpos = torch.tensor(qpos, dtype=torch.float32, device=self.device)
-        """(B, nq) settled generalised positions (pelvis at x = y = 0)."""
+        """(B, nq) generalised positions of the starts (pelvis near x = y = 0)."""
         self.qvel = torch.tensor(qvel, dtype=torch.float32, device=self.device)
-        """(B, nv) generalised velocities at the end of settling."""
+        """(B, nv) generalised velocities of the starts."""
         self.head_height = torch.tensor(heads, dtype=torch.float32, device=self.device)
         """(B,) head height above the ground of each start, m."""
 

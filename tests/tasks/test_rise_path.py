@@ -8,11 +8,16 @@ import mujoco
 import numpy as np
 import pytest
 import torch
-
 from upright.robots import g1
 from upright.tasks.standup.config import SimCfg, StandupEnvCfg
 from upright.tasks.standup.env import StandupEnv
-from upright.tasks.standup.rise_path import RisePathCfg, RisePathStarts, interpolate, keyframes, validate
+from upright.tasks.standup.rise_path import (
+    RisePathCfg,
+    RisePathStarts,
+    interpolate,
+    keyframes,
+    validate,
+)
 from upright.tasks.standup.scene import standup_scene
 
 
@@ -135,3 +140,25 @@ def test_rise_path_episodes_end_on_a_fall_or_their_own_time_limit():
     env2.start_head_height[i] = env2.state.head_height[i] + 0.3
     _, _, dones, extras = env2.step(torch.zeros(32, 23))
     assert dones[i] == 1 and not extras["time_outs"][i]
+
+
+def test_teacher_get_up_reaches_standing_height_on_the_ground(scene):
+    from upright.tasks.standup.teacher import DEFAULT_PARAMS, PARAMS, KeyframeGetUp
+
+    info = g1.robot_info()
+    teacher = KeyframeGetUp(scene, info.default_pose, info.policy_joint_ids)
+    p = np.array([DEFAULT_PARAMS[k] for k in PARAMS])
+    score, trace, _ = teacher.rollout(p, grounded=True, yaw=1.0)
+    assert trace[0] < 0.15  # starts lying
+    assert score > 1.1  # head above 1.1 m with a foot down, pelvis below 0.85 m, |vz| < 0.5 m/s
+
+
+def test_teacher_source_fills_the_bank_with_moving_states_along_the_get_up(scene):
+    info = g1.robot_info()
+    cfg = RisePathCfg(fraction=0.5, bank_size=200, source="teacher", joint_noise=0.0)
+    bank = RisePathStarts(cfg, scene, info.default_pose, info.policy_joint_ids, seed=1)
+    assert bank.qpos.shape == (200, scene.nq) and torch.isfinite(bank.qpos).all()
+    assert bank.head_height.min() < 0.15 and bank.head_height.max() > 1.0
+    assert bank.qvel.abs().max() > 1.0  # dynamic states, not settled poses
+    with pytest.raises(ValueError, match="env.rise_path.source"):
+        validate(RisePathCfg(source="mocap"), "ground")
