@@ -9,7 +9,7 @@ terminations, the curriculum's update of envs whose episode ended, resets and th
 Reset (Playground): the robot at keyframe ``home`` with its targets, the cube upright on the floor at
 (0.7, 0) m + U(±r_cube) in xy, the target at (0.7, 0) m + U(±r_target) in xy and U(h0, h_max) m above the cube's
 start centre; r_cube, r_target and h_max follow each env's curriculum level (:mod:`.curriculum`). An episode ends
-after 150 env steps or when the cube leaves the workspace (:mod:`.terminations`); success (cube centre within
+after 150 env steps, when the cube leaves the workspace, or when the simulation diverged (:mod:`.terminations`); success (cube centre within
 2.5 cm of the target at some env step) does not end it.
 """
 
@@ -32,7 +32,7 @@ from upright.tasks.lift.randomization import LiftRandomizer
 from upright.tasks.lift.rewards import REWARD_GROUPS, lift_reward_terms
 from upright.tasks.lift.scene import GRIPPER_QUAT_SENSOR, floor_sensor_slices, lift_scene
 from upright.tasks.lift.state import LiftState
-from upright.tasks.lift.terminations import cube_out_of_bounds, non_finite, success
+from upright.tasks.lift.terminations import cube_out_of_bounds, joint_limit_violation, non_finite, success
 
 
 class LiftEnv(VecEnv):
@@ -128,6 +128,8 @@ class LiftEnv(VecEnv):
         """(nq,) keyframe ``home``: robot, cube at its nominal place."""
         self.home_ctrl = torch.tensor(key.ctrl, dtype=torch.float32, device=dev)
         self.home_q = self._home_qpos[self._q_adr.to(dev)]
+        jrange = torch.tensor(m.jnt_range[jids], dtype=torch.float32, device=dev)
+        self.joint_lower, self.joint_upper = jrange[:, 0], jrange[:, 1]
         rng = torch.tensor(m.actuator_ctrlrange, dtype=torch.float32, device=dev)
         self.ctrl_lower, self.ctrl_upper = rng[:, 0], rng[:, 1]
         self.cube_home = self._home_qpos[self._cube_q : self._cube_q + 3].clone()
@@ -209,6 +211,7 @@ class LiftEnv(VecEnv):
         self.success_step[first] = self.episode.length[first]
         self.success_once |= succ
         terminated = cube_out_of_bounds(state) | non_finite(state)
+        terminated |= joint_limit_violation(state, self.joint_lower, self.joint_upper)
         time_outs = self.episode.length >= self.max_episode_length
         dones = terminated | time_outs
         self.episode.add({f"group/{g}": group_rewards[:, i] for i, g in enumerate(self.reward_group_names)} | terms)

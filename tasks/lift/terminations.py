@@ -23,3 +23,13 @@ def success(state: LiftState, threshold: float = 0.025) -> torch.Tensor:
     """The cube centre is within ``threshold`` m of the target (ManiSkill ``PickCube`` ``goal_thresh`` = 0.025 m).
     Not a termination: episodes run on (the policy must hold the cube there)."""
     return state.cube_to_target.norm(dim=-1) < threshold
+
+
+def joint_limit_violation(state: LiftState, lower: torch.Tensor, upper: torch.Tensor, margin: float = 0.1) -> torch.Tensor:
+    """A robot joint is more than ``margin`` (rad or m) outside its range (``lower``, ``upper``: (9,)).
+
+    The joint limits are constraints, so a healthy state never gets there; this catches a diverged simulation,
+    including MuJoCo's own recovery (on a NaN/huge acceleration the native engine resets that env to ``qpos0``,
+    whose ``joint4`` = 0 lies outside its range [-3.07, -0.07] rad), which would otherwise run on as a valid episode.
+    """
+    return ((state.q < lower - margin) | (state.q > upper + margin)).any(dim=-1)
