@@ -1,7 +1,7 @@
 """The lift task's domain randomisation, as terms of :mod:`upright.managers.randomization` (``env.domain_rand``;
 ``enabled=false`` turns every part off: nominal model, no observation noise, no action delay).
 
-At every reset of an env: cube mass (with its inertia, same factor), cube sliding friction, Kp of each actuator
+At every reset of an env: cube mass (with its subtree mass and inertia, same factor), cube sliding friction, Kp of each actuator
 (``gainprm[0]`` with ``biasprm[1]``) and Kd of each actuator (``biasprm[2]``), and the action delay (0 to
 ``action_delay_substeps`` physics substeps). Observation noise is each term's half-width times
 ``obs_noise_scale`` (:data:`upright.tasks.lift.observations.OBSERVATION_TERMS`). Ranges are upright's choice, in the
@@ -38,7 +38,9 @@ def lift_randomization_terms(cfg: LiftDomainRandCfg, model: mujoco.MjModel) -> l
     cube_geom = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_GEOM, panda.CUBE_BODY)
     arm = slice(0, model.nu)
     return [
-        ModelFieldTerm("cube_mass", (FieldTarget("body_mass", (cube,)), FieldTarget("body_inertia", (cube,))),
+        # the cube is a root body: its subtree mass is its own mass, and must follow it (upright.sim.PER_ENV_FIELDS)
+        ModelFieldTerm("cube_mass", (FieldTarget("body_mass", (cube,)), FieldTarget("body_subtreemass", (cube,)),
+                                     FieldTarget("body_inertia", (cube,))),
                        *_range("cube_mass_scale", cfg.cube_mass_scale)),
         ModelFieldTerm("cube_friction", (FieldTarget("geom_friction", (cube_geom, 0)),),
                        *_range("cube_friction_scale", cfg.cube_friction_scale)),
