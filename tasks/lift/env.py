@@ -221,6 +221,10 @@ class LiftEnv(VecEnv):
         self.last_success = succ
         """(N,) bool success at the end of the last env step (before resets)."""
 
+        self.success_once_at_done = self.success_once.clone()
+        """(N,) bool :attr:`success_once` at the end of the last env step, before resets (evaluation reads it)."""
+        self.success_step_at_done = self.success_step.clone()
+        """(N,) int64 :attr:`success_step` at the end of the last env step, before resets."""
         done_ids = dones.nonzero(as_tuple=False).flatten()
         if done_ids.numel() > 0:
             self.curriculum.on_episode_end(done_ids, self.success_once[done_ids])
