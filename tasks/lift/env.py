@@ -174,7 +174,7 @@ class LiftEnv(VecEnv):
         flat = self.obs_history.flat()
         groups = {"actor": flat, "critic": flat}
         if self.renderer is not None:
-            groups["rgb"] = self.renderer.render(self.sim).to(self.device)
+            groups["rgb"] = self.renderer.render(self.sim, self.target_pos).to(self.device)
         return TensorDict(groups, batch_size=[self.num_envs], device=self.device)
 
     def step(self, actions: torch.Tensor) -> tuple[TensorDict, torch.Tensor, torch.Tensor, dict]:

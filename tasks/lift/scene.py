@@ -68,8 +68,8 @@ def lift_scene(timestep: float = 0.005) -> mujoco.MjModel:
     spec.worldbody.add_camera(
         name="front", pos=list(FRONT_CAMERA_POS), xyaxes=_look_at_xyaxes(FRONT_CAMERA_POS, FRONT_CAMERA_TARGET), fovy=58
     )
-    # on the hand, 5 cm behind the flange side, looking along the fingers (hand +z), image up = hand +x
-    spec.body("hand").add_camera(name="wrist", pos=[0.06, 0.0, 0.0], xyaxes=[0, -1, 0, 1, 0, 0], fovy=75)
+    # on the side of the hand, looking along the fingers (view axis = hand +z), image up = hand +x
+    spec.body("hand").add_camera(name="wrist", pos=[0.07, 0.0, 0.05], xyaxes=[0, 1, 0, 1, 0, 0], fovy=75)
     spec.option.timestep = timestep
     return spec.compile()
 
