@@ -87,16 +87,13 @@ class LevelCurriculum:
         return {"level": self.level.clone(), "num_updates": self.num_updates}
 
     def load_state_dict(self, state: dict) -> None:
-        """Restore :meth:`state_dict` (a disabled curriculum keeps level 1).
-
-        Raises:
-            ValueError: the saved levels are for another number of envs.
-        """
+        """Restore :meth:`state_dict` (a disabled curriculum keeps level 1). Saved levels for another number of envs
+        (e.g. exporting or evaluating a checkpoint with 1 env) set every env to their mean level."""
         if not self.enabled:
             return
-        level = state["level"].to(self.level.device)
-        if level.shape != self.level.shape:
-            raise ValueError(f"curriculum state has {level.shape[0]} envs, this env has {self.level.shape[0]}; "
-                             "resume with the same env.num_envs")  # fmt: skip
-        self.level.copy_(level)
+        level = state["level"].to(self.level.device, self.level.dtype)
+        if level.shape == self.level.shape:
+            self.level.copy_(level)
+        else:
+            self.level.fill_(float(level.mean()) if level.numel() else 0.0)
         self.num_updates = int(state.get("num_updates", 0))

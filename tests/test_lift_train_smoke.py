@@ -62,3 +62,18 @@ def test_onnx_runs_with_its_metadata(run):
 def test_bad_overrides_refused(tmp_path, arg, message):
     proc = run_train(["task=lift", arg], tmp_path)
     assert proc.returncode == 2 and message in proc.stderr, proc.stderr[-2000:]
+
+
+def test_export_and_play_video(run, tmp_path):
+    run_dir, _ = run
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    proc = subprocess.run([sys.executable, "-m", "upright.training.export", "--checkpoint", str(run_dir / "model_1.pt"),
+                           "--out", str(tmp_path / "exported")], capture_output=True, text=True, timeout=280, env=env)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    meta = read_metadata(tmp_path / "exported" / "policy.onnx")
+    assert meta["task"] == "lift" and meta["action_scale"] == 0.04
+    video = tmp_path / "play.mp4"
+    proc = subprocess.run([sys.executable, str(ROOT / "play.py"), "task=lift", f"policy={tmp_path / 'exported'}",
+                           f"video={video}", "duration=0.5"], capture_output=True, text=True, timeout=280, env=env,
+                          cwd=tmp_path)  # fmt: skip
+    assert proc.returncode == 0 and video.stat().st_size > 1000, proc.stdout[-2000:] + proc.stderr[-3000:]

@@ -122,8 +122,9 @@ def test_level_curriculum_applies_rules_per_env_and_round_trips():
     other = LevelCurriculum(4, rules)
     other.load_state_dict(c.state_dict())
     torch.testing.assert_close(other.level, c.level)
-    with pytest.raises(ValueError, match="same env.num_envs"):
-        LevelCurriculum(3, rules).load_state_dict(c.state_dict())
+    fewer = LevelCurriculum(3, rules)
+    fewer.load_state_dict(c.state_dict())  # another env count (export, evaluation): the mean level everywhere
+    torch.testing.assert_close(fewer.level, torch.full((3,), 0.525))
     off = LevelCurriculum(2, rules, init=0.0, enabled=False)
     off.on_episode_end(torch.tensor([0]), torch.tensor([False]))
     assert off.level.tolist() == [1.0, 1.0]
