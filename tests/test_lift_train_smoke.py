@@ -77,3 +77,17 @@ def test_export_and_play_video(run, tmp_path):
                            f"video={video}", "duration=0.5"], capture_output=True, text=True, timeout=280, env=env,
                           cwd=tmp_path)  # fmt: skip
     assert proc.returncode == 0 and video.stat().st_size > 1000, proc.stdout[-2000:] + proc.stderr[-3000:]
+
+
+def test_daemon_refuses_a_lift_policy_in_one_line(run):
+    from upright.deploy.metadata import load_policy_spec
+    from upright.tasks.policy_schema import ENV_ACTION_MODES, PolicyMetadataError, action_mode_of
+
+    run_dir, _ = run
+    meta = read_metadata(run_dir / "policy.onnx")
+    assert meta["action_mode"] == "delta" and action_mode_of(meta, "f", ENV_ACTION_MODES) == "delta"
+    with pytest.raises(PolicyMetadataError, match="simulation only"):
+        action_mode_of(meta, "f")  # the daemon's modes
+    with pytest.raises(PolicyMetadataError) as err:
+        load_policy_spec(run_dir / "policy.onnx")
+    assert "\n" not in str(err.value)

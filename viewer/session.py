@@ -224,7 +224,9 @@ class PolicySession(Session):
         self.randomize = bool(cfg.get("randomize", False))
         self.action_mode = policy_action_mode(str(cfg.policy))
         """The policy's ``env.action_mode`` (:func:`~upright.viewer.policy.policy_action_mode`; None: the config's)."""
-        configured = getattr(cfg.env, "action_mode", "relative")
+        configured = OmegaConf.select(cfg, "env.action_mode", default=None)  # None: a task without the setting (lift)
+        if configured is None:
+            self.action_mode = None
         if self.action_mode is not None and self.action_mode != configured:
             print(f"note: the policy was trained with env.action_mode={self.action_mode}; playing with it "
                   f"(not {configured})", flush=True)  # fmt: skip

@@ -9,7 +9,7 @@ from upright.robots import panda
 from upright.tasks.lift.observations import (
     HISTORY_LENGTH, OBS_CLIP, OBSERVATION_DIMS, OBSERVATION_TERMS, ROBOT_MEASURABLE_TERMS,
 )  # fmt: skip
-from upright.tasks.policy_schema import HISTORY_LAYOUT
+from upright.tasks.policy_schema import ACTION_FORMULAS, DELTA_ACTION_MODE, HISTORY_LAYOUT
 
 
 def lift_policy_metadata(env) -> dict[str, Any]:
@@ -33,11 +33,9 @@ def lift_policy_metadata(env) -> dict[str, Any]:
         "held_torque_limit": [],
         "held_joint_pos": [],
         "action_scale": float(env.cfg.action_scale),
-        "action_mode": (
-            "delta on the position targets: ctrl = clip(ctrl_prev + action_scale * clip(action, -action_clip, "
-            "action_clip), ctrl_lower, ctrl_upper), ctrl starting at default_joint_pos; the finger target is one "
-            "finger's opening in m (finger_joint2 mirrors it)"
-        ),
+        "action_mode": DELTA_ACTION_MODE,
+        "action_formula": ACTION_FORMULAS[DELTA_ACTION_MODE] + "; the finger target is one finger's opening in m "
+        "(finger_joint2 mirrors it)",
         "action_clip": float(env.cfg.action_clip),
         "control_dt": env.step_dt,
         "sim_dt": env.sim_cfg.timestep,
