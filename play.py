@@ -66,5 +66,8 @@ if __name__ == "__main__":
         error = error.replace("(resume=<run dir or checkpoint .pt>)", "(policy=<run dir | .pt | .onnx | zero | random>)")
         print(f"error: {error}", file=sys.stderr)
         raise SystemExit(2)
+    from upright.conf import with_task_groups
+
+    sys.argv[1:] = with_task_groups(sys.argv[1:])
     sys.argv += ["hydra.run.dir=.", "hydra.output_subdir=null"]
     main()

@@ -1,4 +1,4 @@
-"""Train a policy: ``python train.py task=standup [env.num_envs=N] [train.max_iterations=K] [seed=S]
+"""Train a policy: ``python train.py task=standup|lift [env.num_envs=N] [train.max_iterations=K] [seed=S]
 [run.name=NAME] [resume=<run dir or checkpoint>]``.
 
 Writes ``logs/<task>/<run.name>/``: checkpoints ``model_<it>.pt``, ``policy.onnx`` (with metadata),
@@ -12,7 +12,7 @@ import sys
 import hydra
 from omegaconf import DictConfig
 
-from upright.conf import register_configs
+from upright.conf import register_configs, with_task_groups
 from upright.conf.validate import exit_on_invalid_overrides
 
 register_configs()
@@ -30,6 +30,7 @@ def main(cfg: DictConfig) -> None:
 
 if __name__ == "__main__":
     exit_on_invalid_overrides()
+    sys.argv[1:] = with_task_groups(sys.argv[1:])  # task=lift: the standup-only groups select their empty option
     # Hydra's own output dir is not used: upright manages run directories itself.
     sys.argv += ["hydra.run.dir=.", "hydra.output_subdir=null"]
     main()

@@ -1,5 +1,5 @@
-"""Hydra structured configs for ``train.py`` / ``play.py``: config groups ``task`` (one entry per task),
-``terrain`` and ``posture`` (the standup task's variants).
+"""Hydra structured configs for ``train.py`` / ``play.py``: config groups ``task`` (one entry per task: ``standup``,
+``lift``), ``terrain`` and ``posture`` (the standup task's variants; other tasks select their empty option ``none``).
 
 Command line: ``python train.py task=standup terrain=platform posture=supine env.num_envs=256
 train.max_iterations=100 seed=3 run.name=my_run resume=logs/standup/my_run``.
@@ -23,6 +23,7 @@ from typing import Any, Optional
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, OmegaConf
 
+from upright.tasks.lift.config import LiftEnvCfg
 from upright.tasks.standup.config import SimCfg, StandupEnvCfg
 from upright.tasks.standup.rewards.variants import POSTURE_REWARDS
 from upright.tasks.standup.terrains import POSTURE_NAMES, TERRAINS
@@ -48,6 +49,52 @@ class StandupTaskCfg:
     env: StandupEnvCfg = field(default_factory=StandupEnvCfg)
     sim: SimCfg = field(default_factory=SimCfg)
     train: TrainCfg = field(default_factory=TrainCfg)
+
+
+def lift_train_cfg() -> TrainCfg:
+    """PPO defaults of ``task=lift``, after MuJoCo Playground's brax PPO settings for ``PandaPickCube``
+    (``mujoco_playground/config/manipulation_params.py``: discount 0.97, learning rate 1e-3, policy MLP 4 x 32, value
+    MLP 5 x 256, observation normalisation). upright's own: the three critics share one trunk with a head per reward
+    group (``critic_shared_trunk``), group weights (reach 1, lift 2, regularization 0.1: Playground's 4:8 scale ratio
+    of gripper-box to box-target, regularisation small; not tuned yet), rsl-rl's 24 steps per env and 5 epochs x 4
+    mini-batches, entropy 0.01, no L2C2."""
+    return TrainCfg(
+        max_iterations=1500, num_steps_per_env=24, save_interval=50, group_weights=[1.0, 2.0, 0.1],
+        actor_hidden_dims=[32, 32, 32, 32], critic_hidden_dims=[256, 256, 256, 256, 256], critic_shared_trunk=True,
+        init_noise_std=1.0, gamma=0.97, lam=0.95, entropy_coef=0.01, l2c2_policy_coef=0.0, l2c2_value_coef=0.0,
+    )  # fmt: skip
+
+
+@dataclass
+class LiftTaskCfg:
+    """``task=lift``: a Franka Panda picks up a cube and lifts it to a target (Playground ``PandaPickCube``)."""
+
+    task_name: str = "lift"
+    env: LiftEnvCfg = field(default_factory=LiftEnvCfg)
+    sim: SimCfg = field(default_factory=lambda: SimCfg(timestep=0.005))
+    train: TrainCfg = field(default_factory=lift_train_cfg)
+
+
+NO_VARIANT = "none"
+"""The empty option of the ``terrain``, ``posture`` and ``recipe`` groups, which only the standup task has: every other
+task selects it in its own defaults list."""
+
+TASK_GROUPS_OFF = ("terrain", "posture", "recipe")
+"""Config groups of the standup task that other tasks switch to :data:`NO_VARIANT`."""
+
+
+def task_of(args: list[str]) -> str:
+    """The ``task=`` of command-line ``args`` (default ``standup``)."""
+    return next((a.split("=", 1)[1] for a in args if a.startswith("task=")), "standup")
+
+
+def with_task_groups(args: list[str]) -> list[str]:
+    """``args`` plus ``terrain=none posture=none recipe=none`` when the task is not standup (those groups are the
+    standup task's; the primary defaults list selects standup's ``ground``/``supine``/``host``)."""
+    if task_of(args) == "standup":
+        return list(args)
+    given = {a.split("=", 1)[0] for a in args}
+    return list(args) + [f"{g}={NO_VARIANT}" for g in TASK_GROUPS_OFF if g not in given]
 
 
 RECIPES: dict[str, dict[str, Any]] = {
@@ -101,7 +148,7 @@ class Config:
     train: Any = MISSING
 
 
-TASKS = {"standup": StandupTaskCfg}
+TASKS = {"standup": StandupTaskCfg, "lift": LiftTaskCfg}
 """Registered tasks (``task=<name>``)."""
 
 
@@ -127,6 +174,8 @@ def register_configs() -> None:
         task = node()
         typed = {k: OmegaConf.structured(getattr(task, k)) for k in ("env", "sim", "train")}
         cs.store(group="task", name=name, node={"task_name": task.task_name, **typed}, package="_global_")
+    for group in TASK_GROUPS_OFF:
+        cs.store(group=group, name=NO_VARIANT, node={}, package="_global_")
     for name, spec in TERRAINS.items():
         cs.store(group="terrain", name=name, node={"env": _nested(spec.env_overrides())}, package="_global_")
     for name in POSTURE_NAMES:

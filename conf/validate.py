@@ -11,7 +11,7 @@ from hydra.errors import HydraException
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from upright.conf import RECIPES, TASKS, register_configs
+from upright.conf import NO_VARIANT, RECIPES, TASK_GROUPS_OFF, TASKS, register_configs, with_task_groups
 from upright.tasks.standup.terrains import check_variant
 
 
@@ -35,8 +35,14 @@ def validate_overrides(args: list[str], config_name: str = "config") -> str | No
     task = next((a.split("=", 1)[1] for a in overrides if a.startswith("task=")), "standup")
     if task not in TASKS:
         return f"Unknown task '{task}'. Valid tasks: {', '.join(sorted(TASKS))}."
+    if task != "standup":
+        for group in TASK_GROUPS_OFF:
+            value = next((a.split("=", 1)[1] for a in overrides if a.startswith(group + "=")), NO_VARIANT)
+            if value != NO_VARIANT:
+                return f"{group}={value}: {group} applies to task=standup only; drop it for task={task}."
+        overrides = with_task_groups(overrides)
     recipe = next((a.split("=", 1)[1] for a in overrides if a.startswith("recipe=")), "host")
-    if recipe not in RECIPES:
+    if recipe not in RECIPES and not (task != "standup" and recipe == NO_VARIANT):
         return f"Unknown recipe '{recipe}'. Valid recipes: {', '.join(RECIPES)} (recipe=host is HoST's as published)."
     for key in ("env.terrain", "env.posture"):
         if any(a.lstrip("+~").startswith(key + "=") for a in overrides):
@@ -44,17 +50,18 @@ def validate_overrides(args: list[str], config_name: str = "config") -> str | No
             return f"Set the {top} with the top-level key {top}=<name>, not {key}= (it also sets the {top}'s settings)."
     terrain = next((a.split("=", 1)[1] for a in overrides if a.startswith("terrain=")), "ground")
     posture = next((a.split("=", 1)[1] for a in overrides if a.startswith("posture=")), "supine")
-    try:
-        check_variant(terrain, posture)
-    except ValueError as err:
-        return str(err)
+    if task == "standup":
+        try:
+            check_variant(terrain, posture)
+        except ValueError as err:
+            return str(err)
     plain = [a.lstrip("+") for a in overrides]
     try:
         with initialize(version_base=None, config_path=None):
             cfg = compose(config_name=config_name, overrides=plain)
     except (HydraException, OmegaConfBaseException, ValueError) as err:
         with initialize(version_base=None, config_path=None):
-            base = compose(config_name=config_name, overrides=[f"task={task}"])
+            base = compose(config_name=config_name, overrides=with_task_groups([f"task={task}"]))
         valid = [k for k in leaf_keys(base) if k != "defaults"]
         message = " ".join(str(err).strip().splitlines()[:2])
         # Hydra suggests '+key=value' to append a key; upright's structured configs take no new keys

@@ -18,7 +18,9 @@ fsynced, then renamed) and the journal is deleted; a journal left by a crash is 
 time a logger opens the dataset (:meth:`LeRobotV3Writer.recover`), with outcome ``interrupted``.
 
 Vector features are ``fixed_size_list<float32>[n]`` columns; shape-[1] features are scalar
-columns, as LeRobot stores them.
+columns, as LeRobot stores them. Image features (``dtype: "image"``, shape ``[H, W, 3]``) are stored in the parquet
+files as LeRobot stores images that are not videos: a ``struct<bytes: binary, path: string>`` column holding one PNG
+per frame (``path`` null); they get no entry in the stats (LeRobot's per-channel image stats are not computed here).
 """
 
 from __future__ import annotations
@@ -52,8 +54,14 @@ OUTCOMES = ("open", "success", "failure", "estop", "damping", "stopped", "interr
 _ARROW = {"float32": pa.float32(), "float64": pa.float64(), "int64": pa.int64(), "bool": pa.bool_(), "int32": pa.int32()}
 
 
+IMAGE_TYPE = pa.struct([("bytes", pa.binary()), ("path", pa.string())])
+"""Arrow type of an image feature: PNG bytes and an (unused) path, as LeRobot's ``datasets`` Image feature."""
+
+
 def arrow_type(feature: dict) -> pa.DataType:
     """Arrow type of a LeRobot feature spec."""
+    if feature["dtype"] == "image":
+        return IMAGE_TYPE
     base = _ARROW[feature["dtype"]]
     shape = list(feature["shape"])
     if shape == [1]:
@@ -68,8 +76,10 @@ def arrow_schema(features: dict[str, dict]) -> pa.Schema:
 
 
 def column(values: np.ndarray, feature: dict) -> pa.Array:
-    """An Arrow column from an (N,) or (N, n) numpy array."""
+    """An Arrow column from an (N,) or (N, n) numpy array, or for an image feature a sequence of N PNG ``bytes``."""
     t = arrow_type(feature)
+    if feature["dtype"] == "image":
+        return pa.array([{"bytes": bytes(b), "path": None} for b in values], type=t)
     if pa.types.is_fixed_size_list(t):
         flat = pa.array(np.ascontiguousarray(values).reshape(-1), type=t.value_type)
         return pa.FixedSizeListArray.from_arrays(flat, t.list_size)
@@ -265,7 +275,7 @@ class LeRobotV3Writer:
         }  # fmt: skip
         stats = {}
         for name, feat in {**self.features, **IMPLICIT_FEATURES}.items():
-            if n and feat["dtype"] != "string":
+            if n and feat["dtype"] not in ("string", "image"):
                 stats[name] = _stats(_table_to_numpy(pa.chunked_array([cols[name]])).reshape(n, -1))
                 for key, value in stats[name].items():
                     row[f"stats/{name}/{key}"] = value

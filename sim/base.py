@@ -16,6 +16,7 @@ PER_ENV_FIELDS: tuple[str, ...] = (
     "geom_friction",
     "geom_solref",
     "body_mass",
+    "body_subtreemass",
     "body_ipos",
     "body_inertia",
     "actuator_gainprm",
@@ -27,7 +28,13 @@ PER_ENV_FIELDS: tuple[str, ...] = (
 """``MjModel`` fields every backend can vary per env (:meth:`BatchedSim.set_model_field`): friction, contact
 ``solref`` (stiffness and damping: restitution), masses, COM, inertia, actuator gains (``gainprm``/``biasprm``:
 Kp, Kd of position actuators), joint damping, armature and friction loss, the fields domain randomisation
-changes. The native backend can vary more."""
+changes. The native backend can vary more.
+
+``body_subtreemass`` is here because ``mj_comPos`` divides each subtree's mass-weighted position by it to get
+``subtree_com``: a ``body_mass`` written alone leaves it stale, the centre of mass that the dynamics use is then
+wrong (for a free body of mass m' with a compiled m, at m'/m times its true position), and contacts on that body
+blow up (measured on the lift task's cube: any mass factor from 0.5 to 2 made grasped cubes leave the workspace at
+1,000 m/s within a few steps; writing the subtree mass too removed every case). Write both together."""
 
 
 @dataclass

@@ -38,9 +38,20 @@ formula moved to ``action_formula``. A schema-2 file always says relative, even 
 ACTION_MODES = ("relative", "absolute")
 """Values of ``action_mode``: how an action a (J,) becomes the PD targets of the policy joints (rad)."""
 
+DELTA_ACTION_MODE = "delta"
+"""The lift task's action mode (MuJoCo Playground's manipulation envs): the action moves the previous targets."""
+
+ENV_ACTION_MODES = (*ACTION_MODES, DELTA_ACTION_MODE)
+"""Every ``action_mode`` an upright env may write. The deploy daemon runs :data:`ACTION_MODES` only (joint-PD
+humanoid control) and refuses a ``delta`` file in one line; simulation (play, evaluation) runs all of them."""
+
 ACTION_FORMULAS = {
     "relative": "p_target = q_measured + action_scale * action, held for one control period",
     "absolute": "p_target = default_joint_pos + action_scale * action, held for one control period",
+    "delta": (
+        "p_target = clip(p_target_prev + action_scale * clip(action, -action_clip, action_clip), ctrl_lower, "
+        "ctrl_upper), p_target starting at default_joint_pos each episode, held for one control period"
+    ),
 }
 """``action_formula`` of each action mode (written beside ``action_mode``)."""
 
@@ -70,8 +81,11 @@ class PolicyMetadataError(ValueError):
     """An ONNX file lacks upright metadata, carries invalid metadata, or does not fit the robot/task."""
 
 
-def action_mode_of(meta: dict[str, Any], path: str | pathlib.Path = "<policy>") -> str:
-    """The action mode (one of :data:`ACTION_MODES`) of decoded metadata ``meta``.
+def action_mode_of(
+    meta: dict[str, Any], path: str | pathlib.Path = "<policy>", allowed: tuple[str, ...] = ACTION_MODES
+) -> str:
+    """The action mode (one of ``allowed``: :data:`ACTION_MODES` on the robot, :data:`ENV_ACTION_MODES` in
+    simulation) of decoded metadata ``meta``.
 
     A file of an older schema (< 3) wrote a formula string starting with ``relative``; it reads as
     ``"relative"`` here, which is only what its exporter could say (see :data:`METADATA_VERSION`).
@@ -83,10 +97,14 @@ def action_mode_of(meta: dict[str, Any], path: str | pathlib.Path = "<policy>") 
     legacy = str(meta.get("upright_metadata_version")) in ("1", "2")
     if legacy and isinstance(mode, str) and mode.startswith("relative"):
         return "relative"
-    if mode not in ACTION_MODES:
+    if mode not in allowed:
+        hint = (
+            "a delta-mode (manipulation) policy runs in simulation only (play.py, evaluate)"
+            if mode == DELTA_ACTION_MODE
+            else "re-export it with python -m upright.training.export --checkpoint <run>/model_<it>.pt --out <dir>"
+        )
         raise PolicyMetadataError(
-            f"{path}: action_mode {mode!r} is not supported (only {' or '.join(map(repr, ACTION_MODES))}); re-export "
-            "it with python -m upright.training.export --checkpoint <run>/model_<it>.pt --out <dir>"
+            f"{path}: action_mode {mode!r} is not supported here (only {' or '.join(map(repr, allowed))}); {hint}"
         )
     return str(mode)
 

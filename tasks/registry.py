@@ -21,7 +21,7 @@ ROBOT_MEASURABLE_TERMS: dict[str, str] = {
 the metadata's ``privileged_inputs`` (and the daemon refuses the file)."""
 
 
-def make_env(task_name: str, env_cfg: StandupEnvCfg, sim_cfg: SimCfg, device: str, seed: int):
+def make_env(task_name: str, env_cfg, sim_cfg: SimCfg, device: str, seed: int):
     """Build the env of ``task_name``.
 
     Raises:
@@ -31,7 +31,11 @@ def make_env(task_name: str, env_cfg: StandupEnvCfg, sim_cfg: SimCfg, device: st
         from upright.tasks.standup.env import StandupEnv
 
         return StandupEnv(env_cfg, sim_cfg, device=device, seed=seed)
-    raise ValueError(f"Unknown task '{task_name}'. Valid tasks: standup")
+    if task_name == "lift":
+        from upright.tasks.lift.env import LiftEnv
+
+        return LiftEnv(env_cfg, sim_cfg, device=device, seed=seed)
+    raise ValueError(f"Unknown task '{task_name}'. Valid tasks: lift, standup")
 
 
 def policy_metadata(task_name: str, env) -> dict[str, Any]:
@@ -43,6 +47,10 @@ def policy_metadata(task_name: str, env) -> dict[str, Any]:
     the env's ``env.action_mode``; in ``absolute`` mode the action's offset is ``default_joint_pos``, the env's
     default pose of the policy joints (``env.default_pose``, from :func:`upright.robots.g1.robot_info`).
     """
+    if task_name == "lift":
+        from upright.tasks.lift.metadata import lift_policy_metadata
+
+        return lift_policy_metadata(env)
     from upright.tasks.standup.observations import HISTORY_LENGTH, OBS_CLIP, OBSERVATION_TERMS, observation_dims
 
     info = env.robot

@@ -1,6 +1,7 @@
 """Evaluate a standup policy with HoST's metrics and print them beside the paper's Table III.
 
     python -m upright.training.evaluate --policy logs/standup/<run> --terrain platform --out docs/eval [env.*=...]
+    python -m upright.training.evaluate --task lift --policy logs/lift/<run>   (upright.tasks.lift.evaluate)
 
 Protocol (HoST ``scripts/eval``; spec §7): episodes of 5 s from the reset distribution of training on
 the ``--terrain`` (its sub-terrains, start pose and terminations), β fixed (the policy file's
@@ -222,6 +223,13 @@ saved in a checkpoint, else the terrain's β floor),
 
 
 def main(argv: list[str] | None = None) -> None:
+    import sys
+
+    args_in = list(sys.argv[1:] if argv is None else argv)
+    if "--task=lift" in args_in or any(a == "--task" and b == "lift" for a, b in zip(args_in, args_in[1:])):
+        from upright.tasks.lift.evaluate import main as lift_main
+
+        return lift_main(args_in)
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--policy", required=True, help="run dir, model_<it>.pt, policy.onnx, zero or random")
     parser.add_argument("--task", default="standup")

@@ -79,8 +79,8 @@ def export_checkpoint(checkpoint: str | pathlib.Path, out_dir: str | pathlib.Pat
             "max_abs_error_vs_torch": err,
             "completed_iterations": runner.completed_iterations,
             "env_steps": int(infos.get("env_step_counter", 0)),
-            "action_scale": float(env.beta.mean()),
-            "action_mode": str(env.cfg.action_mode),
+            "action_scale": float(env.beta.mean()) if hasattr(env, "beta") else float(env.cfg.action_scale),
+            "action_mode": str(runner.onnx_metadata["action_mode"]),
         }
     finally:
         env.close()

@@ -40,12 +40,15 @@ def _mean_of_extra(ep_extras: list[dict], key: str) -> float | None:
 
 class ProgressLogger(Logger):
     """rsl_rl ``Logger`` that writes the same TensorBoard scalars but prints one line per iteration:
-    iteration, env-steps/s, mean episode reward per group, head height, the curriculum's mean action bound β and mean
+    iteration, env-steps/s, mean episode reward per group, head height or success rate and curriculum level (whichever
+    the env logs: ``Metrics/head_height``, ``Metrics/success``, ``Curriculum/level``), the curriculum's mean action bound β and mean
     pull force (when the env logs ``Metrics/action_scale`` / ``Curriculum/pull_force_level``), mean episode length,
     ETA."""
 
     on_iteration_done: Callable[[int], None] | None = None
     """Called with the iteration index after it is logged."""
+    group_names: tuple[str, ...] = GROUP_KEYS
+    """Reward groups printed on the progress line (the env's ``reward_group_names``; standup's by default)."""
 
     def log(self, it: int, start_it: int, total_it: int, collect_time: float, learn_time: float, **kwargs: Any) -> None:
         if self.on_iteration_done is not None:
@@ -53,11 +56,12 @@ class ProgressLogger(Logger):
         if self.writer is None:  # ranks other than 0 of a distributed run do not log
             return
         groups = {}
-        for g in GROUP_KEYS:
+        for g in self.group_names:
             vals = [ep[f"Episode_Reward/group/{g}"] for ep in self.ep_extras if f"Episode_Reward/group/{g}" in ep]
             groups[g] = float(torch.cat([v.flatten() for v in vals]).mean()) if vals else float("nan")
-        heads = [ep["Metrics/head_height"] for ep in self.ep_extras if "Metrics/head_height" in ep]
-        head = float(torch.cat([h.flatten() for h in heads]).mean()) if heads else float("nan")
+        head = _mean_of_extra(self.ep_extras, "Metrics/head_height")
+        success = _mean_of_extra(self.ep_extras, "Metrics/success")
+        level = _mean_of_extra(self.ep_extras, "Curriculum/level")
         beta = _mean_of_extra(self.ep_extras, "Metrics/action_scale")
         force = _mean_of_extra(self.ep_extras, "Curriculum/pull_force_level")
         stood = _mean_of_extra(self.ep_extras, "Metrics/stood_from_posture")
@@ -73,7 +77,11 @@ class ProgressLogger(Logger):
         ep_len = f"{statistics.mean(self.lenbuffer):.1f}" if self.lenbuffer else "-"
         group_str = " ".join(f"{g}={v:.3f}" if v == v else f"{g}=-" for g, v in groups.items())  # '-': no episode ended
         print(
-            f"it {it + 1}/{total_it} | {fps:,.0f} env-steps/s | rew/step {group_str} | head {head:.3f} m{curriculum}"
+            f"it {it + 1}/{total_it} | {fps:,.0f} env-steps/s | rew/step {group_str}"
+            + (f" | head {head:.3f} m" if head is not None else "")
+            + (f" | success {100 * success:.1f} %" if success is not None else "")
+            + (f" | level {level:.2f}" if level is not None else "")
+            + f"{curriculum}"
             f" | ep_len {ep_len} | ETA {datetime.timedelta(seconds=int(eta))}",
             flush=True,
         )
@@ -104,6 +112,7 @@ class UprightRunner(OnPolicyRunner):
         logger = ProgressLogger.__new__(ProgressLogger)
         logger.__dict__.update(self.logger.__dict__)
         logger.on_iteration_done = self._iteration_done
+        logger.group_names = tuple(getattr(env, "reward_group_names", GROUP_KEYS))
         self.logger = logger
         self.onnx_metadata = dict(onnx_metadata or {})
         self.completed_iterations = 0

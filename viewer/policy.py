@@ -71,7 +71,7 @@ def policy_action_mode(policy: str) -> str | None:
     """
     from omegaconf import OmegaConf
 
-    from upright.tasks.policy_schema import PolicyMetadataError, action_mode_of
+    from upright.tasks.policy_schema import ENV_ACTION_MODES, PolicyMetadataError, action_mode_of
     from upright.training.export import config_beside, run_config_for
 
     if policy in ("zero", "random"):
@@ -87,7 +87,7 @@ def policy_action_mode(policy: str) -> str | None:
             if "action_mode" not in meta:
                 return None
             if str(meta.get("upright_metadata_version")) not in ("1", "2"):
-                return action_mode_of(meta, path)
+                return action_mode_of(meta, path, ENV_ACTION_MODES)
             config = config_beside(path)
         else:
             config = run_config_for(path)
@@ -122,10 +122,10 @@ def check_metadata(meta: dict, expected: dict, path: str | pathlib.Path) -> None
         if got != want:
             problems.append(f"  {key}: policy has {_short(got)}, task expects {_short(want)}")
     if "action_mode" in meta and meta.get("upright_metadata_version") not in ("1", "2"):
-        from upright.tasks.policy_schema import PolicyMetadataError, action_mode_of
+        from upright.tasks.policy_schema import ENV_ACTION_MODES, PolicyMetadataError, action_mode_of
 
         try:
-            mode = action_mode_of(meta, path)
+            mode = action_mode_of(meta, path, ENV_ACTION_MODES)
         except PolicyMetadataError as err:
             raise PolicyLoadError(str(err)) from None
         if mode != expected.get("action_mode"):

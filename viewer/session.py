@@ -218,22 +218,27 @@ class PolicySession(Session):
         self._keep_cfg_env = cfg.get("variant") is None
         """Until a switch, build the env from ``cfg.env`` as given (it already is the variant that
         ``terrain=``/``posture=`` chose, with any ``env.*`` overrides of the command line)."""
-        self.beta = float(cfg.beta if cfg.get("beta") is not None else cfg.env.curriculum.beta_init)
+        beta = cfg.beta if cfg.get("beta") is not None else OmegaConf.select(cfg, "env.curriculum.beta_init", default=None)
+        self.beta = None if beta is None else float(beta)
+        """Fixed action scale β of tasks that have one (standup); None for tasks without (lift)."""
         self.randomize = bool(cfg.get("randomize", False))
         self.action_mode = policy_action_mode(str(cfg.policy))
         """The policy's ``env.action_mode`` (:func:`~upright.viewer.policy.policy_action_mode`; None: the config's)."""
-        configured = getattr(cfg.env, "action_mode", "relative")
+        configured = OmegaConf.select(cfg, "env.action_mode", default=None)  # None: a task without the setting (lift)
+        if configured is None:
+            self.action_mode = None
         if self.action_mode is not None and self.action_mode != configured:
             print(f"note: the policy was trained with env.action_mode={self.action_mode}; playing with it "
                   f"(not {configured})", flush=True)  # fmt: skip
         self.env = self._make_env()
-        self.group_names = tuple(REWARD_GROUPS) if self.task_name == "standup" else ()
+        default_groups = tuple(REWARD_GROUPS) if self.task_name == "standup" else ()
+        self.group_names = tuple(getattr(self.env, "reward_group_names", default_groups))
         self.policy = load_policy(str(cfg.policy), self.env, self.task_name, cfg.get("train"), str(cfg.device), int(cfg.seed))
-        self.description = f"policy={cfg.policy} task={self.task_name} β={self.beta:g}" + (
+        self.description = f"policy={cfg.policy} task={self.task_name}" + (f" β={self.beta:g}" if self.beta is not None else "") + (
             "" if not self.randomize else " (randomisation on)"
         )
         exported = getattr(self.policy, "metadata", {}).get("action_scale")
-        if exported is not None and not math.isclose(float(exported), self.beta, abs_tol=1e-6):
+        if exported is not None and self.beta is not None and not math.isclose(float(exported), self.beta, abs_tol=1e-6):
             print(f"note: the policy was exported with action_scale {exported:g}; playing with β={self.beta:g} (beta=...)",
                   flush=True)  # fmt: skip
         self._init_display(self.env.model)
@@ -253,14 +258,22 @@ class PolicySession(Session):
         sim_cfg = cfg.sim.copy() if isinstance(cfg.sim, DictConfig) else OmegaConf.structured(cfg.sim)
         sim_cfg.num_threads = 1
         env = make_env(self.task_name, env_cfg, sim_cfg, device=str(cfg.device), seed=int(cfg.seed))
-        env.beta.fill_(self.beta)
+        self._fix_beta(env)
         return env
+
+    def _fix_beta(self, env) -> None:
+        """Hold the action scale β fixed (tasks with a β curriculum only)."""
+        if self.beta is not None and hasattr(env, "beta"):
+            env.beta.fill_(self.beta)
 
     def refresh_display(self) -> None:
         self._sync_display()
 
     def _sync_display(self) -> None:
         s = self.env.sim.state
+        target = getattr(self.env, "target_pos", None)  # lift: draw the target marker (a mocap body) where it is
+        if target is not None and self.model.nmocap > 0:
+            self.data.mocap_pos[0] = target[0].detach().cpu().double().numpy()
         self._show(s.qpos[0].detach().cpu().double().numpy(), s.qvel[0].detach().cpu().double().numpy())
 
     def step(self) -> StepInfo:
@@ -280,7 +293,7 @@ class PolicySession(Session):
                 f"(t = {self.total_time + self.dt:.2f} s, episode {self.episode}, "
                 f"observation {'finite' if bool(torch.isfinite(obs).all()) else 'NaN/inf too'}); stopping"
             )  # fmt: skip
-        env.beta.fill_(self.beta)
+        self._fix_beta(env)
         _, _, dones, extras = env.step(actions)
         groups = {g: float(extras["reward_groups"][0, i]) for i, g in enumerate(self.group_names)}
         head = extras.get("episode", {}).get("Metrics/head_height")

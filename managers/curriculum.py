@@ -1,0 +1,99 @@
+"""Per-env curriculum levels and the rules that move them.
+
+A level is a float in [0, 1] kept per env (N,): 0 is the easiest setting, 1 the task as specified. A task maps
+levels to its parameters with :func:`lerp` (e.g. the cube's start range widening from 5 cm to 20 cm), and moves
+them at episode ends with rules: small functions ``rule(level, outcome, **params) -> new level`` of the resetting
+envs. :class:`LevelCurriculum` holds the levels, applies its rules, and is saved in checkpoints.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+
+def raise_on_success(level: torch.Tensor, success: torch.Tensor, step: float = 0.05) -> torch.Tensor:
+    """Envs whose episode succeeded move ``step`` up, capped at 1.
+
+    Args:
+        level: (M,) float levels of the resetting envs.
+        success: (M,) bool, whether each episode succeeded.
+        step: increase per success (> 0).
+    """
+    return torch.where(success, (level + step).clamp(max=1.0), level)
+
+
+def lower_on_failure(level: torch.Tensor, success: torch.Tensor, step: float = 0.02) -> torch.Tensor:
+    """Envs whose episode failed move ``step`` down, floored at 0 (keeps each env near the edge of its ability)."""
+    return torch.where(success, level, (level - step).clamp(min=0.0))
+
+
+def lerp(start: float, end: float, level: torch.Tensor) -> torch.Tensor:
+    """``start + (end - start) * level``, (N,) float: the parameter value at each env's level."""
+    return start + (end - start) * level
+
+
+@dataclass(frozen=True)
+class CurriculumRule:
+    """A rule and its parameters, applied in list order at episode ends."""
+
+    name: str
+    func: Callable[..., torch.Tensor]
+    params: dict[str, Any] = field(default_factory=dict)
+
+
+class LevelCurriculum:
+    """Per-env levels in [0, 1] moved by rules at episode ends.
+
+    Args:
+        num_envs: N.
+        rules: the rules, applied in order.
+        init: starting level of every env.
+        enabled: False keeps every level at 1 (the full task: evaluation and play) and ignores :meth:`on_episode_end`.
+        device: torch device.
+
+    Raises:
+        ValueError: ``init`` outside [0, 1].
+    """
+
+    def __init__(
+        self, num_envs: int, rules: Sequence[CurriculumRule], init: float = 0.0, enabled: bool = True,
+        device: torch.device | str = "cpu",
+    ):  # fmt: skip
+        if not 0.0 <= init <= 1.0:
+            raise ValueError(f"curriculum init level must be in [0, 1], got {init}")
+        self.rules = list(rules)
+        self.enabled = enabled
+        self.level = torch.full((num_envs,), init if enabled else 1.0, device=device)
+        """(N,) float32 level of each env."""
+        self.num_updates = 0
+        """Episode ends processed."""
+
+    def on_episode_end(self, env_ids: torch.Tensor, success: torch.Tensor) -> None:
+        """Apply every rule to the envs ``env_ids`` (M,) whose episodes just ended with outcome ``success`` (M,) bool."""
+        if not self.enabled or env_ids.numel() == 0:
+            return
+        level = self.level[env_ids]
+        for rule in self.rules:
+            level = rule.func(level, success, **rule.params)
+        self.level[env_ids] = level
+        self.num_updates += int(env_ids.numel())
+
+    def state_dict(self) -> dict:
+        """The levels (for checkpoints)."""
+        return {"level": self.level.clone(), "num_updates": self.num_updates}
+
+    def load_state_dict(self, state: dict) -> None:
+        """Restore :meth:`state_dict` (a disabled curriculum keeps level 1). Saved levels for another number of envs
+        (e.g. exporting or evaluating a checkpoint with 1 env) set every env to their mean level."""
+        if not self.enabled:
+            return
+        level = state["level"].to(self.level.device, self.level.dtype)
+        if level.shape == self.level.shape:
+            self.level.copy_(level)
+        else:
+            self.level.fill_(float(level.mean()) if level.numel() else 0.0)
+        self.num_updates = int(state.get("num_updates", 0))

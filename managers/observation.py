@@ -1,0 +1,117 @@
+"""Observation terms, groups and history.
+
+A group is an ordered tuple of :class:`ObservationTerm`; one *frame* is the concatenation over the terms of
+``scale * func(state, **params) + U(-noise, noise)`` (the noise is added to the scaled value and multiplied by the
+env's noise scale, 0 turns it off), clipped to ``±clip``. :class:`ObservationHistory` keeps the last H frames of
+each env, oldest first, and flattens them as ``concat(frame[t-H+1], ..., frame[t])``: the layout
+:data:`upright.tasks.policy_schema.HISTORY_LAYOUT` names. H = 1 is a plain observation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+
+@dataclass(frozen=True)
+class ObservationTerm:
+    """One observation term: ``scale * func(state, **params) + U(-noise, noise)``.
+
+    Attributes:
+        name: term name (written into the ONNX metadata's ``observation_names``).
+        func: returns the unscaled (N, D) float tensor; its docstring's first line gives units and frame (it is
+            the metadata's ``observation_descriptions`` entry).
+        scale: multiplier applied before the noise.
+        noise: half-width of the uniform noise added to the *scaled* value (0: none).
+        params: keyword arguments of ``func``.
+    """
+
+    name: str
+    func: Callable[..., torch.Tensor]
+    scale: float = 1.0
+    noise: float = 0.0
+    params: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.noise < 0:
+            raise ValueError(f"Observation term '{self.name}': noise must be >= 0, got {self.noise}")
+
+
+def uniform_noise(shape: torch.Size, half_width: float, generator: torch.Generator | None, device) -> torch.Tensor:
+    """U(-half_width, half_width) of ``shape``, drawn on the generator's device (CPU if None) and moved to ``device``."""
+    rng_device = generator.device if generator is not None else device
+    return (torch.rand(shape, generator=generator, device=rng_device).to(device) * 2.0 - 1.0) * half_width
+
+
+def compute_frame(
+    terms: Sequence[ObservationTerm],
+    state: Any,
+    noise_scale: float = 0.0,
+    generator: torch.Generator | None = None,
+    clip: float = 100.0,
+) -> torch.Tensor:
+    """One (N, sum of term widths) float32 frame of ``terms`` on ``state``.
+
+    Args:
+        terms: the group's terms, in order.
+        state: the task's state dataclass (what every term reads).
+        noise_scale: multiplier of every term's noise half-width (0: no noise).
+        generator: torch RNG of the noise (None: torch's global RNG).
+        clip: the frame is clipped to ±clip.
+
+    Raises:
+        ValueError: a term returned something other than an (N, D) tensor (the message names the term).
+    """
+    parts = []
+    for term in terms:
+        value = term.func(state, **term.params).float() * term.scale
+        if value.dim() != 2:
+            raise ValueError(f"Observation term '{term.name}' must return (N, D), got shape {tuple(value.shape)}")
+        if noise_scale > 0 and term.noise > 0:
+            value = value + uniform_noise(value.shape, noise_scale * term.noise, generator, value.device)
+        parts.append(value)
+    return torch.cat(parts, dim=-1).clamp(-clip, clip)
+
+
+def term_dims(terms: Sequence[ObservationTerm], state: Any) -> list[int]:
+    """Width D of each term on ``state`` (evaluated once)."""
+    return [int(term.func(state, **term.params).shape[-1]) for term in terms]
+
+
+class ObservationHistory:
+    """The last ``length`` frames of N envs, oldest first.
+
+    Args:
+        num_envs: N.
+        frame_dim: width of one frame.
+        length: frames kept H (>= 1).
+        device: torch device.
+
+    Raises:
+        ValueError: ``length`` < 1.
+    """
+
+    def __init__(self, num_envs: int, frame_dim: int, length: int = 1, device: torch.device | str = "cpu"):
+        if length < 1:
+            raise ValueError(f"observation history length must be >= 1, got {length}")
+        self.length = length
+        self.buffer = torch.zeros(num_envs, length, frame_dim, device=device)
+        """(N, H, D) float32 frames, oldest first."""
+
+    def push(self, frame: torch.Tensor) -> None:
+        """Append an (N, D) frame, dropping the oldest."""
+        self.buffer = torch.cat([self.buffer[:, 1:], frame.unsqueeze(1)], dim=1)
+
+    def reset(self, env_ids: torch.Tensor, frame: torch.Tensor | None = None) -> None:
+        """Clear the history of ``env_ids`` (M,): zeros, or every slot set to ``frame`` (M, D) when given."""
+        if frame is None:
+            self.buffer[env_ids] = 0.0
+        else:
+            self.buffer[env_ids] = frame.unsqueeze(1).expand(-1, self.length, -1)
+
+    def flat(self) -> torch.Tensor:
+        """(N, H·D) float32: ``concat(frame[t-H+1], ..., frame[t])``."""
+        return self.buffer.flatten(1)

@@ -1,0 +1,77 @@
+"""The optional ``rgb`` observation group of the lift task: images of the scene's cameras for every env.
+
+On CPU it renders with MuJoCo's own OpenGL renderer (``mujoco.Renderer``), which needs an offscreen GL context:
+``MUJOCO_GL=egl`` (Mesa or a GPU driver) or ``MUJOCO_GL=osmesa``, set before MuJoCo is imported
+(:func:`upright.viewer.gl.choose_offscreen_gl` picks one). Each env is drawn in turn from one ``MjData`` that takes
+that env's qpos (and the target marker's position), so the cost grows linearly with N. Shadows, floor reflections and the skybox are off: with Mesa's software EGL on this
+project's 2-core CPU they made a 64 x 64 frame of the Panda's ~137,000-triangle visual meshes take 456 ms instead of
+~50 ms. This group is for
+demonstrations and vision-policy work, not for state-based training (``env.camera.enabled`` is off by default).
+``benchmarks/bench_lift_camera.py`` measures frames/s per core. A GPU batch renderer (MuJoCo Warp) is not wired in.
+"""
+
+from __future__ import annotations
+
+import mujoco
+import numpy as np
+import torch
+
+from upright.robots import panda
+from upright.tasks.lift.scene import CAMERAS
+
+
+class CameraRenderer:
+    """Renders the configured cameras of every env.
+
+    Args:
+        model: the lift scene.
+        cfg: ``env.camera`` (:class:`~upright.tasks.lift.config.LiftCameraCfg`): size and cameras.
+
+    Raises:
+        ValueError: an unknown camera or a size < 16 px (the message lists the valid cameras).
+        RuntimeError: no OpenGL context can be created (the message says to set ``MUJOCO_GL=egl`` or ``osmesa``).
+    """
+
+    def __init__(self, model: mujoco.MjModel, cfg):
+        cams = list(cfg.cameras)
+        unknown = [c for c in cams if c not in CAMERAS]
+        if unknown or not cams:
+            raise ValueError(f"env.camera.cameras: unknown or empty {unknown or cams}; valid cameras: {list(CAMERAS)}")
+        if cfg.width < 16 or cfg.height < 16:
+            raise ValueError(f"env.camera.width/height must be >= 16 px, got {cfg.width} x {cfg.height}")
+        self.model = model
+        self.cameras = cams
+        self.width, self.height = int(cfg.width), int(cfg.height)
+        self.data = mujoco.MjData(model)
+        try:
+            self.renderer = mujoco.Renderer(model, height=self.height, width=self.width)
+        except Exception as err:  # noqa: BLE001 - MuJoCo raises several types when no GL context exists
+            raise RuntimeError(
+                f"cannot render cameras ({err}); set MUJOCO_GL=egl (libegl1) or MUJOCO_GL=osmesa (libosmesa6) before "
+                "starting Python, or turn the camera group off with env.camera.enabled=false"
+            ) from err
+        self._mocap = int(model.body_mocapid[model.body(panda.TARGET_BODY).id])
+
+    def render(self, sim, target_pos: torch.Tensor | None = None) -> torch.Tensor:
+        """(N, C, H, W, 3) uint8 images of the C cameras in every env of ``sim`` at its current state; the target marker
+        is drawn at ``target_pos`` (N, 3) m when given."""
+        qpos = sim.state.qpos.detach().cpu().double().numpy()
+        targets = None if target_pos is None else target_pos.detach().cpu().double().numpy()
+        out = np.empty((qpos.shape[0], len(self.cameras), self.height, self.width, 3), dtype=np.uint8)
+        d = self.data
+        for i in range(qpos.shape[0]):
+            d.qpos[:] = qpos[i]
+            if targets is not None and self._mocap >= 0:
+                d.mocap_pos[self._mocap] = targets[i]
+            mujoco.mj_kinematics(self.model, d)
+            mujoco.mj_camlight(self.model, d)
+            for c, cam in enumerate(self.cameras):
+                self.renderer.update_scene(d, camera=cam)
+                for flag in (mujoco.mjtRndFlag.mjRND_SHADOW, mujoco.mjtRndFlag.mjRND_REFLECTION, mujoco.mjtRndFlag.mjRND_SKYBOX):
+                    self.renderer.scene.flags[flag] = False
+                out[i, c] = self.renderer.render()
+        return torch.from_numpy(out)
+
+    def close(self) -> None:
+        """Free the GL context."""
+        self.renderer.close()

@@ -1,0 +1,111 @@
+"""Typed configuration of the lift task. Defaults anchor MuJoCo Playground's ``PandaPickCube``
+(``mujoco_playground/_src/manipulation/franka_emika_panda/pick.py``: ``ctrl_dt`` 0.02, ``sim_dt`` 0.005,
+``episode_length`` 150, ``action_scale`` 0.04, reward scales, cube xy ±0.2 m, target 0.2-0.4 m above the cube's
+start) and ManiSkill's ``PickCube`` success threshold (``goal_thresh`` 0.025 m). Every field can be overridden from
+the command line, e.g. ``python train.py task=lift env.num_envs=256 env.domain_rand.enabled=false``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class LiftRewardsCfg:
+    """Reward weights (Playground ``reward_config.scales``), each multiplied by dt = 0.02 s in its group's sum."""
+
+    gripper_box: float = 4.0
+    """Group ``reach``: gripper site to cube centre."""
+    box_target: float = 8.0
+    """Group ``lift``: cube to target, once the gripper has reached the cube."""
+    no_floor_collision: float = 0.25
+    """Group ``regularization``: hand and fingertips off the floor."""
+    robot_target_qpos: float = 0.3
+    """Group ``regularization``: arm near the home posture."""
+    action_rate: float = 0.0
+    """Group ``regularization``: -|a_t - a_{t-1}|² weight (not Playground; 0 = off)."""
+    reach_threshold: float = 0.012
+    """The gripper has "reached" the cube once its site comes this close to the cube centre, m (Playground)."""
+
+
+@dataclass
+class LiftCurriculumCfg:
+    """Per-env curriculum (:mod:`upright.tasks.lift.curriculum`): a level in [0, 1] per env widens the cube's start
+    range and the target's xy range and height from the values below (level 0) to the env's full ranges (level 1).
+    Not Playground (which trains on the full ranges from the start)."""
+
+    enabled: bool = True
+    """False: every env at level 1 (the full task; evaluation and play)."""
+    init_level: float = 0.0
+    """Level of every env at the start of training."""
+    step_up: float = 0.02
+    """Level increase of an env whose episode succeeded."""
+    step_down: float = 0.08
+    """Level decrease of an env whose episode failed. With ``step_up`` 0.02 a level holds still at 80 % success
+    (step_down / (step_up + step_down)), so ranges widen only while an env succeeds more often than that."""
+    cube_xy_start: float = 0.05
+    """Half-width of the cube's start xy range at level 0, m."""
+    target_xy_start: float = 0.05
+    """Half-width of the target's xy range at level 0, m."""
+    target_height_max_start: float = 0.25
+    """Largest target height above the cube's start at level 0, m (the smallest is ``env.target_height[0]``)."""
+
+
+@dataclass
+class LiftDomainRandCfg:
+    """Domain randomisation (:mod:`upright.tasks.lift.randomization`); ``enabled=false`` turns all of it off."""
+
+    enabled: bool = True
+    cube_mass_scale: tuple[float, float] = (0.5, 2.0)
+    """Cube mass factor, drawn per env at each reset (nominal: MuJoCo's 1000 kg/m³ x 96 cm³ = 0.096 kg)."""
+    cube_friction_scale: tuple[float, float] = (0.6, 1.2)
+    """Cube sliding-friction factor per reset (nominal 1.0)."""
+    kp_scale: tuple[float, float] = (0.8, 1.2)
+    """Actuator Kp factor, per actuator and reset (``gainprm[0]`` and ``-biasprm[1]`` together)."""
+    kd_scale: tuple[float, float] = (0.8, 1.2)
+    """Actuator Kd factor, per actuator and reset (``-biasprm[2]``)."""
+    obs_noise_scale: float = 1.0
+    """Multiplier of every observation term's noise half-width (0: none)."""
+    action_delay_substeps: int = 1
+    """Largest action delay, physics substeps of 5 ms, drawn per env at reset from 0..this (0: none)."""
+
+
+@dataclass
+class LiftCameraCfg:
+    """The optional ``rgb`` observation group (off by default: training is from state)."""
+
+    enabled: bool = False
+    """Render camera images into the ``rgb`` observation group."""
+    width: int = 64
+    height: int = 64
+    cameras: tuple[str, ...] = ("front",)
+    """Scene cameras to render: ``front`` and/or ``wrist``."""
+
+
+@dataclass
+class LiftEnvCfg:
+    """Env settings: episode, action, reset ranges, success, rewards, curriculum, randomisation, cameras."""
+
+    num_envs: int = 1024
+    """Parallel envs. Playground uses 2048 on a GPU; 1024 keeps a 2-core CPU's iteration near a few seconds."""
+    episode_length_s: float = 3.0
+    """Episode length, s: 150 env steps of 0.02 s (Playground ``episode_length``)."""
+    decimation: int = 4
+    """Physics steps per env step: 0.005 s x 4 = 0.02 s (Playground ``ctrl_dt`` / ``sim_dt``)."""
+    action_scale: float = 0.04
+    """ctrl ← clip(ctrl + action_scale · a, ctrl range): rad per env step for the arm, m for the finger
+    (Playground ``action_scale``)."""
+    action_clip: float = 1.0
+    """Actions are clipped to ±this before scaling (the bound of Playground's tanh-squashed policy)."""
+    cube_xy_range: float = 0.2
+    """Half-width of the cube's start xy range around (0.7, 0) m (Playground ±0.2)."""
+    target_xy_range: float = 0.2
+    """Half-width of the target's xy range around (0.7, 0) m (Playground ±0.2)."""
+    target_height: tuple[float, float] = (0.2, 0.4)
+    """Range of the target's height above the cube's start centre, m (Playground 0.2-0.4)."""
+    success_threshold: float = 0.025
+    """Success: cube centre within this distance of the target, m (ManiSkill ``goal_thresh``)."""
+    rewards: LiftRewardsCfg = field(default_factory=LiftRewardsCfg)
+    curriculum: LiftCurriculumCfg = field(default_factory=LiftCurriculumCfg)
+    domain_rand: LiftDomainRandCfg = field(default_factory=LiftDomainRandCfg)
+    camera: LiftCameraCfg = field(default_factory=LiftCameraCfg)

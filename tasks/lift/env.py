@@ -1,0 +1,320 @@
+"""The lift env: a Franka Panda picks up a cube and lifts it to a target, N envs in parallel on any
+:mod:`upright.sim` backend, a batched ``rsl_rl`` ``VecEnv`` (MuJoCo Playground ``PandaPickCube``).
+
+One env step (0.02 s): the action a ∈ [-1, 1]^8 moves the position targets, ctrl ← clip(ctrl + 0.04·a, ctrl range),
+for the 7 arm actuators and the finger actuator; the targets are held for ``decimation`` = 4 physics steps of 0.005 s
+(delayed by 0-``action_delay_substeps`` substeps under domain randomisation); then state, rewards (3 groups),
+terminations, the curriculum's update of envs whose episode ended, resets and the next observation.
+
+Reset (Playground): the robot at keyframe ``home`` with its targets, the cube upright on the floor at
+(0.7, 0) m + U(±r_cube) in xy, the target at (0.7, 0) m + U(±r_target) in xy and U(h0, h_max) m above the cube's
+start centre; r_cube, r_target and h_max follow each env's curriculum level (:mod:`.curriculum`). An episode ends
+after 150 env steps, when the cube leaves the workspace, or when the simulation diverged (:mod:`.terminations`); success (cube centre within
+2.5 cm of the target at some env step) does not end it.
+"""
+
+from __future__ import annotations
+
+import mujoco
+import torch
+from rsl_rl.env import VecEnv
+from tensordict import TensorDict
+
+from upright.managers.episode import EpisodeStats
+from upright.managers.observation import ObservationHistory, compute_frame
+from upright.managers.reward import RewardManager
+from upright.robots import panda
+from upright.sim import make_sim
+from upright.tasks.lift.config import LiftEnvCfg
+from upright.tasks.lift.curriculum import lift_curriculum, reset_ranges
+from upright.tasks.lift.observations import HISTORY_LENGTH, OBS_CLIP, OBSERVATION_DIMS, OBSERVATION_TERMS
+from upright.tasks.lift.randomization import LiftRandomizer
+from upright.tasks.lift.rewards import REWARD_GROUPS, lift_reward_terms
+from upright.tasks.lift.scene import GRIPPER_QUAT_SENSOR, floor_sensor_slices, lift_scene
+from upright.tasks.lift.state import LiftState
+from upright.tasks.lift.terminations import cube_out_of_bounds, joint_limit_violation, non_finite, success
+
+
+class LiftEnv(VecEnv):
+    """Panda pick-and-lift, N envs.
+
+    Args:
+        cfg: env settings (:class:`~upright.tasks.lift.config.LiftEnvCfg`).
+        sim_cfg: backend settings (``backend``, ``num_threads``, ``timestep``).
+        device: torch device of observations, rewards and actions.
+        seed: seed of the env's random generator (resets, noise, randomisation).
+
+    Raises:
+        ModelNotFoundError: the Panda model cannot be found (set ``MENAGERIE_ROOT``).
+        ValueError: a bad config value (the message names the key and the fix).
+    """
+
+    def __init__(self, cfg: LiftEnvCfg, sim_cfg, device: str = "cpu", seed: int = 0):
+        if cfg.decimation < 1:
+            raise ValueError(f"env.decimation must be >= 1, got {cfg.decimation}")
+        if cfg.num_envs < 1:
+            raise ValueError(f"env.num_envs must be >= 1, got {cfg.num_envs}")
+        if cfg.action_scale <= 0 or cfg.action_clip <= 0:
+            raise ValueError(f"env.action_scale and env.action_clip must be > 0, got {cfg.action_scale}, {cfg.action_clip}")
+        h0, h1 = cfg.target_height
+        if not 0 <= h0 <= h1:
+            raise ValueError(f"env.target_height must be [low, high] with 0 <= low <= high, got {list(cfg.target_height)}")
+        self.cfg = cfg
+        self.sim_cfg = sim_cfg
+        self.device = torch.device(device)
+        self.rng = torch.Generator(device="cpu").manual_seed(seed)
+        self.model = lift_scene(sim_cfg.timestep)
+        self.sim = make_sim(sim_cfg.backend, self.model, cfg.num_envs, sim_cfg.num_threads, self.device)
+        self.num_envs = cfg.num_envs
+        self.step_dt = sim_cfg.timestep * cfg.decimation
+        """Control period, s (0.02)."""
+        self.max_episode_length = int(round(cfg.episode_length_s / self.step_dt))
+        """Env steps per episode (150)."""
+        self.num_actions = len(panda.ACTUATOR_NAMES)
+        self._init_indices()
+        n, dev = self.num_envs, self.device
+        self.reward_manager = RewardManager(lift_reward_terms(cfg.rewards), REWARD_GROUPS, dt=self.step_dt)
+        self.reward_group_names = self.reward_manager.group_names
+        """Reward groups, in the column order of ``extras["reward_groups"]`` (one critic each)."""
+        self.episode = EpisodeStats(n, dev)
+        self.curriculum = lift_curriculum(cfg, n, dev)
+        """Per-env levels widening the reset ranges (:mod:`upright.tasks.lift.curriculum`)."""
+        self.randomizer = LiftRandomizer(cfg.domain_rand, self.sim, cfg.decimation, seed + 1_000_003)
+        self.ctrl = torch.zeros(n, self.num_actions, device=dev)
+        """(N, 8) position targets in force, rad / m."""
+        self.actions = torch.zeros(n, self.num_actions, device=dev)
+        self.last_actions = torch.zeros(n, self.num_actions, device=dev)
+        self.target_pos = torch.zeros(n, 3, device=dev)
+        """(N, 3) target of the cube centre, world frame, m."""
+        self.cube_start = torch.zeros(n, 3, device=dev)
+        """(N, 3) cube centre at the episode's start, m."""
+        self.reached = torch.zeros(n, dtype=torch.bool, device=dev)
+        """(N,) latched: the gripper site came within ``rewards.reach_threshold`` of the cube this episode."""
+        self.success_once = torch.zeros(n, dtype=torch.bool, device=dev)
+        """(N,) the cube has been within the success threshold of the target at some env step of this episode."""
+        self.success_step = torch.full((n,), -1, dtype=torch.long, device=dev)
+        """(N,) int64 env step at which the episode first succeeded (-1: not yet)."""
+        self.obs_history = ObservationHistory(n, sum(OBSERVATION_DIMS), HISTORY_LENGTH, dev)
+        self.renderer = None
+        if cfg.camera.enabled:
+            from upright.tasks.lift.camera import CameraRenderer
+
+            self.renderer = CameraRenderer(self.model, cfg.camera)
+        self.reset_all()
+
+    # ------------------------------------------------------------------ set-up
+    def _init_indices(self) -> None:
+        m = self.model
+
+        def obj(kind, name: str) -> int:
+            i = mujoco.mj_name2id(m, kind, name)
+            if i < 0:
+                raise ValueError(f"Lift scene lacks '{name}'; the Menagerie file does not match upright.robots.panda")
+            return i
+
+        jids = [obj(mujoco.mjtObj.mjOBJ_JOINT, j) for j in panda.JOINT_NAMES]
+        self._q_adr = torch.tensor(m.jnt_qposadr[jids], dtype=torch.long)
+        self._v_adr = torch.tensor(m.jnt_dofadr[jids], dtype=torch.long)
+        cube = obj(mujoco.mjtObj.mjOBJ_BODY, panda.CUBE_BODY)
+        cube_joint = int(m.body_jntadr[cube])
+        self._cube_q = int(m.jnt_qposadr[cube_joint])
+        self._gripper_site = obj(mujoco.mjtObj.mjOBJ_SITE, panda.GRIPPER_SITE)
+        self._tip_sites = [obj(mujoco.mjtObj.mjOBJ_SITE, s) for s in panda.FINGERTIP_SITES]
+        self._quat_adr = int(m.sensor_adr[obj(mujoco.mjtObj.mjOBJ_SENSOR, GRIPPER_QUAT_SENSOR)])
+        self._floor_adr = torch.tensor(floor_sensor_slices(m), dtype=torch.long)
+        dev = self.device
+        key = m.keyframe("home")
+        self._home_qpos = torch.tensor(key.qpos, dtype=torch.float32, device=dev)
+        """(nq,) keyframe ``home``: robot, cube at its nominal place."""
+        self.home_ctrl = torch.tensor(key.ctrl, dtype=torch.float32, device=dev)
+        self.home_q = self._home_qpos[self._q_adr.to(dev)]
+        jrange = torch.tensor(m.jnt_range[jids], dtype=torch.float32, device=dev)
+        self.joint_lower, self.joint_upper = jrange[:, 0], jrange[:, 1]
+        rng = torch.tensor(m.actuator_ctrlrange, dtype=torch.float32, device=dev)
+        self.ctrl_lower, self.ctrl_upper = rng[:, 0], rng[:, 1]
+        self.cube_home = self._home_qpos[self._cube_q : self._cube_q + 3].clone()
+        """(3,) the cube's nominal start centre, m (the centre of the reset ranges)."""
+
+    @property
+    def episode_length_buf(self) -> torch.Tensor:
+        """(N,) int64 env steps of each env's current episode (rsl-rl's ``init_at_random_ep_len`` writes it)."""
+        return self.episode.length
+
+    @episode_length_buf.setter
+    def episode_length_buf(self, value: torch.Tensor) -> None:
+        self.episode.length = value.to(self.device, torch.long)
+
+    # ------------------------------------------------------------------ state
+    def _read_state(self) -> LiftState:
+        s = self.sim.state
+        qpos, qvel, sites = s.qpos, s.qvel, s.site_xpos
+        c = self._cube_q
+        return LiftState(
+            q=qpos[:, self._q_adr],
+            dq=qvel[:, self._v_adr],
+            ctrl=self.ctrl.clone(),
+            action=self.actions.clone(),
+            last_action=self.last_actions.clone(),
+            home_q=self.home_q,
+            gripper_pos=sites[:, self._gripper_site],
+            gripper_quat=s.sensordata[:, self._quat_adr : self._quat_adr + 4],
+            fingertip_pos=sites[:, self._tip_sites],
+            cube_pos=qpos[:, c : c + 3],
+            cube_quat=qpos[:, c + 3 : c + 7],
+            target_pos=self.target_pos.clone(),
+            floor_contact=s.sensordata[:, self._floor_adr.to(s.sensordata.device)].abs().sum(dim=-1) > 0,
+            reached=self.reached.clone(),
+            episode_step=self.episode.length.clone(),
+        )
+
+    # ------------------------------------------------------------------ VecEnv
+    def get_observations(self) -> TensorDict:
+        """``actor`` and ``critic``: (N, 49) float32 (:data:`~upright.tasks.lift.observations.OBSERVATION_TERMS`);
+        with ``env.camera.enabled``, also ``rgb``: (N, C, H, W, 3) uint8 images of the configured cameras."""
+        flat = self.obs_history.flat()
+        groups = {"actor": flat, "critic": flat}
+        if self.renderer is not None:
+            groups["rgb"] = self.renderer.render(self.sim, self.target_pos).to(self.device)
+        return TensorDict(groups, batch_size=[self.num_envs], device=self.device)
+
+    def step(self, actions: torch.Tensor) -> tuple[TensorDict, torch.Tensor, torch.Tensor, dict]:
+        """Advance all envs by one env step.
+
+        Args:
+            actions: (N, 8) float32 actions, clipped to ±``action_clip``.
+
+        Returns:
+            obs, rewards (N,) (sum over the groups, for logging), dones (N,) int64, and extras with ``time_outs`` (N,)
+            bool, ``reward_groups`` (N, 3) float32 and ``episode`` log scalars.
+
+        Raises:
+            ValueError: ``actions`` is not (N, 8).
+        """
+        cfg = self.cfg
+        if tuple(actions.shape) != (self.num_envs, self.num_actions):
+            raise ValueError(f"actions must be (N, 8) = ({self.num_envs}, {self.num_actions}), got {tuple(actions.shape)}")
+        a = actions.to(self.device, torch.float32).clamp(-cfg.action_clip, cfg.action_clip)
+        self.last_actions.copy_(self.actions)
+        self.actions.copy_(a)
+        previous = self.ctrl
+        self.ctrl = torch.minimum(torch.maximum(previous + cfg.action_scale * a, self.ctrl_lower), self.ctrl_upper)
+        self.sim.step(self.randomizer.delay.controls(previous, self.ctrl), cfg.decimation)
+        self.episode.length += 1
+
+        state = self._read_state()
+        near = state.gripper_to_cube.norm(dim=-1) < cfg.rewards.reach_threshold
+        self.reached |= near
+        state.reached = self.reached.clone()
+        group_rewards, terms = self.reward_manager.compute(state, self.num_envs, self.device)
+        succ = success(state, cfg.success_threshold)
+        first = succ & ~self.success_once
+        self.success_step[first] = self.episode.length[first]
+        self.success_once |= succ
+        terminated = cube_out_of_bounds(state) | non_finite(state)
+        terminated |= joint_limit_violation(state, self.joint_lower, self.joint_upper)
+        time_outs = self.episode.length >= self.max_episode_length
+        dones = terminated | time_outs
+        self.episode.add({f"group/{g}": group_rewards[:, i] for i, g in enumerate(self.reward_group_names)} | terms)
+        log = self._log(state, succ, dones)
+        self.last_state = state
+        """State at the end of the last env step, before resets."""
+        self.last_success = succ
+        """(N,) bool success at the end of the last env step (before resets)."""
+
+        self.success_once_at_done = self.success_once.clone()
+        """(N,) bool :attr:`success_once` at the end of the last env step, before resets (evaluation reads it)."""
+        self.success_step_at_done = self.success_step.clone()
+        """(N,) int64 :attr:`success_step` at the end of the last env step, before resets."""
+        done_ids = dones.nonzero(as_tuple=False).flatten()
+        if done_ids.numel() > 0:
+            self.curriculum.on_episode_end(done_ids, self.success_once[done_ids])
+            self.reset_envs(done_ids)
+            state = self._read_state()
+        self.state = state
+        self._update_observation()
+        extras = {"time_outs": time_outs, "reward_groups": group_rewards, "episode": log}
+        return self.get_observations(), group_rewards.sum(dim=1), dones.long(), extras
+
+    def _log(self, state: LiftState, succ: torch.Tensor, dones: torch.Tensor) -> dict[str, torch.Tensor]:
+        log = self.episode.finished_means(dones)
+        log["Curriculum/level"] = self.curriculum.level
+        log["Metrics/cube_height"] = state.cube_pos[:, 2] - self.cube_start[:, 2]
+        log["Metrics/reached"] = self.reached.float()
+        if bool(dones.any()):
+            log["Metrics/success"] = self.success_once[dones].float()
+            log["Metrics/success_at_end"] = succ[dones].float()
+            log["Metrics/final_cube_target_distance"] = state.cube_to_target.norm(dim=-1)[dones]
+            ok = dones & self.success_once
+            if bool(ok.any()):
+                log["Metrics/time_to_success_s"] = self.success_step[ok].float() * self.step_dt
+        return log
+
+    # ------------------------------------------------------------------ resets
+    def sample_reset(self, env_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Draw the cube start centres and targets of ``env_ids`` (M,) at their curriculum levels: two (M, 3) m."""
+        m, dev = int(env_ids.numel()), self.device
+        r = reset_ranges(self.cfg, self.curriculum.level[env_ids])
+        u = lambda *shape: (torch.rand(*shape, generator=self.rng) * 2.0 - 1.0).to(dev)  # noqa: E731
+        cube = self.cube_home.expand(m, 3).clone()
+        cube[:, :2] += u(m, 2) * r["cube_xy"].unsqueeze(-1)
+        target = self.cube_home.expand(m, 3).clone()
+        target[:, :2] += u(m, 2) * r["target_xy"].unsqueeze(-1)
+        h0 = float(self.cfg.target_height[0])
+        target[:, 2] += h0 + (u(m) + 1.0) / 2.0 * (r["target_height_max"] - h0)
+        return cube, target
+
+    def reset_envs(self, env_ids: torch.Tensor, cube_pos: torch.Tensor | None = None, target_pos: torch.Tensor | None = None) -> None:
+        """Start new episodes in ``env_ids`` (M,): robot at home, cube and target drawn (:meth:`sample_reset`) unless
+        given as (M, 3) m."""
+        m = int(env_ids.numel())
+        if m == 0:
+            return
+        cube, target = self.sample_reset(env_ids)
+        cube = cube if cube_pos is None else cube_pos.to(self.device, torch.float32)
+        target = target if target_pos is None else target_pos.to(self.device, torch.float32)
+        qpos = self._home_qpos.expand(m, -1).clone()
+        qpos[:, self._cube_q : self._cube_q + 3] = cube
+        qpos[:, self._cube_q + 3 : self._cube_q + 7] = torch.tensor([1.0, 0.0, 0.0, 0.0], device=self.device)
+        self.sim.reset_envs(env_ids, qpos, torch.zeros(m, self.model.nv, device=self.device))
+        self.randomizer.on_reset(env_ids)
+        self.ctrl[env_ids] = self.home_ctrl
+        self.actions[env_ids] = 0.0
+        self.last_actions[env_ids] = 0.0
+        self.target_pos[env_ids] = target
+        self.cube_start[env_ids] = cube
+        self.reached[env_ids] = False
+        self.success_once[env_ids] = False
+        self.success_step[env_ids] = -1
+        self.episode.reset(env_ids)
+        self.obs_history.reset(env_ids)
+
+    def reset_all(self) -> None:
+        """Start a new episode in every env and build the first observation."""
+        self.reset_envs(torch.arange(self.num_envs, device=self.device))
+        self.state = self._read_state()
+        self._update_observation()
+
+    def reset(self) -> tuple[TensorDict, dict]:
+        """Gymnasium-style reset of every env: (observations, empty extras)."""
+        self.reset_all()
+        return self.get_observations(), {}
+
+    def _update_observation(self) -> None:
+        frame = compute_frame(OBSERVATION_TERMS, self.state, self.randomizer.obs_noise_scale, self.rng, OBS_CLIP)
+        self.obs_history.push(frame)
+
+    # ------------------------------------------------------------------ checkpoints
+    def state_dict(self) -> dict:
+        """Training state kept in checkpoints: the per-env curriculum levels."""
+        return {"curriculum": self.curriculum.state_dict()}
+
+    def load_state_dict(self, state: dict) -> None:
+        """Restore :meth:`state_dict` (on resume)."""
+        if "curriculum" in state:
+            self.curriculum.load_state_dict(state["curriculum"])
+
+    def close(self) -> None:
+        """Release the backend (and the renderer)."""
+        if self.renderer is not None:
+            self.renderer.close()
+        self.sim.close()

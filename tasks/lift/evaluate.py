@@ -1,0 +1,172 @@
+"""Evaluate a lift policy (or the scripted expert): success rate and mean time to success.
+
+    python -m upright.tasks.lift.evaluate --policy logs/lift/<run> --episodes 500 --out DIR [env.*=... sim.*=...]
+    python -m upright.tasks.lift.evaluate --policy expert --episodes 200
+
+(``python -m upright.training.evaluate --task lift ...`` runs the same.) Protocol: episodes of 150 env steps (3 s)
+on the full reset ranges (curriculum off: cube xy ±0.2 m, target xy ±0.2 m and 0.2-0.4 m up), domain randomisation
+on as in training (``--no-domain-rand`` for the nominal model without observation noise or action delay). Each wave
+resets all ``--num-envs`` envs together and runs one episode; an episode that terminates early (cube out of bounds)
+counts as a failure unless it had already succeeded. Success: the cube centre came within 2.5 cm of the target at
+some env step (ManiSkill ``PickCube`` ``goal_thresh``; ManiSkill's ``success_once``); also reported: success at the
+episode's last step (``success_at_end``), mean time to success over the successful episodes, mean final distance.
+Writes ``eval.md`` and ``eval.csv`` with ``--out``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import pathlib
+import time
+from collections.abc import Callable
+
+import torch
+from hydra import compose, initialize
+
+from upright.conf import register_configs, with_task_groups
+from upright.conf.validate import validate_overrides
+from upright.tasks.registry import make_env
+
+METRICS = ("success", "success_at_end", "time_to_success_s", "final_distance_m")
+
+
+def run_episodes(env, act: Callable[[], torch.Tensor], episodes: int, on_reset: Callable | None = None) -> dict[str, torch.Tensor]:
+    """Run ``episodes`` full episodes of ``env`` (in waves of ``env.num_envs``); return per-episode values (E,).
+
+    Args:
+        env: a :class:`~upright.tasks.lift.env.LiftEnv`.
+        act: returns the (N, 8) actions for the env's current observation/state.
+        episodes: number of episodes E.
+        on_reset: called with the ids of envs that reset (the expert restarts its phases there).
+
+    Returns:
+        ``success`` (bool as float), ``success_at_end``, ``time_to_success_s`` (NaN where no success),
+        ``final_distance_m`` (cube to target at the episode's last step).
+    """
+    n = env.num_envs
+    out: dict[str, list[torch.Tensor]] = {k: [] for k in METRICS}
+    done_episodes = 0
+    while done_episodes < episodes:
+        env.reset_all()
+        if on_reset is not None:
+            on_reset(torch.arange(n))
+        finished = torch.zeros(n, dtype=torch.bool)
+        values = {k: torch.full((n,), float("nan")) for k in METRICS}
+        for _ in range(env.max_episode_length):
+            _, _, dones, _ = env.step(act())
+            new = dones.bool().cpu() & ~finished
+            if new.any():
+                ids = new.nonzero().flatten()
+                values["success"][ids] = env.success_once_at_done[ids].float().cpu()
+                values["success_at_end"][ids] = env.last_success[ids].float().cpu()
+                step = env.success_step_at_done[ids].float().cpu()
+                values["time_to_success_s"][ids] = torch.where(step >= 0, step * env.step_dt, torch.tensor(float("nan")))
+                values["final_distance_m"][ids] = env.last_state.cube_to_target.norm(dim=-1)[ids].cpu()
+                finished |= new
+                if on_reset is not None:
+                    on_reset(ids)
+            if finished.all():
+                break
+        take = min(n, episodes - done_episodes)
+        for k in METRICS:
+            out[k].append(values[k][:take])
+        done_episodes += take
+    return {k: torch.cat(v) for k, v in out.items()}
+
+
+def summarize(per_episode: dict[str, torch.Tensor]) -> dict[str, float]:
+    """Means over episodes (time to success over the successful ones)."""
+    t = per_episode["time_to_success_s"]
+    return {
+        "success": float(per_episode["success"].mean()),
+        "success_at_end": float(per_episode["success_at_end"].mean()),
+        "time_to_success_s": float(t[~torch.isnan(t)].mean()) if (~torch.isnan(t)).any() else float("nan"),
+        "final_distance_m": float(per_episode["final_distance_m"].mean()),
+    }
+
+
+def make_lift_eval_env(overrides: list[str], num_envs: int, domain_rand: bool, seed: int):
+    """The evaluation env: config ``task=lift`` with ``overrides``, curriculum off, training's resets otherwise.
+
+    Raises:
+        ValueError: bad overrides (the one-line message of :func:`upright.conf.validate.validate_overrides`).
+    """
+    args = ["task=lift", *overrides]
+    problem = validate_overrides(args)
+    if problem:
+        raise ValueError(problem)
+    register_configs()
+    with initialize(version_base=None, config_path=None):
+        cfg = compose("config", overrides=with_task_groups(args))
+    cfg.env.num_envs = num_envs
+    cfg.env.curriculum.enabled = False
+    cfg.env.domain_rand.enabled = bool(domain_rand) and bool(cfg.env.domain_rand.enabled)
+    cfg.train.init_at_random_ep_len = False
+    return make_env("lift", cfg.env, cfg.sim, device="cpu", seed=seed), cfg
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--policy", required=True, help="run dir, model_<it>.pt, policy.onnx, zero, random or expert")
+    parser.add_argument("--task", default="lift", choices=["lift"])
+    parser.add_argument("--episodes", type=int, default=500)
+    parser.add_argument("--num-envs", type=int, default=100)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--no-domain-rand", action="store_true", help="nominal model, no observation noise or delay")
+    parser.add_argument("--out", default=None, help="folder for eval.csv and eval.md")
+    parser.add_argument("overrides", nargs="*", help="task config overrides, e.g. sim.num_threads=2")
+    args = parser.parse_args(argv)
+    if args.episodes < 1 or args.num_envs < 1:
+        parser.error("--episodes and --num-envs must be >= 1")
+    try:
+        env, cfg = make_lift_eval_env(args.overrides, args.num_envs, not args.no_domain_rand, args.seed)
+    except ValueError as err:
+        parser.error(str(err))
+    torch.set_num_threads(1)
+    on_reset = None
+    if args.policy == "expert":
+        from upright.tasks.lift.expert import ScriptedExpert
+
+        expert = ScriptedExpert(env)
+        act, on_reset = expert.act, expert.reset
+    else:
+        from upright.viewer.policy import PolicyLoadError, load_policy
+
+        try:
+            policy = load_policy(args.policy, env, "lift", cfg.train, seed=args.seed)
+        except PolicyLoadError as err:
+            parser.exit(2, f"evaluate: {err}\n")
+
+        def act() -> torch.Tensor:
+            with torch.no_grad():
+                return policy(env.get_observations()["actor"])
+
+    start = time.monotonic()
+    per_episode = run_episodes(env, act, args.episodes, on_reset)
+    seconds = time.monotonic() - start
+    s = summarize(per_episode)
+    dr = "on" if cfg.env.domain_rand.enabled else "off (--no-domain-rand)"
+    md = (
+        f"| policy | episodes | success | success at end | mean time to success | mean final distance |\n"
+        f"|---|---|---|---|---|---|\n"
+        f"| `{args.policy}` | {args.episodes} | {100 * s['success']:.1f} % | {100 * s['success_at_end']:.1f} % | "
+        f"{s['time_to_success_s']:.2f} s | {100 * s['final_distance_m']:.1f} cm |\n\n"
+        f"Lift protocol: 150-step (3 s) episodes on the full reset ranges (curriculum off), domain randomisation {dr}, "
+        f"success = cube centre within {cfg.env.success_threshold * 100:.1f} cm of the target at some env step; seed "
+        f"{args.seed}; {args.episodes} episodes in {seconds:.0f} s."
+    )
+    print(md)
+    if args.out:
+        out = pathlib.Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "eval.md").write_text(md + "\n")
+        with open(out / "eval.csv", "w", newline="") as f:
+            w = csv.writer(f)
+            w.writerow(["policy", "episodes", *METRICS])
+            w.writerow([args.policy, args.episodes, *(f"{s[k]:.4f}" for k in METRICS)])
+    env.close()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,88 @@
+"""The lift task's actor/critic observation (49 values per env step) as named terms of
+:class:`upright.managers.observation.ObservationTerm`.
+
+Issue 14's observation: proprioception, the gripper-cube vector, the cube-target vector, the cube orientation and
+the last action; plus, as in MuJoCo Playground's ``PandaPickCube._get_obs`` (``mujoco_playground/_src/manipulation/
+franka_emika_panda/pick.py``), the gripper position and the position-target error ``ctrl - q``. Noise half-widths
+(applied with ``env.domain_rand.obs_noise_scale``; 0 in evaluation without randomisation) are upright's choice:
+encoder-level noise on joints, 5 mm on positions that a camera-based cube tracker would provide.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from upright.managers.observation import ObservationTerm
+from upright.tasks.lift.state import LiftState
+from upright.tasks.quat import quat_to_matrix
+
+
+def joint_pos_rel(state: LiftState) -> torch.Tensor:
+    """(N, 9) joint positions minus the home pose: arm rad, fingers m."""
+    return state.q - state.home_q
+
+
+def joint_vel(state: LiftState) -> torch.Tensor:
+    """(N, 9) joint velocities: rad/s, m/s."""
+    return state.dq
+
+
+def ctrl_error(state: LiftState) -> torch.Tensor:
+    """(N, 8) position target minus joint position of each actuator (arm rad, finger m): where the PD pulls."""
+    return state.ctrl - state.q[:, :8]
+
+
+def gripper_pos(state: LiftState) -> torch.Tensor:
+    """(N, 3) gripper site position, world frame (robot base at the origin), m."""
+    return state.gripper_pos
+
+
+def gripper_to_cube(state: LiftState) -> torch.Tensor:
+    """(N, 3) cube centre minus gripper site, world frame, m."""
+    return state.gripper_to_cube
+
+
+def cube_to_target(state: LiftState) -> torch.Tensor:
+    """(N, 3) target minus cube centre, world frame, m."""
+    return state.cube_to_target
+
+
+def cube_orientation(state: LiftState) -> torch.Tensor:
+    """(N, 6) first two columns of the cube's rotation matrix (body-to-world; continuous 6-D representation)."""
+    return quat_to_matrix(state.cube_quat)[:, :, :2].transpose(1, 2).reshape(-1, 6)
+
+
+def last_action(state: LiftState) -> torch.Tensor:
+    """(N, 8) the policy's action of the last env step (dimensionless)."""
+    return state.action
+
+
+OBSERVATION_TERMS: tuple[ObservationTerm, ...] = (
+    ObservationTerm("joint_pos", joint_pos_rel, 1.0, 0.005),
+    ObservationTerm("joint_vel", joint_vel, 0.1, 0.1 * 0.1),  # ±0.1 rad/s raw
+    ObservationTerm("ctrl_error", ctrl_error, 1.0, 0.0),
+    ObservationTerm("gripper_pos", gripper_pos, 1.0, 0.002),
+    ObservationTerm("gripper_to_cube", gripper_to_cube, 1.0, 0.005),
+    ObservationTerm("cube_to_target", cube_to_target, 1.0, 0.005),
+    ObservationTerm("cube_orientation", cube_orientation, 1.0, 0.02),
+    ObservationTerm("last_action", last_action, 1.0, 0.0),
+)
+"""Terms in order, with scale and noise half-width (of the scaled value)."""
+
+OBSERVATION_DIMS: tuple[int, ...] = (9, 9, 8, 3, 3, 3, 6, 8)
+"""Width of each term (49 in all)."""
+
+HISTORY_LENGTH = 1
+"""Frames per observation (Playground uses the current one only)."""
+
+OBS_CLIP = 100.0
+"""Frames are clipped to ±100."""
+
+ROBOT_MEASURABLE_TERMS: dict[str, str] = {
+    "joint_pos": "joint encoders",
+    "joint_vel": "joint encoders",
+    "ctrl_error": "the controller's own targets and the encoders",
+    "gripper_pos": "forward kinematics of the encoders",
+    "last_action": "the policy's own previous output",
+}
+"""Terms a robot measures by itself; the others need a cube and target estimate (listed as privileged inputs)."""

@@ -1,0 +1,68 @@
+"""The lift task's reward terms and groups.
+
+Terms and weights are MuJoCo Playground's ``PandaPickCube`` (``mujoco_playground/_src/manipulation/franka_emika_panda/
+pick.py``, ``default_config().reward_config.scales`` and ``_get_reward``): ``gripper_box`` 4, ``box_target`` 8 (gated
+on the gripper having reached the cube), ``no_floor_collision`` 0.25, ``robot_target_qpos`` 0.3. upright splits them
+into three groups, one critic each: ``reach`` (gripper to cube), ``lift`` (cube to target) and ``regularization``
+(floor contact, posture). Every group sums ``weight * dt * value`` (dt = 0.02 s); each term returns its unweighted
+(N,) float32 value.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from upright.managers.reward import RewardGroup, RewardTerm
+from upright.tasks.lift.state import LiftState
+from upright.tasks.quat import quat_to_matrix
+
+REWARD_GROUPS: tuple[RewardGroup, ...] = (
+    RewardGroup("reach"), RewardGroup("lift"), RewardGroup("regularization"),
+)  # fmt: skip
+"""Groups in column order."""
+
+
+def gripper_box(state: LiftState, sharpness: float = 5.0) -> torch.Tensor:
+    """``1 - tanh(sharpness * |cube - gripper|)`` (distances in m): 1 at the cube centre, 0.24 at 10 cm (Playground)."""
+    return 1.0 - torch.tanh(sharpness * state.gripper_to_cube.norm(dim=-1))
+
+
+def box_target(state: LiftState, sharpness: float = 5.0, rotation_weight: float = 0.1) -> torch.Tensor:
+    """``(1 - tanh(sharpness * (0.9 |target - cube| + 0.1 e_rot))) * reached`` (Playground).
+
+    e_rot = |rows 1-2 of R_cube - rows 1-2 of I| (the target orientation is the identity), dimensionless. The term is 0
+    until the gripper has reached the cube this episode (:attr:`LiftState.reached`), so pushing the cube towards the
+    target without grasping it earns nothing.
+    """
+    pos_err = state.cube_to_target.norm(dim=-1)
+    rows = quat_to_matrix(state.cube_quat)[:, :2, :].reshape(-1, 6)
+    eye = torch.eye(3, device=rows.device)[:2].reshape(6)
+    rot_err = (rows - eye).norm(dim=-1)
+    value = 1.0 - torch.tanh(sharpness * ((1.0 - rotation_weight) * pos_err + rotation_weight * rot_err))
+    return value * state.reached.float()
+
+
+def no_floor_collision(state: LiftState) -> torch.Tensor:
+    """1 when neither the hand capsule nor a fingertip pad touches the floor, else 0 (Playground)."""
+    return (~state.floor_contact).float()
+
+
+def robot_target_qpos(state: LiftState) -> torch.Tensor:
+    """``1 - tanh(|q_arm - q_home_arm|)`` over the 7 arm joints (rad): stay near the home posture (Playground)."""
+    return 1.0 - torch.tanh((state.q[:, :7] - state.home_q[:7]).norm(dim=-1))
+
+
+def action_rate(state: LiftState) -> torch.Tensor:
+    """``|a_t - a_{t-1}|²`` (dimensionless): not in Playground, weight 0 by default."""
+    return (state.action - state.last_action).square().sum(dim=-1)
+
+
+def lift_reward_terms(weights) -> list[RewardTerm]:
+    """The terms with the weights of ``weights`` (:class:`upright.tasks.lift.config.LiftRewardsCfg`)."""
+    return [
+        RewardTerm("gripper_box", gripper_box, "reach", weights.gripper_box),
+        RewardTerm("box_target", box_target, "lift", weights.box_target),
+        RewardTerm("no_floor_collision", no_floor_collision, "regularization", weights.no_floor_collision),
+        RewardTerm("robot_target_qpos", robot_target_qpos, "regularization", weights.robot_target_qpos),
+        RewardTerm("action_rate", action_rate, "regularization", weights.action_rate),
+    ]

@@ -1,0 +1,174 @@
+"""The shared managers (upright.managers): observation frames and history, reward groups, episode sums,
+model-field randomisation, action delay, curriculum levels and rules. Values computed by hand."""
+
+from __future__ import annotations
+
+import mujoco
+import pytest
+import torch
+
+from upright.managers.curriculum import CurriculumRule, LevelCurriculum, lerp, lower_on_failure, raise_on_success
+from upright.managers.episode import EpisodeStats
+from upright.managers.observation import ObservationHistory, ObservationTerm, compute_frame, term_dims
+from upright.managers.randomization import ActionDelay, FieldTarget, ModelFieldRandomizer, ModelFieldTerm
+from upright.managers.reward import RewardGroup, RewardManager, RewardTerm
+from upright.sim.native import NativeSim
+
+
+class S:  # a minimal state
+    def __init__(self, x):
+        self.x = x
+
+
+# --- observation -------------------------------------------------------------------------------------------
+
+
+def test_frame_scales_concatenates_clips_and_noises():
+    state = S(torch.tensor([[1.0, -2.0], [300.0, 0.5]]))
+    terms = [ObservationTerm("a", lambda s: s.x, scale=2.0), ObservationTerm("b", lambda s, k: s.x[:, :1] * k, params={"k": 3.0})]
+    frame = compute_frame(terms, state, clip=100.0)
+    torch.testing.assert_close(frame, torch.tensor([[2.0, -4.0, 3.0], [100.0, 1.0, 100.0]]))
+    assert term_dims(terms, state) == [2, 1]
+    noisy_terms = [ObservationTerm("a", lambda s: s.x, noise=0.1)]
+    g = torch.Generator().manual_seed(0)
+    noisy = compute_frame(noisy_terms, S(torch.zeros(1000, 2)), noise_scale=2.0, generator=g)
+    assert 0.15 < noisy.abs().max() <= 0.2 and abs(float(noisy.mean())) < 0.02  # U(-0.2, 0.2)
+    assert compute_frame(noisy_terms, S(torch.zeros(3, 2)), noise_scale=0.0).abs().max() == 0
+
+
+def test_frame_refuses_a_term_that_is_not_2d():
+    with pytest.raises(ValueError, match="'bad' must return"):
+        compute_frame([ObservationTerm("bad", lambda s: s.x[:, 0])], S(torch.zeros(2, 2)))
+
+
+def test_history_is_oldest_first_and_resets_per_env():
+    h = ObservationHistory(2, 1, length=3)
+    for v in (1.0, 2.0, 3.0, 4.0):
+        h.push(torch.full((2, 1), v))
+    torch.testing.assert_close(h.flat(), torch.tensor([[2.0, 3.0, 4.0], [2.0, 3.0, 4.0]]))
+    h.reset(torch.tensor([1]))
+    torch.testing.assert_close(h.flat()[1], torch.zeros(3))
+    h.reset(torch.tensor([0]), frame=torch.tensor([[7.0]]))
+    torch.testing.assert_close(h.flat()[0], torch.full((3,), 7.0))
+    with pytest.raises(ValueError):
+        ObservationHistory(1, 1, length=0)
+
+
+# --- reward -----------------------------------------------------------------------------------------------
+
+
+def test_reward_groups_sum_with_dt_and_product():
+    state = S(torch.tensor([0.5, 1.0]))
+    terms = [
+        RewardTerm("a", lambda s: s.x, "g1", 2.0),
+        RewardTerm("b", lambda s: torch.ones(2), "g1", -1.0),
+        RewardTerm("c", lambda s: s.x, "g2", 1.0),
+        RewardTerm("d", lambda s, k: s.x * k, "g2", 1.0, {"k": 2.0}),
+        RewardTerm("e", lambda s: s.x, "g3", 3.0),
+    ]
+    groups = [RewardGroup("g1"), RewardGroup("g2", combine="product"), RewardGroup("g3", scale_by_dt=False)]
+    rewards, parts = RewardManager(terms, groups, dt=0.1).compute(state, 2, "cpu")
+    # g1 = 0.1 * (2x - 1); g2 = x * 2x; g3 = 3x
+    torch.testing.assert_close(rewards, torch.tensor([[0.0, 0.5, 1.5], [0.1, 2.0, 3.0]]))
+    torch.testing.assert_close(parts["g1/a"], torch.tensor([0.1, 0.2]))
+    assert list(parts) == ["g1/a", "g1/b", "g2/c", "g2/d", "g3/e"]
+
+
+def test_reward_manager_refuses_bad_groups():
+    with pytest.raises(ValueError, match="not one of"):
+        RewardManager([RewardTerm("a", lambda s: s.x, "nope", 1.0)], [RewardGroup("g")], dt=0.02)
+    with pytest.raises(ValueError, match="Duplicate"):
+        RewardManager([RewardTerm("a", lambda s: s.x, "g", 1.0)] * 2, [RewardGroup("g")], dt=0.02)
+    with pytest.raises(ValueError, match="combine"):
+        RewardGroup("g", combine="max")
+
+
+# --- episode ----------------------------------------------------------------------------------------------
+
+
+def test_episode_means_of_finished_episodes():
+    ep = EpisodeStats(3)
+    for step in range(4):
+        ep.length += 1
+        ep.add({"r": torch.tensor([1.0, 2.0, float(step)])})
+    done = torch.tensor([True, False, True])
+    means = ep.finished_means(done)
+    torch.testing.assert_close(means["Episode_Reward/r"], torch.tensor([1.0, 1.5]))  # (0+1+2+3)/4 = 1.5
+    ep.reset(torch.tensor([0, 2]))
+    assert ep.length.tolist() == [0, 4, 0] and ep.sums["r"].tolist() == [0.0, 8.0, 0.0]
+    assert ep.finished_means(torch.zeros(3, dtype=torch.bool)) == {}
+
+
+# --- curriculum rules ---------------------------------------------------------------------------------------
+
+
+def test_rule_raise_on_success():
+    level = torch.tensor([0.0, 0.5, 0.99])
+    out = raise_on_success(level, torch.tensor([True, False, True]), step=0.05)
+    torch.testing.assert_close(out, torch.tensor([0.05, 0.5, 1.0]))
+
+
+def test_rule_lower_on_failure():
+    level = torch.tensor([0.01, 0.5, 0.5])
+    out = lower_on_failure(level, torch.tensor([False, True, False]), step=0.1)
+    torch.testing.assert_close(out, torch.tensor([0.0, 0.5, 0.4]))
+
+
+def test_level_curriculum_applies_rules_per_env_and_round_trips():
+    rules = [CurriculumRule("up", raise_on_success, {"step": 0.2}), CurriculumRule("down", lower_on_failure, {"step": 0.1})]
+    c = LevelCurriculum(4, rules, init=0.5)
+    c.on_episode_end(torch.tensor([0, 2]), torch.tensor([True, False]))
+    torch.testing.assert_close(c.level, torch.tensor([0.7, 0.5, 0.4, 0.5]))
+    other = LevelCurriculum(4, rules)
+    other.load_state_dict(c.state_dict())
+    torch.testing.assert_close(other.level, c.level)
+    fewer = LevelCurriculum(3, rules)
+    fewer.load_state_dict(c.state_dict())  # another env count (export, evaluation): the mean level everywhere
+    torch.testing.assert_close(fewer.level, torch.full((3,), 0.525))
+    off = LevelCurriculum(2, rules, init=0.0, enabled=False)
+    off.on_episode_end(torch.tensor([0]), torch.tensor([False]))
+    assert off.level.tolist() == [1.0, 1.0]
+    torch.testing.assert_close(lerp(0.05, 0.2, torch.tensor([0.0, 0.5, 1.0])), torch.tensor([0.05, 0.125, 0.2]))
+
+
+# --- randomisation ----------------------------------------------------------------------------------------
+
+_XML = """<mujoco><worldbody><body name="b"><freejoint/><geom name="g" size="0.1" mass="2"/></body>
+<body name="arm" pos="0 0 1"><joint name="j" axis="0 1 0"/><geom size="0.05" mass="1"/></body></worldbody>
+<actuator><position joint="j" kp="100" kv="5"/></actuator></mujoco>"""
+
+
+def test_model_field_terms_write_each_env_and_keep_shared_fields_consistent():
+    model = mujoco.MjModel.from_xml_string(_XML)
+    sim = NativeSim(model, 3, num_threads=1)
+    b = model.body("b").id
+    terms = [
+        ModelFieldTerm("mass", (FieldTarget("body_mass", (b,)),), 0.5, 1.5),
+        ModelFieldTerm("kp", (FieldTarget("actuator_gainprm", (slice(0, 1), 0)), FieldTarget("actuator_biasprm", (slice(0, 1), 1))), 0.8, 1.2, per_entry=True),
+        ModelFieldTerm("kd", (FieldTarget("actuator_biasprm", (slice(0, 1), 2)),), 0.8, 1.2, per_entry=True),
+    ]  # fmt: skip
+    r = ModelFieldRandomizer(sim, terms, torch.Generator().manual_seed(0))
+    r.apply(torch.tensor([0, 2]), "reset")
+    mass = sim.model_field("body_mass")[:, b]
+    draw = r.last_draw["mass"]
+    torch.testing.assert_close(mass[[0, 2]].float(), 2.0 * draw)
+    assert mass[1] == 2.0  # untouched env keeps the nominal value
+    gain, bias = sim.model_field("actuator_gainprm"), sim.model_field("actuator_biasprm")
+    torch.testing.assert_close(gain[[0, 2], 0, 0], -bias[[0, 2], 0, 1])  # Kp and its bias move together
+    torch.testing.assert_close(bias[[0, 2], 0, 2].float(), -5.0 * r.last_draw["kd"][:, 0])  # Kd term kept Kp's write
+    assert ((gain[[0, 2], 0, 0] >= 80) & (gain[[0, 2], 0, 0] <= 120)).all()
+    with pytest.raises(ValueError, match="both at startup and at reset"):
+        ModelFieldRandomizer(sim, [terms[0], ModelFieldTerm("m2", terms[0].targets, 1, 1, when="startup")], torch.Generator())
+
+
+def test_action_delay_holds_previous_control_for_the_delay():
+    d = ActionDelay(2, max_substeps=2, decimation=4, generator=torch.Generator())
+    d.delay = torch.tensor([0, 2])
+    prev, new = torch.zeros(2, 1), torch.ones(2, 1)
+    ctrl = d.controls(prev, new)
+    assert ctrl.shape == (4, 2, 1)
+    assert ctrl[:, 0, 0].tolist() == [1, 1, 1, 1] and ctrl[:, 1, 0].tolist() == [0, 0, 1, 1]
+    d.delay.zero_()
+    assert d.controls(prev, new).shape == (2, 1)
+    with pytest.raises(ValueError):
+        ActionDelay(1, 5, 4, torch.Generator())

@@ -1,0 +1,93 @@
+"""``python train.py task=lift`` through its real CLI: 2 PPO iterations with a few envs, checkpoint and ONNX with
+metadata; unknown and standup-only overrides refused in one line."""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import subprocess
+import sys
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+import torch
+
+from upright.training.onnx_export import read_metadata
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+SMALL = ["task=lift", "env.num_envs=16", "train.num_steps_per_env=8", "train.save_interval=1", "sim.num_threads=1",
+         "train.update_threads=1"]  # fmt: skip
+
+
+def run_train(args: list[str], cwd: pathlib.Path) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, str(ROOT / "train.py"), *args], cwd=cwd, capture_output=True, text=True, timeout=280,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    cwd = tmp_path_factory.mktemp("lift")
+    proc = run_train([*SMALL, "train.max_iterations=2", "run.root=runs", "run.name=smoke"], cwd)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return cwd / "runs" / "lift" / "smoke", proc
+
+
+def test_two_iterations_checkpoint_and_progress(run):
+    run_dir, proc = run
+    data = torch.load(run_dir / "model_1.pt", weights_only=False)
+    assert data["infos"]["completed_iterations"] == 2
+    assert data["infos"]["env_state"]["curriculum"]["level"].shape == (16,)
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("it ")]
+    assert [line.split()[1] for line in lines] == ["1/2", "2/2"]
+    assert "reach=" in lines[0] and "lift=" in lines[0] and "regularization=" in lines[0] and "level" in lines[0]
+
+
+def test_onnx_runs_with_its_metadata(run):
+    run_dir, _ = run
+    meta = read_metadata(run_dir / "policy.onnx")
+    assert meta["task"] == "lift" and meta["observation_dim"] == 49 and len(meta["joint_names"]) == 8
+    session = ort.InferenceSession(str(run_dir / "policy.onnx"), providers=["CPUExecutionProvider"])
+    out = session.run(None, {meta["input_name"]: np.zeros((1, 49), np.float32)})[0]
+    assert out.shape == (1, 8) and np.isfinite(out).all()
+
+
+@pytest.mark.parametrize(
+    ("arg", "message"),
+    [("env.no_such_key=1", "Could not override 'env.no_such_key'"), ("terrain=platform", "applies to task=standup only"),
+     ("recipe=fast", "applies to task=standup only")],
+)  # fmt: skip
+def test_bad_overrides_refused(tmp_path, arg, message):
+    proc = run_train(["task=lift", arg], tmp_path)
+    assert proc.returncode == 2 and message in proc.stderr, proc.stderr[-2000:]
+
+
+def test_export_and_play_video(run, tmp_path):
+    run_dir, _ = run
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    proc = subprocess.run([sys.executable, "-m", "upright.training.export", "--checkpoint", str(run_dir / "model_1.pt"),
+                           "--out", str(tmp_path / "exported")], capture_output=True, text=True, timeout=280, env=env)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    meta = read_metadata(tmp_path / "exported" / "policy.onnx")
+    assert meta["task"] == "lift" and meta["action_scale"] == 0.04
+    video = tmp_path / "play.mp4"
+    proc = subprocess.run([sys.executable, str(ROOT / "play.py"), "task=lift", f"policy={tmp_path / 'exported'}",
+                           f"video={video}", "duration=0.5"], capture_output=True, text=True, timeout=280, env=env,
+                          cwd=tmp_path)  # fmt: skip
+    assert proc.returncode == 0 and video.stat().st_size > 1000, proc.stdout[-2000:] + proc.stderr[-3000:]
+
+
+def test_daemon_refuses_a_lift_policy_in_one_line(run):
+    from upright.deploy.metadata import load_policy_spec
+    from upright.tasks.policy_schema import ENV_ACTION_MODES, PolicyMetadataError, action_mode_of
+
+    run_dir, _ = run
+    meta = read_metadata(run_dir / "policy.onnx")
+    assert meta["action_mode"] == "delta" and action_mode_of(meta, "f", ENV_ACTION_MODES) == "delta"
+    with pytest.raises(PolicyMetadataError, match="simulation only"):
+        action_mode_of(meta, "f")  # the daemon's modes
+    with pytest.raises(PolicyMetadataError) as err:
+        load_policy_spec(run_dir / "policy.onnx")
+    assert "\n" not in str(err.value)
