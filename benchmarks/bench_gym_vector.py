@@ -81,7 +81,8 @@ def report(args, res: dict) -> str:
         "# Gymnasium vector env vs native VecEnv throughput",
         "",
         f"{datetime.datetime.now().isoformat(timespec='seconds')}; {cpu_model()}, {os.cpu_count()} CPUs; "
-        f"N={args.num_envs}, native backend threads={args.threads}, {args.rounds} rounds x {args.steps} steps per path.",
+        f"N={args.num_envs}, native backend threads={args.threads}, "
+        f"{args.rounds} rounds x {args.steps} steps per path.",
         f"Other processes used {100 * res['others_cpu']:.0f} % of the CPU during the timed rounds"
         + (" (a shared CPU: the absolute figures are low; the ratio is the comparison)." if shared else " (CPU idle)."),
         "",

@@ -71,9 +71,9 @@ class HumanWindow:
             warn_once("render_mode='human' needs a display (DISPLAY or WAYLAND_DISPLAY is unset): nothing is shown; "
                       "use render_mode='rgb_array' on a headless machine")  # fmt: skip
             return
-        import mujoco.viewer
+        from mujoco import viewer as mujoco_viewer
 
-        self.viewer = mujoco.viewer.launch_passive(model, self.data, show_left_ui=False, show_right_ui=False)
+        self.viewer = mujoco_viewer.launch_passive(model, self.data, show_left_ui=False, show_right_ui=False)
         cam = _camera(body)
         self.viewer.cam.type, self.viewer.cam.trackbodyid = cam.type, cam.trackbodyid
         self.viewer.cam.distance, self.viewer.cam.azimuth, self.viewer.cam.elevation = (

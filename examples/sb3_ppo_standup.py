@@ -79,8 +79,8 @@ class GymnasiumToSB3VecEnv(VecEnv):
 
 def train(num_envs: int = 16, iterations: int = 2, n_steps: int = 32, seed: int = 0,
           overrides: dict[str, Any] | None = None, log=print) -> PPO:  # fmt: skip
-    """Train SB3 PPO for ``iterations`` rollouts of ``n_steps`` steps per env; returns the model (``model.ep_info_buffer``
-    holds the finished episodes' returns and lengths, recorded by SB3's ``VecMonitor``)."""
+    """Train SB3 PPO for ``iterations`` rollouts of ``n_steps`` steps per env; returns the model
+    (``model.ep_info_buffer`` holds the finished episodes' returns and lengths, recorded by SB3's ``VecMonitor``)."""
     venv = gymnasium.make_vec("upright/G1Standup-v0", num_envs=num_envs, vectorization_mode="vector_entry_point",
                               overrides=overrides or {}, num_threads=1)  # fmt: skip
     env = VecMonitor(GymnasiumToSB3VecEnv(venv))
@@ -91,7 +91,8 @@ def train(num_envs: int = 16, iterations: int = 2, n_steps: int = 32, seed: int 
     wall = time.perf_counter() - t0
     episodes = list(model.ep_info_buffer)
     mean_len = np.mean([e["l"] for e in episodes]) if episodes else float("nan")
-    log(f"{model.num_timesteps} env steps in {wall:.1f} s; {len(episodes)} finished episodes, mean length {mean_len:.1f}")
+    log(f"{model.num_timesteps} env steps in {wall:.1f} s; {len(episodes)} finished episodes, "
+        f"mean length {mean_len:.1f}")
     env.close()
     return model
 

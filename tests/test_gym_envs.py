@@ -24,7 +24,7 @@ import torch  # noqa: E402
 from gymnasium.utils.env_checker import check_env  # noqa: E402
 
 import upright  # noqa: E402,F401
-from upright.envs.core import UprightEnv, UprightVectorEnv  # noqa: E402
+from upright.envs.core import UprightVectorEnv  # noqa: E402
 
 ID = "upright/G1Standup-v0"
 SHORT = {"episode_length_s": 0.1, "unactuated_steps": 2}
@@ -228,3 +228,46 @@ def test_stable_baselines3_ppo_trains_on_the_vector_env():
     assert len(episodes) >= 4 * 3 and all(e["l"] <= 5 for e in episodes)
     assert model._n_updates == 2 * 2  # two PPO updates of two epochs each ran
     assert "finished episodes" in lines[0]
+
+
+def test_human_mode_draws_every_step_in_mujocos_window(monkeypatch):
+    """With a display, ``human`` opens MuJoCo's passive viewer and syncs it at reset and at every step (the window is
+    replaced by a recorder here: CI has no display)."""
+    import mujoco.viewer
+
+    class Window:
+        def __init__(self):
+            self.cam, self.synced, self.closed = mujoco.MjvCamera(), [], False
+
+        def is_running(self):
+            return not self.closed
+
+        def lock(self):
+            import contextlib
+
+            return contextlib.nullcontext()
+
+        def sync(self):
+            self.synced.append(self.data.qpos.copy())
+
+        def close(self):
+            self.closed = True
+
+    window = Window()
+
+    def launch_passive(model, data, **kwargs):
+        window.data = data
+        return window
+
+    monkeypatch.setenv("DISPLAY", ":99")
+    monkeypatch.setattr(mujoco.viewer, "launch_passive", launch_passive)
+    env = gymnasium.make(ID, render_mode="human", overrides=SHORT)
+    env.reset(seed=0)
+    for _ in range(3):
+        env.step(np.zeros(23, np.float32))
+    assert env.render() is None
+    assert len(window.synced) == 1 + 3 + 1
+    np.testing.assert_allclose(window.synced[-1], env.unwrapped.task.render_qpos(0))
+    assert window.synced[0][2] != window.synced[3][2]  # the robot moved (dropping onto the floor)
+    env.close()
+    assert window.closed
