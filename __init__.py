@@ -7,6 +7,12 @@ Sub-packages (each a folder at the repository root):
 - ``upright.tasks``: task definitions (observation, reward and termination terms).
 - ``upright.training``: multi-critic PPO on rsl-rl-lib, runner glue, ONNX export.
 - ``upright.deploy``: on-robot controller daemon.
+- ``upright.envs``: the gymnasium interface (``gymnasium.make("upright/G1Standup-v0")``), registered on import.
 """
 
 __version__ = "0.1.0"
+
+from upright.envs.registration import register_envs as _register_envs
+
+_register_envs()
+

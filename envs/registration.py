@@ -1,0 +1,59 @@
+"""The gymnasium ids of upright's tasks, registered on ``import upright``.
+
+Each entry names an id and the adapter module of its task. The module provides two functions that gymnasium calls:
+``make_env(**kwargs) -> gymnasium.Env`` (``gymnasium.make``) and ``make_vector_env(num_envs, **kwargs) ->
+gymnasium.vector.VectorEnv`` (``gymnasium.make_vec(..., vectorization_mode="vector_entry_point")``), both built on
+:mod:`upright.envs.core`. Adding a task is one line in :data:`GYM_ENVS` plus its adapter module (a
+:class:`~upright.envs.core.BatchedTask` subclass: how to build the task's batched env, reseed it, and rebuild the
+observation an episode ended on).
+
+This module imports gymnasium's registry only (no torch, no MuJoCo), so ``import upright`` stays cheap.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class GymEnvEntry:
+    """One gymnasium id of an upright task."""
+
+    id: str
+    """Gymnasium id, ``upright/<Name>-v<version>``."""
+    module: str
+    """Adapter module with ``make_env`` and ``make_vector_env``."""
+
+
+GYM_ENVS: tuple[GymEnvEntry, ...] = (
+    GymEnvEntry("upright/G1Standup-v0", "upright.envs.standup"),
+    # GymEnvEntry("upright/PandaLift-v0", "upright.envs.lift"),  # once the lift task is on main (branch `lift`)
+)
+"""Registered ids, in the order :func:`register_envs` registers them."""
+
+
+def register_envs() -> list[str]:
+    """Register every id of :data:`GYM_ENVS` with gymnasium that is not registered yet (idempotent: a second call,
+    e.g. after ``importlib.reload(upright)``, registers nothing and warns about nothing).
+
+    Episodes end inside the env (``truncated`` at the task's time limit), so no ``TimeLimit`` wrapper is added
+    (``max_episode_steps=None``).
+
+    Returns:
+        The ids registered by this call.
+    """
+    from gymnasium.envs.registration import register, registry
+
+    added = []
+    for entry in GYM_ENVS:
+        if entry.id in registry:
+            continue
+        register(
+            id=entry.id,
+            entry_point=f"{entry.module}:make_env",
+            vector_entry_point=f"{entry.module}:make_vector_env",
+            max_episode_steps=None,
+            nondeterministic=False,
+        )
+        added.append(entry.id)
+    return added

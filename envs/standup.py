@@ -1,0 +1,204 @@
+"""``upright/G1Standup-v0``: the G1 standup task (:class:`~upright.tasks.standup.env.StandupEnv`) for gymnasium.
+
+``gymnasium.make("upright/G1Standup-v0", terrain="ground", posture="supine")`` and
+``gymnasium.make_vec("upright/G1Standup-v0", num_envs=N, vectorization_mode="vector_entry_point")``.
+
+The MDP is the one ``python train.py task=standup terrain=... posture=...`` trains on (HoST's defaults: curricula,
+domain randomisation and observation noise on), unless ``overrides`` change it:
+
+* observation: (456,) float32 in [-100, 100]: 6 frames of 76 values, oldest first (HoST's actor observation,
+  :mod:`upright.tasks.standup.observations`); the frames of the unactuated start (0.6 s; 1 s on wall and slope) are 0;
+* action: (23,) float32 in [-action_clip, action_clip] (100 by default): PD targets q + β·a of the 23 policy joints;
+  the actions of the unactuated start are ignored;
+* reward: the sum of the 4 reward groups (task, regularization, style, post-task), which are in
+  ``info["reward_groups"]``; ``train.py`` instead trains one critic per group and weights their normalised advantages;
+* ``terminated``: a fall the terrain ends episodes on, or a diverged simulation; ``truncated``: the 10 s time limit
+  (500 steps of 0.02 s).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from typing import Any, Sequence
+
+import torch
+
+from upright.envs.core import BatchedTask, UprightEnv, UprightVectorEnv
+
+RANDOMIZER_SEED_OFFSET = 1_000_003
+"""``StandupEnv`` seeds its domain randomiser with ``seed + 1_000_003`` (``tasks/standup/env.py``); :meth:`reseed`
+does the same (a test compares a reseeded env with a freshly built one)."""
+
+RESERVED_OVERRIDES = ("num_envs", "terrain", "posture")
+"""``overrides`` keys that are make kwargs of their own."""
+
+
+def _check_overrides(overrides: dict[str, Any]) -> None:
+    """Raise ValueError naming the first unknown dotted key of ``overrides`` (and the valid keys at its level)."""
+    from upright.tasks.standup.config import StandupEnvCfg
+
+    for key in overrides:
+        if key in RESERVED_OVERRIDES:
+            raise ValueError(f"overrides[{key!r}]: pass {key}= to make() instead")
+        node: Any = StandupEnvCfg()
+        path = ""
+        for part in key.split("."):
+            names = [f.name for f in dataclasses.fields(node)] if dataclasses.is_dataclass(node) else []
+            if part not in names:
+                where = f"env.{path}" if path else "env"
+                raise ValueError(f"unknown override {key!r}: {where} has no field {part!r}; valid: {', '.join(names)}")
+            node = getattr(node, part)
+            path = f"{path}.{part}" if path else part
+
+
+class StandupTask(BatchedTask):
+    """N standup envs on one batched simulation, and what the gymnasium wrappers need from them.
+
+    Args:
+        num_envs: N (>= 1).
+        terrain: ground | platform | wall | slope (HoST's variants; sets the terrain's HoST values, as
+            ``train.py terrain=...``).
+        posture: supine | prone (wall: supine only).
+        overrides: dotted ``env.*`` keys of :class:`~upright.tasks.standup.config.StandupEnvCfg`, e.g.
+            ``{"curriculum.enabled": False, "domain_rand.enabled": False, "action_clip": 1.0}``.
+        backend: ``native`` (MuJoCo on CPU threads) or ``mjx`` (MJX on JAX, GPUs).
+        device: torch device of the env's tensors (``cuda:0`` with mjx on a GPU).
+        num_threads: threads of the native backend (0: every CPU).
+
+    Raises:
+        ValueError: bad N, unknown terrain/posture/override/backend (the message names the valid ones).
+        ModelNotFoundError: the G1 model cannot be found (set ``MENAGERIE_ROOT``).
+    """
+
+    def __init__(self, num_envs: int, *, terrain: str = "ground", posture: str = "supine",
+                 overrides: dict[str, Any] | None = None, backend: str = "native", device: str = "cpu",
+                 num_threads: int = 0):  # fmt: skip
+        from upright.tasks.registry import make_env
+        from upright.tasks.standup.config import SimCfg
+        from upright.tasks.standup.rewards import REWARD_GROUPS
+        from upright.tasks.standup.terrains import standup_env_cfg
+
+        if isinstance(num_envs, bool) or not isinstance(num_envs, int) or num_envs < 1:
+            raise ValueError(f"num_envs must be an int >= 1, got {num_envs!r}")
+        overrides = dict(overrides or {})
+        _check_overrides(overrides)
+        self.cfg = standup_env_cfg(terrain, posture, num_envs=num_envs, **overrides)
+        self.sim_cfg = SimCfg(backend=backend, num_threads=int(num_threads))
+        self._device = device
+        self.env = make_env("standup", self.cfg, self.sim_cfg, device=device, seed=0)
+        self._initial_state = _clone(self.env.state_dict())
+        self.reward_group_names = tuple(REWARD_GROUPS)
+        self.step_dt = float(self.env.step_dt)
+        self._final_rng = torch.Generator(device="cpu").manual_seed(0)
+        obs = self.env.get_observations()["actor"]
+        _, _, d = self.observation_bounds()
+        if tuple(obs.shape) != (num_envs, d):
+            raise RuntimeError(f"StandupEnv returned observations of shape {tuple(obs.shape)}, expected {(num_envs, d)}"
+                               "; upright.envs.standup is out of date with tasks/standup")  # fmt: skip
+
+    def observation_bounds(self) -> tuple[float, float, int]:
+        from upright.tasks.standup.observations import HISTORY_LENGTH, OBS_CLIP
+
+        return -OBS_CLIP, OBS_CLIP, HISTORY_LENGTH * int(self.env.num_obs_per_step)
+
+    def action_bounds(self) -> tuple[float, float, int]:
+        clip = float(self.cfg.action_clip)
+        return -clip, clip, int(self.env.num_actions)
+
+    def reseed(self, seed: int) -> None:
+        """Make the env what ``StandupEnv(cfg, seed=seed)`` is right after construction, without recompiling the
+        scene: both generators reseeded, the creation-time domain randomisation redrawn, curricula and state archive
+        back to their initial state, every env reset. With rise-path starts (their bank is drawn at construction)
+        the env is rebuilt instead."""
+        env = self.env
+        self._final_rng.manual_seed(seed)
+        if self.cfg.rise_path.fraction > 0:
+            from upright.tasks.registry import make_env
+
+            env.close()
+            self.env = make_env("standup", self.cfg, self.sim_cfg, device=self._device, seed=seed)
+            return
+        env.rng.manual_seed(seed)
+        env.randomizer.rng.manual_seed(seed + RANDOMIZER_SEED_OFFSET)
+        env.randomizer._sample_creation()  # creation-time fields: friction, restitution, masses, COM
+        env.load_state_dict(_clone(self._initial_state))
+        env.pull_force = torch.zeros_like(env.pull_force)
+        env.push_force = torch.zeros_like(env.push_force)
+        env.reset_all()
+
+    def reset_all(self) -> None:
+        self.env.reset_all()
+
+    def terminated_truncated(self, dones: torch.Tensor, extras: dict) -> tuple[torch.Tensor, torch.Tensor]:
+        """As the base class, except that an episode that reaches a terminal state on its last step counts as
+        terminated (not truncated), when the env exposes which time-outs were not terminal (``_time_outs``)."""
+        time_outs = getattr(self.env, "_time_outs", None)
+        if time_outs is None:
+            return super().terminated_truncated(dones, extras)
+        dones = dones.bool()
+        truncated = time_outs.bool() & dones
+        return dones & ~truncated, truncated
+
+    def final_observations(self, before: torch.Tensor, done: torch.Tensor) -> torch.Tensor:
+        """The history the env would have shown after the last step, had it not reset: the previous observation's
+        last 5 frames and the frame of ``env.last_state`` (zero during the unactuated start). Observation noise, if
+        on, is drawn from a generator of its own (seeded by :meth:`reseed`), so the env's random streams are the
+        same whether or not anyone reads final observations."""
+        from upright.tasks.standup.observations import HISTORY_LENGTH, compute_observation
+
+        env = self.env
+        state = env.last_state
+        scale = env.randomizer.obs_noise_scale(bool(env.cfg.obs_noise))
+        frame = compute_observation(state, noise=scale > 0, generator=self._final_rng, noise_scale=scale)
+        passive = (state.episode_step < env.cfg.unactuated_steps).unsqueeze(-1)
+        frame = torch.where(passive, torch.zeros_like(frame), frame)
+        history = before.view(before.shape[0], HISTORY_LENGTH, -1)
+        return torch.cat([history[done, 1:], frame[done].unsqueeze(1)], dim=1).flatten(1)
+
+    def render_body(self) -> int:
+        import mujoco
+
+        return int(mujoco.mj_name2id(self.env.model, mujoco.mjtObj.mjOBJ_BODY, "pelvis"))
+
+
+def _clone(state: Any) -> Any:
+    if isinstance(state, torch.Tensor):
+        return state.clone()
+    if isinstance(state, dict):
+        return {k: _clone(v) for k, v in state.items()}
+    return state
+
+
+def _prepare_gl(render_mode: str | None) -> None:
+    """Choose EGL/OSMesa for offscreen frames when this is the first import of MuJoCo (it reads ``MUJOCO_GL`` once)."""
+    if render_mode == "rgb_array" and "mujoco" not in sys.modules:
+        from upright.viewer.gl import choose_offscreen_gl
+
+        choose_offscreen_gl()
+
+
+def make_env(*, terrain: str = "ground", posture: str = "supine", overrides: dict[str, Any] | None = None,
+             backend: str = "native", device: str = "cpu", num_threads: int = 1, render_mode: str | None = None,
+             render_size: tuple[int, int] = (640, 480), reward_weights: Sequence[float] | None = None) -> UprightEnv:
+    """``gymnasium.make("upright/G1Standup-v0", **kwargs)``: one env (see the module doc and :class:`StandupTask`;
+    ``num_threads`` defaults to 1 here). Render modes: ``rgb_array``, ``human``."""  # fmt: skip
+    _prepare_gl(render_mode)
+    task = StandupTask(1, terrain=terrain, posture=posture, overrides=overrides, backend=backend, device=device,
+                       num_threads=num_threads)  # fmt: skip
+    return UprightEnv(task, render_mode=render_mode, render_size=render_size, reward_weights=reward_weights)
+
+
+def make_vector_env(num_envs: int = 1, *, terrain: str = "ground", posture: str = "supine",
+                    overrides: dict[str, Any] | None = None, backend: str = "native", device: str = "cpu",
+                    num_threads: int = 0, as_torch: bool = False, render_mode: str | None = None,
+                    render_env_ids: Sequence[int] = (0,), render_size: tuple[int, int] = (640, 480),
+                    reward_weights: Sequence[float] | None = None) -> UprightVectorEnv:
+    """``gymnasium.make_vec("upright/G1Standup-v0", num_envs=N, vectorization_mode="vector_entry_point", **kwargs)``:
+    N envs on one batched simulation (see the module doc, :class:`StandupTask` and
+    :class:`~upright.envs.core.UprightVectorEnv`; ``as_torch=True`` returns torch tensors)."""  # fmt: skip
+    _prepare_gl(render_mode)
+    task = StandupTask(num_envs, terrain=terrain, posture=posture, overrides=overrides, backend=backend,
+                       device=device, num_threads=num_threads)  # fmt: skip
+    return UprightVectorEnv(task, as_torch=as_torch, render_mode=render_mode, render_env_ids=render_env_ids,
+                            render_size=render_size, reward_weights=reward_weights)  # fmt: skip
