@@ -154,6 +154,8 @@ class UprightVectorEnv(VectorEnv):
             ``render_env_ids``).
         render_env_ids: envs :meth:`render` draws.
         render_size: (width, height) of rendered frames, pixels.
+        reward_weights: one weight per reward group: reward = Σ w_g r_g; None: the plain sum (the reward
+            ``train.py`` logs).
 
     ``step`` returns ``infos`` with ``reward_groups`` ((N, G) float32, :attr:`reward_group_names` order; the
     multi-critic groups ``train.py`` trains on; the reward is their sum unless weights were given), and, on steps where
