@@ -1,7 +1,7 @@
 """Task-independent gymnasium wrappers over an upright batched env (the rsl-rl ``VecEnv`` every task implements).
 
 * :class:`BatchedTask`: what a task's adapter provides: build its batched env, reseed it in place, rebuild the
-  observation an episode ended on, and the two spaces. One per task (:mod:`upright.envs.standup`).
+  observation an episode ended on, and the two spaces. One per task (:mod:`upright.envs.standup`, :mod:`upright.envs.lift`).
 * :class:`UprightVectorEnv`: a :class:`gymnasium.vector.VectorEnv` over the task's N envs: one batched simulation
   stepped by one call, not N Python envs. Autoreset mode ``SAME_STEP`` (declared in ``metadata``): the step on which
   an env's episode ends returns the next episode's first observation, and the observation the episode ended on is in
@@ -105,6 +105,28 @@ class BatchedTask(ABC):
         self.env.close()
 
 
+def check_overrides(cfg: Any, overrides: dict[str, Any], reserved: Sequence[str] = ()) -> None:
+    """Check the dotted keys of ``overrides`` against the fields of dataclass ``cfg`` (a task's env config).
+
+    Raises:
+        ValueError: a key in ``reserved`` (a make kwarg of its own), or an unknown key (the message names the valid
+            fields at its level).
+    """
+    import dataclasses
+
+    for key in overrides:
+        if key in reserved:
+            raise ValueError(f"overrides[{key!r}]: pass {key}= to make() instead")
+        node, path = cfg, ""
+        for part in key.split("."):
+            names = [f.name for f in dataclasses.fields(node)] if dataclasses.is_dataclass(node) else []
+            if part not in names:
+                where = f"env.{path}" if path else "env"
+                raise ValueError(f"unknown override {key!r}: {where} has no field {part!r}; valid: {', '.join(names)}")
+            node = getattr(node, part)
+            path = f"{path}.{part}" if path else part
+
+
 def _as_actions(actions: Any, shape: tuple[int, ...], device: torch.device) -> torch.Tensor:
     """Actions (numpy array, tensor or nested sequence) as a float32 tensor of ``shape`` on ``device``.
 
@@ -154,6 +176,8 @@ class UprightVectorEnv(VectorEnv):
             ``render_env_ids``).
         render_env_ids: envs :meth:`render` draws.
         render_size: (width, height) of rendered frames, pixels.
+        reward_weights: one weight per reward group: reward = Σ w_g r_g; None: the plain sum (the reward
+            ``train.py`` logs).
 
     ``step`` returns ``infos`` with ``reward_groups`` ((N, G) float32, :attr:`reward_group_names` order; the
     multi-critic groups ``train.py`` trains on; the reward is their sum unless weights were given), and, on steps where

@@ -27,7 +27,7 @@ class GymEnvEntry:
 
 GYM_ENVS: tuple[GymEnvEntry, ...] = (
     GymEnvEntry("upright/G1Standup-v0", "upright.envs.standup"),
-    # GymEnvEntry("upright/PandaLift-v0", "upright.envs.lift"),  # once the lift task is on main (branch `lift`)
+    GymEnvEntry("upright/PandaLift-v0", "upright.envs.lift"),
 )
 """Registered ids, in the order :func:`register_envs` registers them."""
 

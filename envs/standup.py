@@ -18,13 +18,12 @@ domain randomisation and observation noise on), unless ``overrides`` change it:
 
 from __future__ import annotations
 
-import dataclasses
 import sys
 from typing import Any, Sequence
 
 import torch
 
-from upright.envs.core import BatchedTask, UprightEnv, UprightVectorEnv
+from upright.envs.core import BatchedTask, UprightEnv, UprightVectorEnv, check_overrides
 
 RANDOMIZER_SEED_OFFSET = 1_000_003
 """``StandupEnv`` seeds its domain randomiser with ``seed + 1_000_003`` (``tasks/standup/env.py``); :meth:`reseed`
@@ -32,24 +31,6 @@ does the same (a test compares a reseeded env with a freshly built one)."""
 
 RESERVED_OVERRIDES = ("num_envs", "terrain", "posture")
 """``overrides`` keys that are make kwargs of their own."""
-
-
-def _check_overrides(overrides: dict[str, Any]) -> None:
-    """Raise ValueError naming the first unknown dotted key of ``overrides`` (and the valid keys at its level)."""
-    from upright.tasks.standup.config import StandupEnvCfg
-
-    for key in overrides:
-        if key in RESERVED_OVERRIDES:
-            raise ValueError(f"overrides[{key!r}]: pass {key}= to make() instead")
-        node: Any = StandupEnvCfg()
-        path = ""
-        for part in key.split("."):
-            names = [f.name for f in dataclasses.fields(node)] if dataclasses.is_dataclass(node) else []
-            if part not in names:
-                where = f"env.{path}" if path else "env"
-                raise ValueError(f"unknown override {key!r}: {where} has no field {part!r}; valid: {', '.join(names)}")
-            node = getattr(node, part)
-            path = f"{path}.{part}" if path else part
 
 
 class StandupTask(BatchedTask):
@@ -81,8 +62,10 @@ class StandupTask(BatchedTask):
 
         if isinstance(num_envs, bool) or not isinstance(num_envs, int) or num_envs < 1:
             raise ValueError(f"num_envs must be an int >= 1, got {num_envs!r}")
+        from upright.tasks.standup.config import StandupEnvCfg
+
         overrides = dict(overrides or {})
-        _check_overrides(overrides)
+        check_overrides(StandupEnvCfg(), overrides, RESERVED_OVERRIDES)
         self.cfg = standup_env_cfg(terrain, posture, num_envs=num_envs, **overrides)
         self.sim_cfg = SimCfg(backend=backend, num_threads=int(num_threads))
         self._device = device
@@ -170,7 +153,7 @@ def _clone(state: Any) -> Any:
     return state
 
 
-def _prepare_gl(render_mode: str | None) -> None:
+def prepare_gl(render_mode: str | None) -> None:
     """Choose EGL/OSMesa for offscreen frames when this is the first import of MuJoCo (it reads ``MUJOCO_GL`` once)."""
     if render_mode == "rgb_array" and "mujoco" not in sys.modules:
         from upright.viewer.gl import choose_offscreen_gl
@@ -183,7 +166,7 @@ def make_env(*, terrain: str = "ground", posture: str = "supine", overrides: dic
              render_size: tuple[int, int] = (640, 480), reward_weights: Sequence[float] | None = None) -> UprightEnv:
     """``gymnasium.make("upright/G1Standup-v0", **kwargs)``: one env (see the module doc and :class:`StandupTask`;
     ``num_threads`` defaults to 1 here). Render modes: ``rgb_array``, ``human``."""  # fmt: skip
-    _prepare_gl(render_mode)
+    prepare_gl(render_mode)
     task = StandupTask(1, terrain=terrain, posture=posture, overrides=overrides, backend=backend, device=device,
                        num_threads=num_threads)  # fmt: skip
     return UprightEnv(task, render_mode=render_mode, render_size=render_size, reward_weights=reward_weights)
@@ -197,7 +180,7 @@ def make_vector_env(num_envs: int = 1, *, terrain: str = "ground", posture: str 
     """``gymnasium.make_vec("upright/G1Standup-v0", num_envs=N, vectorization_mode="vector_entry_point", **kwargs)``:
     N envs on one batched simulation (see the module doc, :class:`StandupTask` and
     :class:`~upright.envs.core.UprightVectorEnv`; ``as_torch=True`` returns torch tensors)."""  # fmt: skip
-    _prepare_gl(render_mode)
+    prepare_gl(render_mode)
     task = StandupTask(num_envs, terrain=terrain, posture=posture, overrides=overrides, backend=backend,
                        device=device, num_threads=num_threads)  # fmt: skip
     return UprightVectorEnv(task, as_torch=as_torch, render_mode=render_mode, render_env_ids=render_env_ids,

@@ -1,4 +1,4 @@
-"""The gymnasium interface (upright.envs): registration, gymnasium's own env checker, seeding, time limits and final
+"""The gymnasium interface (upright.envs; G1Standup-v0 and PandaLift-v0): registration, gymnasium's own env checker, seeding, time limits and final
 observations, the vector env over one batched simulation, rendering, refused input, and a third-party trainer
 (Stable-Baselines3 PPO, examples/sb3_ppo_standup.py)."""
 
@@ -271,3 +271,58 @@ def test_human_mode_draws_every_step_in_mujocos_window(monkeypatch):
     assert window.synced[0][2] != window.synced[3][2]  # the robot moved (dropping onto the floor)
     env.close()
     assert window.closed
+
+
+LIFT = "upright/PandaLift-v0"
+
+
+def test_lift_passes_check_env_and_reproduces_seeded_trajectories():
+    env = gymnasium.make(LIFT)
+    assert env.observation_space == gymnasium.spaces.Box(-100.0, 100.0, (49,), np.float32)
+    assert env.action_space == gymnasium.spaces.Box(-1.0, 1.0, (8,), np.float32)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        check_env(env.unwrapped)
+    expected = () if (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")) else ("needs a display",)
+    unexpected = [str(w.message) for w in caught if not any(e in str(w.message) for e in expected)]
+    assert not unexpected, unexpected
+    env.close()
+
+    short = gymnasium.make(LIFT, overrides={"episode_length_s": 0.1})
+
+    def rollout(seed):
+        rng = np.random.default_rng(0)
+        out = [short.reset(seed=seed)[0]]
+        for _ in range(12):  # crosses two 5-step time limits
+            obs, reward, terminated, truncated, _ = short.step(rng.uniform(-1, 1, 8).astype(np.float32))
+            out += [obs, np.array([reward, terminated, truncated])]
+            if terminated or truncated:
+                out.append(short.reset()[0])
+        return out
+
+    a, b, c = rollout(3), rollout(3), rollout(4)
+    for x, y in zip(a, b, strict=True):
+        np.testing.assert_array_equal(x, y)
+    assert any(not np.array_equal(x, y) for x, y in zip(a, c, strict=True))
+    short.close()
+
+
+def test_lift_vector_env_final_observation_is_the_unreset_one():
+    from upright.tasks.registry import make_env
+
+    overrides = {"episode_length_s": 0.1, "domain_rand.obs_noise_scale": 0.0}
+    venv = gymnasium.make_vec(LIFT, num_envs=2, vectorization_mode="vector_entry_point", num_threads=1,
+                              overrides=overrides)  # fmt: skip
+    venv.reset(seed=6)
+    task = venv.unwrapped.task
+    twin = make_env("lift", dataclasses.replace(task.cfg, episode_length_s=10.0), task.sim_cfg, device="cpu", seed=6)
+    for k in range(5):
+        a = np.full((2, 8), 0.2 if k % 2 else -0.1, np.float32)
+        obs, rewards, terminated, truncated, infos = venv.step(a)
+        twin_obs, *_ = twin.step(torch.from_numpy(a))
+    assert truncated.all() and not terminated.any()
+    np.testing.assert_array_equal(np.stack(list(infos["final_obs"])), twin_obs["actor"].numpy())
+    assert infos["reward_groups"].shape == (2, 3) and venv.unwrapped.reward_group_names == ("reach", "lift",
+                                                                                            "regularization")
+    twin.close()
+    venv.close()
