@@ -22,9 +22,8 @@ import dataclasses
 
 import mujoco
 import torch
-from tensordict import TensorDict
 from rsl_rl.env import VecEnv
-
+from tensordict import TensorDict
 from upright.robots import g1
 from upright.sim import make_sim
 from upright.sim.options import PhysicsOptions
@@ -34,13 +33,21 @@ from upright.tasks.standup.assisted_start import validate as validate_assisted_s
 from upright.tasks.standup.config import SimCfg, StandupEnvCfg
 from upright.tasks.standup.curriculum import StandupCurriculum
 from upright.tasks.standup.foot_contact import FootContactReader
-from upright.tasks.standup.observations import HISTORY_LENGTH, compute_observation, observation_dims
+from upright.tasks.standup.observations import (
+    HISTORY_LENGTH,
+    compute_observation,
+    observation_dims,
+)
 from upright.tasks.standup.randomization import StandupRandomizer
-from upright.tasks.standup.rewards import REWARD_GROUPS, RewardManager, standup_reward_terms
-from upright.tasks.standup.scene import standup_scene
-from upright.tasks.standup.state import StandupState
+from upright.tasks.standup.rewards import (
+    REWARD_GROUPS,
+    RewardManager,
+    standup_reward_terms,
+)
 from upright.tasks.standup.rise_path import RisePathStarts
 from upright.tasks.standup.rise_path import validate as validate_rise_path
+from upright.tasks.standup.scene import standup_scene
+from upright.tasks.standup.state import StandupState
 from upright.tasks.standup.state_archive import StateArchive
 from upright.tasks.standup.terminations import terrain_fall, velocity_explosion
 from upright.tasks.standup.terrains import StartSampler, check_variant, terrain_layout
@@ -83,7 +90,7 @@ class StandupEnv(VecEnv):
         self.num_envs = cfg.num_envs
         self.step_dt = sim_cfg.timestep * cfg.decimation
         """Control period, s (0.02 s: 50 Hz)."""
-        self.max_episode_length = int(round(cfg.episode_length_s / self.step_dt))
+        self.max_episode_length = round(cfg.episode_length_s / self.step_dt)
         self._init_indices()
         self.num_actions = len(g1.POLICY_JOINT_NAMES)
         self.num_obs_per_step = sum(observation_dims(self.num_actions))
@@ -282,7 +289,7 @@ class StandupEnv(VecEnv):
         if self._rise_path is not None:
             rp = self.cfg.rise_path
             if rp.episode_length_s > 0:
-                path_len = cfg.unactuated_steps + int(round(rp.episode_length_s / self.step_dt))
+                path_len = cfg.unactuated_steps + round(rp.episode_length_s / self.step_dt)
                 time_outs |= self.on_path & (self.episode_length_buf >= path_len)
             if rp.fall_drop > 0:
                 terminated |= self.on_path & (state.head_height < self.start_head_height - rp.fall_drop)
