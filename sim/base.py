@@ -37,6 +37,26 @@ blow up (measured on the lift task's cube: any mass factor from 0.5 to 2 made gr
 1,000 m/s within a few steps; writing the subtree mass too removed every case). Write both together."""
 
 
+
+def subtree_masses(body_mass: torch.Tensor, body_parentid) -> torch.Tensor:
+    """Per-env ``body_subtreemass`` from per-env ``body_mass``, as ``mj_setConst`` computes it.
+
+    Write the result with ``body_mass`` (see :data:`PER_ENV_FIELDS`): a body's subtree mass is its own mass plus
+    its descendants'. MuJoCo numbers every child after its parent, so one pass from the last body back to the
+    first accumulates each subtree.
+
+    Args:
+        body_mass: (N, nbody) float masses, kg.
+        body_parentid: (nbody,) int parent body ids (``MjModel.body_parentid``; body 0, the world, is its own parent).
+
+    Returns:
+        (N, nbody) subtree masses, kg, same dtype and device as ``body_mass``.
+    """
+    sub = body_mass.clone()
+    for b in range(sub.shape[1] - 1, 0, -1):
+        sub[:, int(body_parentid[b])] += sub[:, b]
+    return sub
+
 @dataclass
 class SimState:
     """State of all envs after the last call, as torch tensors (float32, on the sim's device).

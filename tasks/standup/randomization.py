@@ -32,7 +32,7 @@ from typing import Any, Optional
 
 import torch
 
-from upright.sim.base import BatchedSim
+from upright.sim.base import BatchedSim, subtree_masses
 
 
 @dataclass
@@ -414,6 +414,8 @@ class StandupRandomizer:
             mass[:, bodies] *= self.link_mass_scale
             mass[:, self._torso] += self.payload
             self.sim.set_model_field("body_mass", all_ids, mass)
+            # the subtree masses must follow, or MuJoCo's centres of mass go stale (upright.sim.PER_ENV_FIELDS)
+            self.sim.set_model_field("body_subtreemass", all_ids, subtree_masses(mass, m.body_parentid))
             if self.enabled:
                 inertia = torch.tensor(m.body_inertia, dtype=torch.float32, device=self.device).repeat(n, 1, 1)
                 inertia[:, bodies] *= self.link_mass_scale[:, :, None]

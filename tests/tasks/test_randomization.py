@@ -8,6 +8,7 @@ are shared (and cached on disk).
 
 from __future__ import annotations
 
+import copy
 import math
 
 import mujoco
@@ -326,6 +327,30 @@ def test_fixed_payload_adds_to_the_torso_mass_only():
     total = torch.full((2,), float(m.body_mass.sum()) + 8.0, dtype=torch.float64)
     torch.testing.assert_close(env.randomizer.robot_mass.double(), total)
 
+
+
+def test_randomised_masses_carry_their_subtree_masses_and_centre_of_mass(env16):
+    """Each env's ``body_subtreemass`` is what ``mj_setConst`` computes for its randomised masses, and with the
+    env's two fields MuJoCo's whole-body centre of mass (``subtree_com`` of the pelvis) is the mass-weighted mean
+    of the bodies' centres of mass (a stale subtree mass scales it)."""
+    m = env16.model
+    mass = env16.sim.model_field("body_mass").double()
+    sub = env16.sim.model_field("body_subtreemass").double()
+    assert (mass - torch.tensor(m.body_mass)).abs().max() > 1e-3, "masses were not randomised"
+    pelvis = body(env16, "pelvis")
+    for i in (0, 7):
+        reference = copy.copy(m)
+        reference.body_mass[:] = mass[i].numpy()
+        mujoco.mj_setConst(reference, mujoco.MjData(reference))
+        np.testing.assert_allclose(sub[i].numpy(), reference.body_subtreemass, rtol=1e-6)
+        env_model = copy.copy(m)
+        env_model.body_mass[:] = mass[i].numpy()
+        env_model.body_subtreemass[:] = sub[i].numpy()
+        data = mujoco.MjData(env_model)
+        data.qpos[:] = env16.sim.state.qpos[i].double().numpy()
+        mujoco.mj_forward(env_model, data)
+        w = env_model.body_mass[pelvis:, None]
+        np.testing.assert_allclose(data.subtree_com[pelvis], (w * data.xipos[pelvis:]).sum(0) / w.sum(), atol=1e-9)
 
 def _ball_model() -> mujoco.MjModel:
     xml = """<mujoco><option timestep="0.005" integrator="implicitfast"/><worldbody>
