@@ -18,6 +18,8 @@ q + β·a at every physics substep instead; see the README's notes on HoST.
 
 from __future__ import annotations
 
+import math
+
 import dataclasses
 
 import mujoco
@@ -164,6 +166,8 @@ class StandupEnv(VecEnv):
         """The settled rise-path starts of ``env.rise_path`` (None when its fraction is 0, as in HoST)."""
         self.on_path = torch.zeros(self.cfg.num_envs, dtype=torch.bool, device=dev)
         """(N,) whether each env's current episode began from a rise-path start (a subset of :attr:`assisted`)."""
+        self.path_u = torch.full((self.cfg.num_envs,), float("nan"), device=dev)
+        """(N,) path coordinate of each env's rise-path start (NaN for other starts and teacher states)."""
         self.start_head_height = torch.zeros(self.cfg.num_envs, device=dev)
         """(N,) head height above the feet at the start of each env's rise-path episode, m."""
         self.assisted = torch.zeros(self.cfg.num_envs, dtype=torch.bool, device=dev)
@@ -364,7 +368,8 @@ class StandupEnv(VecEnv):
             on_path = self._rise_path.choose(m, self.rng, assisted)
             k = int(on_path.sum())
             if k:
-                qpos[on_path], qvel[on_path] = self._rise_path.sample(k, self.rng, qpos[on_path, 0:2])
+                qpos[on_path], qvel[on_path], u = self._rise_path.sample(k, self.rng, qpos[on_path, 0:2])
+                self.path_u[env_ids[on_path]] = u
                 assisted = assisted | on_path
         self.on_path[env_ids] = on_path
         archived, restored = self._draw_archived(m, assisted)
@@ -459,6 +464,11 @@ class StandupEnv(VecEnv):
                 log["Metrics/path_head_gain"] = (state.head_height - self.start_head_height)[path_done]
                 stood = self._time_outs & (state.head_height > self.cfg.curriculum.threshold_height)
                 log["Metrics/path_stood"] = stood[path_done].float()  # lasted the episode, head above threshold
+                self._rise_path.record(self.path_u[path_done], stood[path_done])
+            if self._rise_path is not None and self.cfg.rise_path.reverse_curriculum:
+                log["Curriculum/rise_path_u_low"] = torch.tensor(self._rise_path.u_low)
+                if not math.isnan(self._rise_path.last_frontier_rate):
+                    log["Curriculum/rise_path_frontier_stood"] = torch.tensor(self._rise_path.last_frontier_rate)
         return log
 
     def state_dict(self) -> dict:
@@ -466,6 +476,8 @@ class StandupEnv(VecEnv):
         state = {"curriculum": self.curriculum.state_dict()}
         if self.archive is not None:
             state["state_archive"] = self.archive.state_dict()
+        if self._rise_path is not None:
+            state["rise_path"] = self._rise_path.state_dict()
         return state
 
     def load_state_dict(self, state: dict) -> None:
@@ -474,6 +486,8 @@ class StandupEnv(VecEnv):
             self.curriculum.load_state_dict(state["curriculum"])
         if self.archive is not None and "state_archive" in state:
             self.archive.load_state_dict(state["state_archive"])
+        if self._rise_path is not None and "rise_path" in state:
+            self._rise_path.load_state_dict(state["rise_path"])
 
     def close(self) -> None:
         """Release the backend."""

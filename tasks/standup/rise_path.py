@@ -80,6 +80,26 @@ class RisePathCfg:
     """Lowest path coordinate drawn (0 = supine)."""
     u_max: float = 1.0
     """Highest path coordinate drawn (1 = standing)."""
+    reverse_curriculum: bool = False
+    """Reverse curriculum over the path (Florensa et al., "Reverse Curriculum Generation for Reinforcement
+    Learning", CoRL 2017, applied to the path coordinate): draws start at u >= ``curriculum_u_start`` (near standing)
+    and the lowest drawn u moves ``curriculum_step`` down the path each time the episodes started in the frontier
+    band [u_low, u_low + ``curriculum_band``) succeed often enough (``curriculum_success``; success = the episode
+    lasted its length and ended with the head above the curriculum's threshold height, ``Metrics/path_stood``).
+    Keyframe source only."""
+    curriculum_u_start: float = 0.9
+    """First lowest path coordinate of the reverse curriculum (0.9: standing, see the module table)."""
+    curriculum_step: float = 0.05
+    """How far down the path the lowest coordinate moves on each advance."""
+    curriculum_band: float = 0.1
+    """Width of the frontier band above the lowest coordinate, in path coordinate."""
+    curriculum_frontier_share: float = 0.5
+    """Share of rise-path draws taken from the frontier band; the rest are uniform over [u_low, u_max], so the
+    easier starts stay in the batch."""
+    curriculum_success: float = 0.5
+    """Success rate of frontier episodes at which the curriculum advances."""
+    curriculum_min_episodes: int = 200
+    """Frontier episodes counted before the success rate is read (then the count restarts)."""
 
 
 def validate(cfg: RisePathCfg, terrain: str) -> None:
@@ -101,6 +121,19 @@ def validate(cfg: RisePathCfg, terrain: str) -> None:
         raise ValueError("env.rise_path.episode_length_s and fall_drop must be >= 0 (0 turns each off).")
     if not 0.0 <= cfg.u_min <= cfg.u_max <= 1.0:
         raise ValueError(f"env.rise_path.u_min/u_max must satisfy 0 <= u_min <= u_max <= 1, got {cfg.u_min}, {cfg.u_max}")
+    if cfg.reverse_curriculum:
+        if cfg.source != "keyframes":
+            raise ValueError("env.rise_path.reverse_curriculum needs env.rise_path.source=keyframes (teacher states "
+                             "have no path coordinate).")
+        if not cfg.u_min <= cfg.curriculum_u_start <= cfg.u_max:
+            raise ValueError(f"env.rise_path.curriculum_u_start must lie in [u_min, u_max] = [{cfg.u_min}, "
+                             f"{cfg.u_max}], got {cfg.curriculum_u_start}")
+        if cfg.curriculum_step <= 0 or cfg.curriculum_band <= 0 or cfg.curriculum_min_episodes < 1:
+            raise ValueError("env.rise_path.curriculum_step and curriculum_band must be > 0 and "
+                             "curriculum_min_episodes >= 1.")
+        if not 0 <= cfg.curriculum_frontier_share <= 1 or not 0 < cfg.curriculum_success <= 1:
+            raise ValueError("env.rise_path.curriculum_frontier_share must be in [0, 1] and curriculum_success in "
+                             "(0, 1].")
     if cfg.fraction > 0 and terrain != "ground":
         raise ValueError(
             f"env.rise_path.fraction > 0 needs terrain=ground (got terrain={terrain}): the poses are placed on flat "
@@ -192,6 +225,7 @@ class RisePathStarts:
             qpos, qvel, heads = teacher_states(model, default_pose, policy_ids, n, cfg.joint_noise, seed)
             self.u = np.full(n, np.nan)
             self._store(qpos, qvel, heads)
+            self._init_curriculum()
             return
         self.u = np.empty(n)
         """(B,) path coordinate of each start (NaN for teacher states)."""
@@ -221,6 +255,68 @@ class RisePathStarts:
             self.u[k] = u
             qpos[k], qvel[k], heads[k] = d.qpos, d.qvel, d.site_xpos[head, 2]
         self._store(qpos, qvel, heads)
+        self._init_curriculum()
+
+    # ------------------------------------------------------------------ reverse curriculum
+    def _init_curriculum(self) -> None:
+        self.u_low = float(self.cfg.curriculum_u_start) if self.cfg.reverse_curriculum else float(self.cfg.u_min)
+        """Lowest path coordinate drawn now (moves down with the reverse curriculum; ``u_min`` without it)."""
+        self.advances = 0
+        """How many times the reverse curriculum has moved ``u_low`` down."""
+        self._frontier_done = 0
+        self._frontier_stood = 0
+        self._u_bank = torch.tensor(self.u, dtype=torch.float32, device=self.device)
+
+    def _draw_indices(self, m: int, rng: torch.Generator) -> torch.Tensor:
+        """(M,) bank indices: uniform over the bank, or, with the reverse curriculum, a ``curriculum_frontier_share``
+        from the frontier band and the rest uniform over the starts with u >= ``u_low``."""
+        n = self.qpos.shape[0]
+        if not self.cfg.reverse_curriculum:
+            return torch.randint(0, n, (m,), generator=rng).to(self.device)
+        eligible = (self._u_bank >= self.u_low - 1e-6).nonzero().flatten()
+        frontier = (
+            (self._u_bank >= self.u_low - 1e-6) & (self._u_bank < self.u_low + self.cfg.curriculum_band)
+        ).nonzero().flatten()
+        if eligible.numel() == 0:  # a bank without starts above u_low: take the highest ones
+            eligible = torch.argsort(self._u_bank, descending=True)[: max(1, n // 10)]
+        if frontier.numel() == 0:
+            frontier = eligible
+        pick_frontier = torch.rand(m, generator=rng).to(self.device) < self.cfg.curriculum_frontier_share
+        a = frontier[torch.randint(0, frontier.numel(), (m,), generator=rng).to(self.device)]
+        b = eligible[torch.randint(0, eligible.numel(), (m,), generator=rng).to(self.device)]
+        return torch.where(pick_frontier, a, b)
+
+    def record(self, start_u: torch.Tensor, stood: torch.Tensor) -> None:
+        """Count finished rise-path episodes for the reverse curriculum and advance it when due (no-op without it).
+
+        Args:
+            start_u: (K,) path coordinate each finished episode started at.
+            stood: (K,) bool, whether it succeeded (lasted its length, head above the threshold height at the end).
+        """
+        if not self.cfg.reverse_curriculum or start_u.numel() == 0:
+            return
+        in_band = start_u < self.u_low + self.cfg.curriculum_band
+        self._frontier_done += int(in_band.sum())
+        self._frontier_stood += int((stood & in_band).sum())
+        if self._frontier_done >= self.cfg.curriculum_min_episodes:
+            rate = self._frontier_stood / self._frontier_done
+            self.last_frontier_rate = rate
+            if rate >= self.cfg.curriculum_success and self.u_low > self.cfg.u_min + 1e-9:
+                self.u_low = max(float(self.cfg.u_min), self.u_low - self.cfg.curriculum_step)
+                self.advances += 1
+            self._frontier_done = self._frontier_stood = 0
+
+    last_frontier_rate: float = float("nan")
+    """Success rate of the frontier band over the last completed count (NaN before the first)."""
+
+    def state_dict(self) -> dict:
+        """The reverse curriculum's position, for checkpoints."""
+        return {"u_low": self.u_low, "advances": self.advances}
+
+    def load_state_dict(self, state: dict) -> None:
+        """Restore :meth:`state_dict`."""
+        self.u_low = float(state["u_low"])
+        self.advances = int(state["advances"])
 
     def _store(self, qpos: np.ndarray, qvel: np.ndarray, heads: np.ndarray) -> None:
         self.qpos = torch.tensor(qpos, dtype=torch.float32, device=self.device)
@@ -235,8 +331,10 @@ class RisePathStarts:
         already ``taken`` (M,) bool by another start kind)."""
         return (torch.rand(m, generator=rng) < self.cfg.fraction).to(taken.device) & ~taken
 
-    def sample(self, m: int, rng: torch.Generator, xy: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Draw ``m`` starts uniformly from the bank.
+    def sample(
+        self, m: int, rng: torch.Generator, xy: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Draw ``m`` starts from the bank: uniformly, or by the reverse curriculum (``reverse_curriculum``).
 
         Args:
             m: number of starts.
@@ -244,12 +342,13 @@ class RisePathStarts:
             xy: (M, 2) pelvis x, y of the env's start position, m (added to the bank's x = y = 0).
 
         Returns:
-            qpos (M, nq) and qvel (M, nv) float32.
+            qpos (M, nq) and qvel (M, nv) float32, and the (M,) path coordinate of each start (NaN for teacher
+            states).
         """
-        idx = torch.randint(0, self.qpos.shape[0], (m,), generator=rng).to(self.device)
+        idx = self._draw_indices(m, rng)
         qpos = self.qpos[idx].clone()
         qpos[:, 0:2] += xy
-        return qpos, self.qvel[idx].clone()
+        return qpos, self.qvel[idx].clone(), self._u_bank[idx]
 
 
 def _geom_bottom(model: mujoco.MjModel, data: mujoco.MjData, g: int) -> float:

@@ -69,7 +69,7 @@ def test_bank_states_are_settled_physics_states_whose_head_rises_along_the_path(
 def test_sample_moves_the_start_to_the_envs_position_and_copies(bank):
     g = torch.Generator().manual_seed(0)
     xy = torch.tensor([[3.0, -2.0], [0.5, 0.5]])
-    qpos, qvel = bank.sample(2, g, xy)
+    qpos, qvel, u = bank.sample(2, g, xy)
     assert qpos.shape == (2, bank.qpos.shape[1]) and qvel.shape == (2, bank.qvel.shape[1])
     assert ((qpos[:, 0:2] - xy).abs() < 0.3).all()  # the bank's pelvis sits near x = y = 0
     qpos[:] = 0.0
@@ -162,3 +162,70 @@ def test_teacher_source_fills_the_bank_with_moving_states_along_the_get_up(scene
     assert bank.qvel.abs().max() > 1.0  # dynamic states, not settled poses
     with pytest.raises(ValueError, match="env.rise_path.source"):
         validate(RisePathCfg(source="mocap"), "ground")
+
+
+# ------------------------------------------------------------------ reverse curriculum
+
+
+@pytest.fixture(scope="module")
+def curriculum_bank(scene) -> RisePathStarts:
+    info = g1.robot_info()
+    cfg = RisePathCfg(fraction=0.5, bank_size=200, settle_max=0.05, reverse_curriculum=True, curriculum_u_start=0.8,
+                      curriculum_step=0.1, curriculum_band=0.1, curriculum_frontier_share=0.5,
+                      curriculum_success=0.5, curriculum_min_episodes=10)  # fmt: skip
+    return RisePathStarts(cfg, scene, info.default_pose, info.policy_joint_ids, seed=4)
+
+
+def test_reverse_curriculum_draws_above_its_lowest_coordinate_half_from_the_frontier(curriculum_bank):
+    bank = curriculum_bank
+    bank.load_state_dict({"u_low": 0.8, "advances": 0})
+    g = torch.Generator().manual_seed(1)
+    _, _, u = bank.sample(2000, g, torch.zeros(2000, 2))
+    assert (u >= 0.8 - 1e-6).all()
+    frontier = float((u < 0.9).float().mean())
+    # half from the band [0.8, 0.9), half uniform over the bank's starts in [0.8, 1]
+    bank_u = torch.tensor(bank.u)
+    in_band = float(((bank_u >= 0.8) & (bank_u < 0.9)).sum() / (bank_u >= 0.8).sum())
+    assert frontier == pytest.approx(0.5 + 0.5 * in_band, abs=0.04)
+
+
+def test_reverse_curriculum_advances_only_on_frontier_success_and_stops_at_u_min(curriculum_bank):
+    bank = curriculum_bank
+    bank.load_state_dict({"u_low": 0.8, "advances": 0})
+    frontier_u, easy_u = torch.full((10,), 0.85), torch.full((10,), 0.95)
+    bank.record(easy_u, torch.ones(10, dtype=torch.bool))  # easy starts do not count
+    assert bank.u_low == pytest.approx(0.8) and math.isnan(bank.last_frontier_rate)
+    bank.record(frontier_u, torch.arange(10) < 4)  # 40 % < 50 %: stays
+    assert bank.u_low == pytest.approx(0.8) and bank.last_frontier_rate == pytest.approx(0.4)
+    bank.record(frontier_u, torch.arange(10) < 6)  # 60 %: one step down
+    assert bank.u_low == pytest.approx(0.7) and bank.advances == 1
+    for _ in range(20):
+        bank.record(torch.full((10,), bank.u_low), torch.ones(10, dtype=torch.bool))
+    assert bank.u_low == pytest.approx(0.0) and bank.advances == 8
+    assert bank.state_dict() == {"u_low": pytest.approx(0.0), "advances": 8}
+
+
+def test_reverse_curriculum_settings_are_checked():
+    with pytest.raises(ValueError, match="source=keyframes"):
+        validate(RisePathCfg(reverse_curriculum=True, source="teacher"), "ground")
+    with pytest.raises(ValueError, match="curriculum_u_start"):
+        validate(RisePathCfg(reverse_curriculum=True, u_max=0.8, curriculum_u_start=0.9), "ground")
+    with pytest.raises(ValueError, match="curriculum_step"):
+        validate(RisePathCfg(reverse_curriculum=True, curriculum_step=0.0), "ground")
+
+
+def test_env_keeps_the_reverse_curriculum_in_its_checkpoint_state_and_logs_it():
+    cfg = RisePathCfg(fraction=0.6, bank_size=48, episode_length_s=0.1, reverse_curriculum=True,
+                      curriculum_u_start=0.7, curriculum_min_episodes=1, curriculum_success=0.01)  # fmt: skip
+    env = _env(rise_path=cfg)
+    on = env.on_path
+    assert (env.path_u[on] >= 0.7 - 1e-6).all() and env.path_u[~on].isnan().all()
+    logged = {}
+    for _ in range(6):
+        _, _, _, extras = env.step(torch.zeros(32, 23))
+        logged |= extras["episode"]
+    assert float(logged["Curriculum/rise_path_u_low"]) <= 0.7
+    state = env.state_dict()["rise_path"]
+    fresh = _env(rise_path=cfg)
+    fresh.load_state_dict({"rise_path": {"u_low": 0.25, "advances": 3}})
+    assert fresh._rise_path.u_low == 0.25 and state["u_low"] == env._rise_path.u_low
