@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+import torch
 from upright.tasks.standup.planner import PlannerCfg
 from upright.training.distill import DistillCfg, distill
 
@@ -17,6 +18,8 @@ def test_distillation_fits_the_teachers_labels_and_saves_a_resumable_checkpoint(
     assert r0["labels"] == 2 * (40 - 30)  # actuated steps only: the first 30 are HoST's unactuated drop
     assert r0["fit_mse"] < 0.5 * r0["mse_before_fit"]
     assert (run / "model_0.pt").exists() and (run / "distill.json").exists()
+    data = torch.load(run / "labels.pt")
+    assert data["obs"].shape == (20, 456) and data["labels"].shape == (20, 23) and data["labels"].abs().max() <= 1.0
     from upright.training.evaluate import make_eval_env
 
     env, policy, beta, _ = make_eval_env(str(run / "model_0.pt"), overrides=["env.action_mode=absolute"], num_envs=2)

@@ -12,7 +12,8 @@ frames). The env keeps domain randomisation and observation noise on, as in trai
 The actions are ``env.action_mode=absolute`` with a fixed β (the curriculum is off): the planner's targets are kept in
 default ± β, so a label a* = (p* - q_default) / β lies in [-1, 1], the range of the tanh actor.
 
-The result is a checkpoint of the training run's format (``model_0.pt`` in ``--run-dir``): continue it with PPO by
+The result is a checkpoint of the training run's format (``model_0.pt`` in ``--run-dir``, beside the labelled
+dataset ``labels.pt``: actor observations (M, 456) and teacher actions (M, 23), float32): continue it with PPO by
 ``python train.py task=standup resume=<run-dir> <the same env overrides>``.
 
 Usage::
@@ -184,6 +185,7 @@ def distill(overrides: list[str], run_dir: pathlib.Path, cfg: DistillCfg, planne
         report["rounds"].append(row)
         print(row, flush=True)
     runner.save(str(run_dir / "model_0.pt"))
+    torch.save({"obs": torch.cat(all_obs), "labels": torch.cat(all_labels)}, run_dir / "labels.pt")  # the DAgger dataset
     atomic_write_text(run_dir / "distill.json", json.dumps(report, indent=1))
     env.close()
     return report
