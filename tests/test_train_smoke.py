@@ -83,13 +83,13 @@ def test_unknown_task_and_override_list_valid_ones(tmp_path):
 
 
 def test_tensorboard_has_every_group_and_term(first_run):
-    from upright.tasks.standup.rewards import REWARD_GROUPS, RewardManager, standup_reward_terms
+    from upright.tasks.standup.rewards import REWARD_GROUPS, standup_reward_terms
     from upright.training.plot_scalars import load_scalars
 
     run_dir, _ = first_run
     tags = set(load_scalars(run_dir))
     expected = {f"Episode_Reward/group/{g}" for g in REWARD_GROUPS}
-    expected |= {f"Episode_Reward/{key}" for key in RewardManager(standup_reward_terms()).keys}
+    expected |= {f"Episode_Reward/{term.key}" for term in standup_reward_terms()}
     expected.add("Metrics/head_height")
     assert expected <= tags, sorted(expected - tags)
 
