@@ -128,14 +128,12 @@ class StandupTask(BatchedTask):
         last 5 frames and the frame of ``env.last_state`` (zero during the unactuated start). Observation noise, if
         on, is drawn from a generator of its own (seeded by :meth:`reseed`), so the env's random streams are the
         same whether or not anyone reads final observations."""
-        from upright.tasks.standup.observations import HISTORY_LENGTH, compute_observation
+        from upright.tasks.standup.observations import HISTORY_LENGTH, observation_frame
 
         env = self.env
         state = env.last_state
         scale = env.randomizer.obs_noise_scale(bool(env.cfg.obs_noise))
-        frame = compute_observation(state, noise=scale > 0, generator=self._final_rng, noise_scale=scale)
-        passive = (state.episode_step < env.cfg.unactuated_steps).unsqueeze(-1)
-        frame = torch.where(passive, torch.zeros_like(frame), frame)
+        frame = observation_frame(state, state.episode_step < env.cfg.unactuated_steps, scale, self._final_rng)
         history = before.view(before.shape[0], HISTORY_LENGTH, -1)
         return torch.cat([history[done, 1:], frame[done].unsqueeze(1)], dim=1).flatten(1)
 

@@ -3,7 +3,9 @@
 A level is a float in [0, 1] kept per env (N,): 0 is the easiest setting, 1 the task as specified. A task maps
 levels to its parameters with :func:`lerp` (e.g. the cube's start range widening from 5 cm to 20 cm), and moves
 them at episode ends with rules: small functions ``rule(level, outcome, **params) -> new level`` of the resetting
-envs. :class:`LevelCurriculum` holds the levels, applies its rules, and is saved in checkpoints.
+envs. :class:`LevelCurriculum` holds the levels, applies its rules, and is saved in checkpoints;
+:func:`load_per_env` restores a per-env checkpoint tensor, also for another number of envs (every task's curriculum
+uses it, standup's HoST pull force and β included).
 """
 
 from __future__ import annotations
@@ -29,6 +31,17 @@ def raise_on_success(level: torch.Tensor, success: torch.Tensor, step: float = 0
 def lower_on_failure(level: torch.Tensor, success: torch.Tensor, step: float = 0.02) -> torch.Tensor:
     """Envs whose episode failed move ``step`` down, floored at 0 (keeps each env near the edge of its ability)."""
     return torch.where(success, level, (level - step).clamp(min=0.0))
+
+
+def load_per_env(target: torch.Tensor, saved: torch.Tensor) -> None:
+    """Restore a per-env (N, ...) checkpoint tensor in place: copied when ``saved`` has ``target``'s shape, else
+    (saved for another number of envs, e.g. a training checkpoint exported or evaluated with 1 env) every entry
+    set to the mean of ``saved`` (0 if it is empty). ``saved`` is moved to ``target``'s device and dtype."""
+    saved = saved.to(target.device, target.dtype)
+    if saved.shape == target.shape:
+        target.copy_(saved)
+    else:
+        target.fill_(float(saved.mean()) if saved.numel() else 0.0)
 
 
 def lerp(start: float, end: float, level: torch.Tensor) -> torch.Tensor:
@@ -91,9 +104,5 @@ class LevelCurriculum:
         (e.g. exporting or evaluating a checkpoint with 1 env) set every env to their mean level."""
         if not self.enabled:
             return
-        level = state["level"].to(self.level.device, self.level.dtype)
-        if level.shape == self.level.shape:
-            self.level.copy_(level)
-        else:
-            self.level.fill_(float(level.mean()) if level.numel() else 0.0)
+        load_per_env(self.level, state["level"])
         self.num_updates = int(state.get("num_updates", 0))

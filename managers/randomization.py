@@ -7,6 +7,10 @@ targets (:class:`FieldTarget`: a per-env ``MjModel`` field and an index into one
 e.g. Kp as ``actuator_gainprm[:, 0]`` and ``-actuator_biasprm[:, 1]`` together. Writes go through
 :meth:`upright.sim.base.BatchedSim.set_model_field`, so the same term works on every backend for the fields of
 :data:`upright.sim.PER_ENV_FIELDS`. Nominal values are read once, when the randomiser is built.
+
+:class:`ActionDelay` delays each env's controls by a whole number of physics substeps (any length, a ring of the
+last env steps' controls); the task draws the delays at reset (lift: U{0..max}; standup: HoST's range, or a fixed
+robustness-test delay).
 """
 
 from __future__ import annotations
@@ -128,42 +132,68 @@ class ModelFieldRandomizer:
 
 
 class ActionDelay:
-    """Hold the previous control for the first ``delay`` physics substeps of an env step, per env.
+    """Per-env action delay in physics substeps, of any length: a ring of the last env steps' controls.
 
     A delay of d substeps (d·dt_physics s) means the policy's new targets reach the actuators d substeps late, as a
-    computation and bus latency does on a robot. d is drawn per env at reset from {0, ..., max_substeps}.
+    computation and bus latency does on a robot: substep j (0-based) of env step t of an env with delay d uses the
+    control commanded at env step t - ceil((d - j) / decimation) (or t when d <= j), so the actuators see the
+    command stream shifted by exactly d substeps. With d <= decimation that is the previous env step's control for
+    the first d substeps and the new one after. The task draws each env's delay at its reset (:meth:`reset`); it is
+    held until the next one.
 
     Args:
         num_envs: N.
-        max_substeps: largest delay, substeps (<= decimation; 0 turns the delay off).
+        nu: actuators (the width of a control).
         decimation: physics substeps per env step.
-        generator: torch RNG of the draws.
+        max_delay: the longest delay that will be set, substeps (>= 0; sizes the ring; 0 turns the delay off).
         device: torch device.
 
     Raises:
-        ValueError: ``max_substeps`` outside [0, decimation].
+        ValueError: ``max_delay`` < 0 or ``decimation`` < 1.
     """
 
-    def __init__(self, num_envs: int, max_substeps: int, decimation: int, generator: torch.Generator, device="cpu"):
-        if not 0 <= max_substeps <= decimation:
-            raise ValueError(f"action delay must be 0..decimation={decimation} substeps, got {max_substeps}")
-        self.max_substeps = max_substeps
+    def __init__(self, num_envs: int, nu: int, decimation: int, max_delay: int, device: torch.device | str = "cpu"):
+        if max_delay < 0 or decimation < 1:
+            raise ValueError(f"action delay needs max_delay >= 0 and decimation >= 1, got {max_delay}, {decimation}")
         self.decimation = decimation
-        self.rng = generator
+        self.depth = -(-max_delay // decimation) + 1
+        """Env-step controls kept (the current one plus ceil(max_delay / decimation) earlier ones)."""
+        self.max_delay = max_delay
+        self.buffer = torch.zeros(self.depth, num_envs, nu, device=device)
+        """(depth, N, nu) float32 ring of controls (the task's units, e.g. PD targets in rad); slot ``head`` is the
+        newest."""
+        self.head = 0
         self.delay = torch.zeros(num_envs, dtype=torch.long, device=device)
-        """(N,) int64 delay of each env, physics substeps."""
+        """(N,) int64 delay of each env, substeps."""
+        self._substep = torch.arange(decimation, device=device)[:, None]
+        self._envs = torch.arange(num_envs, device=device)[None, :]
 
-    def on_reset(self, env_ids: torch.Tensor) -> None:
-        """Draw new delays for ``env_ids``."""
-        if self.max_substeps > 0 and env_ids.numel():
-            d = torch.randint(0, self.max_substeps + 1, (int(env_ids.numel()),), generator=self.rng)
-            self.delay[env_ids] = d.to(self.delay.device)
+    def reset(self, env_ids: torch.Tensor, ctrl: torch.Tensor, delay: torch.Tensor) -> None:
+        """Fill the history of ``env_ids`` (M,) with ``ctrl`` (M, nu) (the control at reset) and set their delay
+        (M,) int, substeps.
 
-    def controls(self, previous: torch.Tensor, new: torch.Tensor) -> torch.Tensor:
-        """The control of an env step: (N, nu) ``new`` when no env has a delay, else (decimation, N, nu) with
-        ``previous`` in the first ``delay`` substeps of each env and ``new`` after."""
-        if self.max_substeps == 0 or not bool(self.delay.any()):
-            return new
-        k = torch.arange(self.decimation, device=new.device).view(-1, 1, 1)
-        late = k < self.delay.to(new.device).view(1, -1, 1)
-        return torch.where(late, previous.unsqueeze(0), new.unsqueeze(0))
+        Raises:
+            ValueError: a delay below 0 or above ``max_delay``.
+        """
+        if delay.numel() and (int(delay.min()) < 0 or int(delay.max()) > self.max_delay):
+            raise ValueError(f"action delay must lie in [0, {self.max_delay}] substeps, got {delay.tolist()}")
+        self.buffer[:, env_ids] = ctrl.to(self.buffer.dtype).unsqueeze(0)
+        self.delay[env_ids] = delay.to(self.delay.device, torch.long)
+
+    def push(self, ctrl: torch.Tensor) -> torch.Tensor:
+        """Record this env step's control (N, nu); return what to give ``BatchedSim.step``.
+
+        Returns:
+            ``ctrl`` itself (N, nu) when every delay is 0 (the held-control hot path), else (decimation, N, nu)
+            per-substep controls.
+        """
+        if self.depth == 1:
+            return ctrl
+        self.head = (self.head + 1) % self.depth
+        self.buffer[self.head] = ctrl
+        if not bool(self.delay.any()):
+            return ctrl
+        ahead = self.delay[None, :] - self._substep + self.decimation - 1  # (decimation, N): ceil via floor
+        lag = torch.div(ahead, self.decimation, rounding_mode="floor")
+        slot = (self.head - lag.clamp(min=0)) % self.depth
+        return self.buffer[slot, self._envs]

@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from upright.robots import g1
-from upright.tasks.policy_schema import ACTION_FORMULAS, HISTORY_LAYOUT
+from upright.tasks.metadata import POLICY_IO, observation_metadata
+from upright.tasks.policy_schema import ACTION_FORMULAS
 from upright.tasks.standup.config import SimCfg, StandupEnvCfg
 
 
@@ -51,11 +52,12 @@ def policy_metadata(task_name: str, env) -> dict[str, Any]:
         from upright.tasks.lift.metadata import lift_policy_metadata
 
         return lift_policy_metadata(env)
-    from upright.tasks.standup.observations import HISTORY_LENGTH, OBS_CLIP, OBSERVATION_TERMS, observation_dims
+    from upright.tasks.standup import observations  # read at call time (a test adds a term to OBSERVATION_TERMS)
 
     info = env.robot
     pol, held = info.policy_joint_ids, info.held_joint_ids
-    dims = observation_dims(env.num_actions)
+    h, dims = observations.HISTORY_LENGTH, observations.observation_dims(env.num_actions)
+    obs = observation_metadata(observations.OBSERVATION_TERMS, dims, h, observations.OBS_CLIP, ROBOT_MEASURABLE_TERMS)
     return {
         "task": task_name,
         "terrain": str(env.cfg.terrain),
@@ -78,38 +80,21 @@ def policy_metadata(task_name: str, env) -> dict[str, Any]:
         "control_dt": env.step_dt,
         "sim_dt": env.sim_cfg.timestep,
         "decimation": env.cfg.decimation,
-        "observation_names": [t.name for t in OBSERVATION_TERMS],
-        "observation_dims": dims,
-        "observation_scales": [t.scale for t in OBSERVATION_TERMS],
-        "observation_descriptions": [_first_line(t.func.__doc__) for t in OBSERVATION_TERMS],
-        "observation_noise": [t.noise for t in OBSERVATION_TERMS],
-        "observation_history_length": HISTORY_LENGTH,
-        "observation_history_order": "oldest_first",
-        "history_layout": HISTORY_LAYOUT,
+        **obs,
         "history_layout_description": (
-            f"input = concat(frame[t-{HISTORY_LENGTH - 1}], ..., frame[t]): {HISTORY_LENGTH} whole frames of "
+            f"input = concat(frame[t-{h - 1}], ..., frame[t]): {h} whole frames of "
             f"{sum(dims)} values, oldest first; frame = concat over observation_names of scale * term, "
             "clipped to +-observation_clip"
         ),
-        "observation_frame_dim": sum(dims),
-        "observation_dim": HISTORY_LENGTH * sum(dims),
-        "observation_clip": OBS_CLIP,
         "unactuated_steps": int(env.cfg.unactuated_steps),
         "unactuated_start": (
             "for the first unactuated_steps control steps of an episode the action is 0 (PD target = measured q) "
             "and the frames pushed into the history are zeros; the first policy action is computed at step "
             "unactuated_steps from H-1 zero frames and the current frame, with last_action = 0"
         ),
-        "privileged_inputs": [t.name for t in OBSERVATION_TERMS if t.name not in ROBOT_MEASURABLE_TERMS],
         "training_assistance": (
             "training applied an upward pull force on the torso (pull-force curriculum) that the policy does not "
             "observe; run it without any such force. No privileged or simulator-only input is in the observation"
         ),
-        "observation_normalizer": "included in the graph",
-        "input_name": "obs",
-        "output_name": "actions",
+        **POLICY_IO,
     }
-
-
-def _first_line(doc: str | None) -> str:
-    return (doc or "").strip().splitlines()[0] if doc else ""

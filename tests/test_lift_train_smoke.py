@@ -4,7 +4,6 @@ metadata; unknown and standup-only overrides refused in one line."""
 from __future__ import annotations
 
 import os
-import pathlib
 import subprocess
 import sys
 
@@ -12,27 +11,17 @@ import numpy as np
 import onnxruntime as ort
 import pytest
 import torch
+from train_testlib import ROOT, run_train, two_iteration_run
 
 from upright.training.onnx_export import read_metadata
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
 SMALL = ["task=lift", "env.num_envs=16", "train.num_steps_per_env=8", "train.save_interval=1", "sim.num_threads=1",
          "train.update_threads=1"]  # fmt: skip
 
 
-def run_train(args: list[str], cwd: pathlib.Path) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, str(ROOT / "train.py"), *args], cwd=cwd, capture_output=True, text=True, timeout=280,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-    )  # fmt: skip
-
-
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
-    cwd = tmp_path_factory.mktemp("lift")
-    proc = run_train([*SMALL, "train.max_iterations=2", "run.root=runs", "run.name=smoke"], cwd)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    return cwd / "runs" / "lift" / "smoke", proc
+    return two_iteration_run(tmp_path_factory.mktemp("lift"), "lift", SMALL)
 
 
 def test_two_iterations_checkpoint_and_progress(run):

@@ -2,35 +2,20 @@
 
 from __future__ import annotations
 
-import os
-import pathlib
-import subprocess
-import sys
-
 import numpy as np
 import onnx
 import pytest
 import torch
+from train_testlib import run_train, two_iteration_run
 
 from upright.training.onnx_export import read_metadata
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
 SMALL = ["task=standup", "env.num_envs=8", "env.episode_length_s=0.3", "train.num_steps_per_env=8", "train.save_interval=1", "sim.num_threads=1"]
-
-
-def run_train(args: list[str], cwd: pathlib.Path) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, str(ROOT / "train.py"), *args], cwd=cwd, capture_output=True, text=True, timeout=280,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-    )  # fmt: skip
 
 
 @pytest.fixture(scope="module")
 def first_run(tmp_path_factory):
-    cwd = tmp_path_factory.mktemp("train")
-    proc = run_train([*SMALL, "train.max_iterations=2", "run.root=runs", "run.name=smoke"], cwd)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    return cwd / "runs" / "standup" / "smoke", proc
+    return two_iteration_run(tmp_path_factory.mktemp("train"), "standup", SMALL)
 
 
 def test_checkpoint_written(first_run):
@@ -83,13 +68,13 @@ def test_unknown_task_and_override_list_valid_ones(tmp_path):
 
 
 def test_tensorboard_has_every_group_and_term(first_run):
-    from upright.tasks.standup.rewards import REWARD_GROUPS, RewardManager, standup_reward_terms
+    from upright.tasks.standup.rewards import REWARD_GROUPS, standup_reward_terms
     from upright.training.plot_scalars import load_scalars
 
     run_dir, _ = first_run
     tags = set(load_scalars(run_dir))
     expected = {f"Episode_Reward/group/{g}" for g in REWARD_GROUPS}
-    expected |= {f"Episode_Reward/{key}" for key in RewardManager(standup_reward_terms()).keys}
+    expected |= {f"Episode_Reward/{term.key}" for term in standup_reward_terms()}
     expected.add("Metrics/head_height")
     assert expected <= tags, sorted(expected - tags)
 

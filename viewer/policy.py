@@ -223,7 +223,7 @@ def checkpoint_policy(path: str | pathlib.Path, env, train_cfg, device: str = "c
         first = " ".join(str(err).split())[:400]
         raise PolicyLoadError(
             f"{path} does not fit task '{getattr(env.cfg, 'task_name', 'standup')}' with train.* as configured "
-            f"(observation {env.num_obs_per_step * env.obs_history.shape[1]}, actions {env.num_actions}, "
+            f"(observation {env.obs_history.flat().shape[-1]}, actions {env.num_actions}, "
             f"actor {list(train_cfg.actor_hidden_dims)}): {first}"
         ) from None
     policy = runner.get_inference_policy(device)

@@ -196,9 +196,8 @@ class LiftEnv(VecEnv):
         a = actions.to(self.device, torch.float32).clamp(-cfg.action_clip, cfg.action_clip)
         self.last_actions.copy_(self.actions)
         self.actions.copy_(a)
-        previous = self.ctrl
-        self.ctrl = torch.minimum(torch.maximum(previous + cfg.action_scale * a, self.ctrl_lower), self.ctrl_upper)
-        self.sim.step(self.randomizer.delay.controls(previous, self.ctrl), cfg.decimation)
+        self.ctrl = torch.minimum(torch.maximum(self.ctrl + cfg.action_scale * a, self.ctrl_lower), self.ctrl_upper)
+        self.sim.step(self.randomizer.delay.push(self.ctrl), cfg.decimation)
         self.episode.length += 1
 
         state = self._read_state()
@@ -276,7 +275,7 @@ class LiftEnv(VecEnv):
         qpos[:, self._cube_q : self._cube_q + 3] = cube
         qpos[:, self._cube_q + 3 : self._cube_q + 7] = torch.tensor([1.0, 0.0, 0.0, 0.0], device=self.device)
         self.sim.reset_envs(env_ids, qpos, torch.zeros(m, self.model.nv, device=self.device))
-        self.randomizer.on_reset(env_ids)
+        self.randomizer.on_reset(env_ids, self.home_ctrl.expand(m, -1))
         self.ctrl[env_ids] = self.home_ctrl
         self.actions[env_ids] = 0.0
         self.last_actions[env_ids] = 0.0

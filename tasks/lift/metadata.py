@@ -9,14 +9,14 @@ from upright.robots import panda
 from upright.tasks.lift.observations import (
     HISTORY_LENGTH, OBS_CLIP, OBSERVATION_DIMS, OBSERVATION_TERMS, ROBOT_MEASURABLE_TERMS,
 )  # fmt: skip
-from upright.tasks.policy_schema import ACTION_FORMULAS, DELTA_ACTION_MODE, HISTORY_LAYOUT
+from upright.tasks.metadata import POLICY_IO, observation_metadata
+from upright.tasks.policy_schema import ACTION_FORMULAS, DELTA_ACTION_MODE
 
 
 def lift_policy_metadata(env) -> dict[str, Any]:
     """Metadata of a policy for the lift env ``env`` (:class:`~upright.tasks.lift.env.LiftEnv`); per-actuator arrays
     in :data:`upright.robots.panda.ACTUATOR_NAMES` order (7 arm joints, then the finger)."""
     info = panda.panda_info()
-    frame = sum(OBSERVATION_DIMS)
     return {
         "task": "lift",
         "robot": "franka_emika_panda",
@@ -40,29 +40,14 @@ def lift_policy_metadata(env) -> dict[str, Any]:
         "control_dt": env.step_dt,
         "sim_dt": env.sim_cfg.timestep,
         "decimation": int(env.cfg.decimation),
-        "observation_names": [t.name for t in OBSERVATION_TERMS],
-        "observation_dims": list(OBSERVATION_DIMS),
-        "observation_scales": [t.scale for t in OBSERVATION_TERMS],
-        "observation_descriptions": [_first_line(t.func.__doc__) for t in OBSERVATION_TERMS],
-        "observation_noise": [t.noise for t in OBSERVATION_TERMS],
-        "observation_history_length": HISTORY_LENGTH,
-        "observation_history_order": "oldest_first",
-        "history_layout": HISTORY_LAYOUT,
-        "observation_frame_dim": frame,
-        "observation_dim": HISTORY_LENGTH * frame,
-        "observation_clip": OBS_CLIP,
+        **observation_metadata(
+            OBSERVATION_TERMS, OBSERVATION_DIMS, HISTORY_LENGTH, OBS_CLIP, ROBOT_MEASURABLE_TERMS
+        ),
         "unactuated_steps": 0,
-        "privileged_inputs": [t.name for t in OBSERVATION_TERMS if t.name not in ROBOT_MEASURABLE_TERMS],
         "training_assistance": (
             "none applied to the robot; the cube and target positions come from the simulator (a real setup needs a "
             "cube tracker for the privileged inputs)"
         ),
         "success_threshold": float(env.cfg.success_threshold),
-        "observation_normalizer": "included in the graph",
-        "input_name": "obs",
-        "output_name": "actions",
+        **POLICY_IO,
     }
-
-
-def _first_line(doc: str | None) -> str:
-    return doc.strip().splitlines()[0] if doc else ""

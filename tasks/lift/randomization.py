@@ -71,7 +71,8 @@ class LiftRandomizer:
         delay = int(cfg.action_delay_substeps) if cfg.enabled else 0
         if not 0 <= delay <= decimation:
             raise ValueError(f"env.domain_rand.action_delay_substeps must be 0..{decimation}, got {delay}")
-        self.delay = ActionDelay(sim.num_envs, delay, decimation, self.rng, device=sim.device)
+        self.delay = ActionDelay(sim.num_envs, sim.model.nu, decimation, delay, device=sim.device)
+        """Per-env action delay (``delay.delay``: (N,) int64 substeps, U{0..action_delay_substeps} at each reset)."""
         if cfg.obs_noise_scale < 0:
             raise ValueError(f"env.domain_rand.obs_noise_scale must be >= 0, got {cfg.obs_noise_scale}")
 
@@ -80,7 +81,12 @@ class LiftRandomizer:
         """Multiplier of the observation noise (0 when randomisation is off)."""
         return float(self.cfg.obs_noise_scale) if self.cfg.enabled else 0.0
 
-    def on_reset(self, env_ids: torch.Tensor) -> None:
-        """New model fields and delays for ``env_ids``."""
+    def on_reset(self, env_ids: torch.Tensor, ctrl: torch.Tensor) -> None:
+        """New model fields and delays for ``env_ids`` (M,); ``ctrl`` (M, nu) is their control at reset (the delay
+        holds it for the first substeps of the first env step)."""
         self.fields.apply(env_ids, "reset")
-        self.delay.on_reset(env_ids)
+        m = int(env_ids.numel())
+        delay = torch.zeros(m, dtype=torch.long)
+        if self.delay.max_delay > 0 and m:
+            delay = torch.randint(0, self.delay.max_delay + 1, (m,), generator=self.rng)
+        self.delay.reset(env_ids, ctrl, delay)

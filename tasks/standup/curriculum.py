@@ -25,6 +25,8 @@ from typing import Optional
 
 import torch
 
+from upright.managers.curriculum import load_per_env
+
 
 @dataclass
 class CurriculumCfg:
@@ -134,10 +136,8 @@ class StandupCurriculum:
         Raises:
             KeyError: ``state`` lacks ``force`` or ``beta``.
         """
-        for name in ("force", "beta"):
-            value = state[name].to(self.force.device, torch.float32)
-            target = getattr(self, name)
-            target.copy_(value if value.shape == target.shape else value.mean().expand_as(target))
+        load_per_env(self.force, state["force"])
+        load_per_env(self.beta, state["beta"])
         if not self.cfg.enabled:
             self.force.zero_()
         self.num_triggers = int(state.get("num_triggers", 0))

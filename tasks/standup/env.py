@@ -26,6 +26,10 @@ import mujoco
 import torch
 from rsl_rl.env import VecEnv
 from tensordict import TensorDict
+
+from upright.managers.episode import EpisodeStats
+from upright.managers.observation import ObservationHistory
+from upright.managers.reward import RewardManager
 from upright.robots import g1
 from upright.sim import make_sim
 from upright.sim.options import PhysicsOptions
@@ -35,17 +39,9 @@ from upright.tasks.standup.assisted_start import validate as validate_assisted_s
 from upright.tasks.standup.config import SimCfg, StandupEnvCfg
 from upright.tasks.standup.curriculum import StandupCurriculum
 from upright.tasks.standup.foot_contact import FootContactReader
-from upright.tasks.standup.observations import (
-    HISTORY_LENGTH,
-    compute_observation,
-    observation_dims,
-)
+from upright.tasks.standup.observations import HISTORY_LENGTH, observation_dims, observation_frame
 from upright.tasks.standup.randomization import StandupRandomizer
-from upright.tasks.standup.rewards import (
-    REWARD_GROUPS,
-    RewardManager,
-    standup_reward_terms,
-)
+from upright.tasks.standup.rewards import GROUPS, standup_reward_terms
 from upright.tasks.standup.rise_path import RisePathStarts
 from upright.tasks.standup.rise_path import validate as validate_rise_path
 from upright.tasks.standup.scene import standup_scene
@@ -96,9 +92,12 @@ class StandupEnv(VecEnv):
         self._init_indices()
         self.num_actions = len(g1.POLICY_JOINT_NAMES)
         self.num_obs_per_step = sum(observation_dims(self.num_actions))
-        self.reward_manager = RewardManager(standup_reward_terms(cfg.terrain, cfg.posture), dt=self.step_dt)
+        self.reward_manager = RewardManager(standup_reward_terms(cfg.terrain, cfg.posture), GROUPS, dt=self.step_dt)
+        self.reward_group_names = tuple(self.reward_manager.group_names)
+        """Reward groups, in the column order of ``extras["reward_groups"]`` (one critic each)."""
         n, j, dev = self.num_envs, self.num_actions, self.device
-        self.episode_length_buf = torch.zeros(n, dtype=torch.long, device=dev)
+        self.episode = EpisodeStats(n, dev)
+        """Episode clock (:attr:`episode_length_buf`) and per-episode sums of the reward groups and terms."""
         self.curriculum = StandupCurriculum(cfg.curriculum, n, dev)
         """Per-env pull force and β (HoST curricula)."""
         self.beta = self.curriculum.beta
@@ -112,8 +111,9 @@ class StandupEnv(VecEnv):
         self.last_last_actions = torch.zeros(n, j, device=dev)
         self.p_target = torch.zeros(n, j, device=dev)
         self.prev_dq = torch.zeros(n, j, device=dev)
-        self.obs_history = torch.zeros(n, HISTORY_LENGTH, self.num_obs_per_step, device=dev)
-        self._episode_sums: dict[str, torch.Tensor] = {}
+        self.obs_history = ObservationHistory(n, self.num_obs_per_step, HISTORY_LENGTH, dev)
+        """The last :data:`~upright.tasks.standup.observations.HISTORY_LENGTH` frames of each env, oldest first
+        (``obs_history.buffer``: (N, 6, 76) float32)."""
         self.archive = (
             StateArchive(cfg.state_archive, self.model.nq, self.model.nv, (HISTORY_LENGTH, self.num_obs_per_step), j, dev)
             if cfg.state_archive.fraction > 0 else None
@@ -212,6 +212,16 @@ class StandupEnv(VecEnv):
         self._upvector = sensor("imu_upvector")
         self._foot_contact = FootContactReader(m)
 
+    @property
+    def episode_length_buf(self) -> torch.Tensor:
+        """(N,) int64 env steps of each env's current episode; assisted and archived starts begin at
+        ``unactuated_steps`` (rsl-rl's ``init_at_random_ep_len`` writes it)."""
+        return self.episode.length
+
+    @episode_length_buf.setter
+    def episode_length_buf(self, value: torch.Tensor) -> None:
+        self.episode.length = value.to(self.device, torch.long)
+
     # ------------------------------------------------------------------ state
     def _read_state(self) -> StandupState:
         s = self.sim.state
@@ -249,7 +259,7 @@ class StandupEnv(VecEnv):
     # ------------------------------------------------------------------ VecEnv
     def get_observations(self) -> TensorDict:
         """Actor and critic observations: (N, 6·76) stacked history, oldest first (identical for both, HoST)."""
-        flat = self.obs_history.flatten(1)
+        flat = self.obs_history.flat()
         return TensorDict({"actor": flat, "critic": flat}, batch_size=[self.num_envs], device=self.device)
 
     def step(self, actions: torch.Tensor) -> tuple[TensorDict, torch.Tensor, torch.Tensor, dict]:
@@ -283,7 +293,7 @@ class StandupEnv(VecEnv):
         self.episode_length_buf += 1
 
         state = self._read_state()
-        group_rewards, terms = self.reward_manager.compute(state)
+        group_rewards, terms = self.reward_manager.compute(state, self.num_envs, self.device)
         terminated = velocity_explosion(
             state, max_joint_vel=cfg.max_joint_vel, max_base_lin_vel=cfg.max_base_lin_vel,
             unactuated_steps=cfg.unactuated_steps,
@@ -306,7 +316,7 @@ class StandupEnv(VecEnv):
             s = self.sim.state
             self.archive.record(
                 (self.episode_length_buf > cfg.unactuated_steps) & ~terminated, state.head_height, s.qpos, s.qvel,
-                self.obs_history,
+                self.obs_history.buffer,
                 torch.stack([self.actions, self.last_actions, self.last_last_actions], dim=1),
                 self.sub_terrain, self.rng,
             )  # fmt: skip
@@ -379,20 +389,19 @@ class StandupEnv(VecEnv):
         self.sub_terrain[env_ids] = sub
         self.sim.reset_envs(env_ids, qpos, qvel)
         self.randomizer.on_reset(env_ids, qpos[:, self._q_adr])
-        self.episode_length_buf[env_ids] = 0
+        self.episode.reset(env_ids)  # clock and reward sums to 0
         self.episode_length_buf[env_ids[assisted]] = cfg.unactuated_steps  # assisted starts act at once
         self.assisted[env_ids] = assisted
-        for buf in (self.actions, self.last_actions, self.last_last_actions, self.prev_dq, self.obs_history):
+        for buf in (self.actions, self.last_actions, self.last_last_actions, self.prev_dq):
             buf[env_ids] = 0.0
+        self.obs_history.reset(env_ids)
         self.p_target[env_ids] = qpos[:, self._pq_adr]
         self.archived[env_ids] = archived
         if restored is not None:
             ids = env_ids[archived]
-            self.obs_history[ids] = restored.obs_history
+            self.obs_history.buffer[ids] = restored.obs_history
             self.actions[ids], self.last_actions[ids], self.last_last_actions[ids] = restored.actions.unbind(1)
             self.prev_dq[ids] = restored.qvel[:, self._pv_adr]
-        for v in self._episode_sums.values():
-            v[env_ids] = 0.0
 
     def _draw_archived(self, m: int, assisted: torch.Tensor):
         """Which of ``m`` resetting envs start from the archive ((M,) bool; never one already assisted) and their
@@ -415,21 +424,15 @@ class StandupEnv(VecEnv):
     def _update_history(self) -> None:
         """Append the current observation frame (zero during the unactuated start); reset envs have zero history."""
         scale = self.randomizer.obs_noise_scale(bool(self.cfg.obs_noise))
-        frame = compute_observation(self.state, noise=scale > 0, generator=self.rng, noise_scale=scale)
-        passive = (self.episode_length_buf < self.cfg.unactuated_steps).unsqueeze(-1)
-        frame = torch.where(passive, torch.zeros_like(frame), frame)
-        self.obs_history = torch.cat([self.obs_history[:, 1:], frame.unsqueeze(1)], dim=1)
+        passive = self.episode_length_buf < self.cfg.unactuated_steps
+        self.obs_history.push(observation_frame(self.state, passive, scale, self.rng))
 
     # ------------------------------------------------------------------ logging
     def _log_step(
         self, state: StandupState, group_rewards: torch.Tensor, terms: dict[str, torch.Tensor], dones: torch.Tensor
     ) -> dict[str, torch.Tensor]:
         """Accumulate per-episode sums; return per-step means of finished episodes plus live metrics."""
-        items = {f"group/{g}": group_rewards[:, i] for i, g in enumerate(REWARD_GROUPS)} | terms
-        for key, value in items.items():
-            if key not in self._episode_sums:
-                self._episode_sums[key] = torch.zeros(self.num_envs, device=self.device)
-            self._episode_sums[key] += value
+        self.episode.add({f"group/{g}": group_rewards[:, i] for i, g in enumerate(self.reward_group_names)} | terms)
         log: dict[str, torch.Tensor] = {
             "Metrics/head_height": state.head_height,
             "Metrics/base_height": state.base_height,
@@ -446,9 +449,7 @@ class StandupEnv(VecEnv):
         if dones.any():
             # env steps actually run: assisted episodes start their count at unactuated_steps
             run = self.episode_length_buf - self.assisted.long() * self.cfg.unactuated_steps
-            length = run[dones].float().clamp(min=1)
-            for key, total in self._episode_sums.items():
-                log[f"Episode_Reward/{key}"] = total[dones] / length
+            log |= self.episode.finished_means(dones, length=run)
             from_posture = dones & ~self.assisted
             if from_posture.any():
                 log["Metrics/final_head_height"] = state.head_height[from_posture]

@@ -1,18 +1,19 @@
-"""HoST's per-step actor observation (76-D for the 23 policy joints) as named terms.
+"""HoST's per-step actor observation (76-D for the 23 policy joints) as named terms of
+:class:`upright.managers.observation.ObservationTerm`.
 
 Each term is a function of :class:`~upright.tasks.standup.state.StandupState` returning an unscaled
 (N, D) float32 tensor. :data:`OBSERVATION_TERMS` lists them in order with HoST's scales and noise
 (HoST ``compute_observations``; noise from paper Table VIII). The same table is written into the ONNX
-metadata so a deployed policy rebuilds exactly this vector.
+metadata so a deployed policy rebuilds exactly this vector. :func:`observation_frame` builds one frame with
+:func:`upright.managers.observation.compute_frame` and zeroes it during the unactuated start; the env stacks
+:data:`HISTORY_LENGTH` of them in an :class:`upright.managers.observation.ObservationHistory`.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Callable
-
 import torch
 
+from upright.managers.observation import ObservationTerm, compute_frame
 from upright.tasks.standup.state import StandupState
 
 
@@ -46,20 +47,6 @@ def action_scale(state: StandupState) -> torch.Tensor:
     return state.beta.unsqueeze(-1)
 
 
-@dataclass(frozen=True)
-class ObservationTerm:
-    """One observation term: ``scale * func(state) + U(-noise, noise)``."""
-
-    name: str
-    """Term name (written into the ONNX metadata)."""
-    func: Callable[[StandupState], torch.Tensor]
-    """Returns the unscaled (N, D) term."""
-    scale: float
-    """Multiplier applied before noise."""
-    noise: float
-    """Half-width of the uniform noise added to the *scaled* value."""
-
-
 OBSERVATION_TERMS: tuple[ObservationTerm, ...] = (
     ObservationTerm("base_ang_vel", base_ang_vel, 0.25, 0.2 * 0.25),  # ±0.2 rad/s raw
     ObservationTerm("projected_gravity", projected_gravity, 1.0, 0.05),
@@ -77,27 +64,22 @@ OBS_CLIP = 100.0
 """Observations are clipped to ±100 (HoST ``clip_observations``)."""
 
 
-def compute_observation(
-    state: StandupState, noise: bool, generator: torch.Generator | None = None, noise_scale: float = 1.0
+def observation_frame(
+    state: StandupState, passive: torch.Tensor, noise_scale: float = 0.0, generator: torch.Generator | None = None
 ) -> torch.Tensor:
-    """Concatenate the scaled (and optionally noised) terms into one (N, 76) float32 frame.
+    """One (N, 76) float32 frame of :data:`OBSERVATION_TERMS` (scaled, noised, clipped to ±:data:`OBS_CLIP`), zero in
+    the envs still in their unactuated start (HoST pushes zero frames then).
 
     Args:
         state: current state.
-        noise: add the uniform noise of each term.
-        generator: optional torch RNG for the noise (any device: the noise is drawn on the generator's device and
-            moved to the state's); None draws from torch's global RNG.
-        noise_scale: multiplier of every term's noise half-width (``env.disturbance.obs_noise_scale``; 1 = HoST).
+        passive: (N,) bool, the envs whose episode has not yet reached ``env.unactuated_steps``.
+        noise_scale: multiplier of every term's noise half-width (0: no noise; 1 = HoST;
+            ``env.disturbance.obs_noise_scale`` sets others).
+        generator: torch RNG of the noise (any device: drawn on the generator's device and moved to the state's);
+            None draws from torch's global RNG.
     """
-    parts = []
-    for term in OBSERVATION_TERMS:
-        value = term.func(state) * term.scale
-        if noise and term.noise > 0 and noise_scale > 0:
-            rng_device = generator.device if generator is not None else value.device
-            u = torch.rand(value.shape, generator=generator, device=rng_device).to(value.device) * 2.0 - 1.0
-            value = value + (noise_scale * term.noise) * u
-        parts.append(value)
-    return torch.cat(parts, dim=-1).clamp(-OBS_CLIP, OBS_CLIP)
+    frame = compute_frame(OBSERVATION_TERMS, state, noise_scale, generator, OBS_CLIP)
+    return torch.where(passive.unsqueeze(-1), torch.zeros_like(frame), frame)
 
 
 def observation_dims(num_joints: int) -> list[int]:

@@ -32,6 +32,7 @@ from typing import Any, Optional
 
 import torch
 
+from upright.managers.randomization import ActionDelay
 from upright.sim.base import BatchedSim, subtree_masses
 
 
@@ -235,64 +236,6 @@ def contact_solref(nominal: torch.Tensor, zeta: torch.Tensor, timestep: float) -
     return torch.stack([(-k).expand_as(b), -b], dim=-1).float()
 
 
-class ActionDelayQueue:
-    """Per-env action delay in physics substeps, of any length: a ring of the last env steps' PD targets.
-
-    Substep j (0-based) of env step t of an env with delay d uses the target commanded at env step
-    t - ceil((d - j) / decimation) (or t when d <= j): the actuators see the command stream shifted by
-    exactly d substeps. Held per env until the next reset.
-
-    Args:
-        num_envs: N.
-        nu: actuators.
-        decimation: substeps per env step.
-        max_delay: the longest delay that will be set, substeps (sizes the ring).
-        device: torch device.
-    """
-
-    def __init__(self, num_envs: int, nu: int, decimation: int, max_delay: int, device: torch.device | str = "cpu"):
-        self.decimation = decimation
-        self.depth = -(-max_delay // decimation) + 1
-        """Env-step targets kept (the current one plus ceil(max_delay / decimation) earlier ones)."""
-        self.max_delay = max_delay
-        self.buffer = torch.zeros(self.depth, num_envs, nu, device=device)
-        """(depth, N, nu) ring of PD targets, rad; slot ``head`` is the newest."""
-        self.head = 0
-        self.delay = torch.zeros(num_envs, dtype=torch.long, device=device)
-        """(N,) int64 delay of each env, substeps."""
-        self._substep = torch.arange(decimation, device=device)[:, None]
-        self._envs = torch.arange(num_envs, device=device)[None, :]
-
-    def reset(self, env_ids: torch.Tensor, ctrl: torch.Tensor, delay: torch.Tensor) -> None:
-        """Fill the history of ``env_ids`` (M,) with ``ctrl`` (M, nu) (the reset targets) and set their delay (M,).
-
-        Raises:
-            ValueError: a delay below 0 or above ``max_delay``.
-        """
-        if delay.numel() and (int(delay.min()) < 0 or int(delay.max()) > self.max_delay):
-            raise ValueError(f"action delay must lie in [0, {self.max_delay}] substeps, got {delay.tolist()}")
-        self.buffer[:, env_ids] = ctrl.to(self.buffer.dtype).unsqueeze(0)
-        self.delay[env_ids] = delay.to(self.delay.device, torch.long)
-
-    def push(self, ctrl: torch.Tensor) -> torch.Tensor:
-        """Record this env step's targets (N, nu); return what to give ``BatchedSim.step``.
-
-        Returns:
-            ``ctrl`` itself (N, nu) when every delay is 0 (the held-control hot path), else
-            (decimation, N, nu) per-substep targets.
-        """
-        if self.depth == 1:
-            return ctrl
-        self.head = (self.head + 1) % self.depth
-        self.buffer[self.head] = ctrl
-        if not bool(self.delay.any()):
-            return ctrl
-        ahead = self.delay[None, :] - self._substep + self.decimation - 1  # (decimation, N): ceil via floor
-        lag = torch.div(ahead, self.decimation, rounding_mode="floor")
-        slot = (self.head - lag.clamp(min=0)) % self.depth
-        return self.buffer[slot, self._envs]
-
-
 class StandupRandomizer:
     """Samples and applies :class:`DomainRandCfg` and :class:`DisturbanceCfg` for N standup envs.
 
@@ -366,8 +309,8 @@ class StandupRandomizer:
         max_delay = int(dr.action_delay_substeps[1]) if self.enabled else 0
         if disturbance.action_delay_substeps is not None:
             max_delay = int(disturbance.action_delay_substeps)
-        self.delay = ActionDelayQueue(n, m.nu, decimation, max_delay, dev)
-        """Per-env action delay (``delay.delay``: (N,) substeps)."""
+        self.delay = ActionDelay(n, m.nu, decimation, max_delay, dev)
+        """Per-env action delay of the PD targets (``delay.delay``: (N,) int64 substeps)."""
 
         self._push_timer = torch.zeros(n, device=dev)
         self._pushing = False

@@ -9,9 +9,10 @@ import torch
 from upright.deploy.metadata import load_policy_spec
 from upright.deploy.observation import ObservationBuilder, projected_gravity
 from upright.deploy.robot_config import g1_29dof
+from upright.managers.observation import compute_frame
 from upright.tasks.standup.config import SimCfg, StandupEnvCfg
 from upright.tasks.standup.env import StandupEnv
-from upright.tasks.standup.observations import compute_observation
+from upright.tasks.standup.observations import OBS_CLIP, OBSERVATION_TERMS
 
 UNACTUATED = 3
 STEPS = 14
@@ -32,7 +33,8 @@ def recorded(linear_policy):
             steps.append({
                 "q": s.q.clone(), "dq": s.dq.clone(), "gyro": s.base_ang_vel.clone(), "quat": s.base_quat.clone(),
                 "action": s.action.clone(), "gravity": s.projected_gravity.clone(),
-                "env_frame": compute_observation(s, noise=False), "history_last": env.obs_history[:, -1].clone(),
+                "env_frame": compute_frame(OBSERVATION_TERMS, s, clip=OBS_CLIP),
+                "history_last": env.obs_history.buffer[:, -1].clone(),
                 "obs": obs["actor"].clone(), "episode_step": env.episode_length_buf.clone(),
             })  # fmt: skip
     finally:

@@ -54,7 +54,7 @@ def env_rollout(policy, qpos, qvel, steps):
     env.episode_length_buf[:] = env.cfg.unactuated_steps
     env.state = env._read_state()
     env._update_history()
-    frame0 = env.obs_history[0, -1].numpy().copy()
+    frame0 = env.obs_history.buffer[0, -1].numpy().copy()
     session = ort.InferenceSession(str(policy), providers=["CPUExecutionProvider"])
     heads, actions = [], []
     try:

@@ -7,7 +7,9 @@ import mujoco
 import pytest
 import torch
 
-from upright.managers.curriculum import CurriculumRule, LevelCurriculum, lerp, lower_on_failure, raise_on_success
+from upright.managers.curriculum import (
+    CurriculumRule, LevelCurriculum, lerp, load_per_env, lower_on_failure, raise_on_success,
+)  # fmt: skip
 from upright.managers.episode import EpisodeStats
 from upright.managers.observation import ObservationHistory, ObservationTerm, compute_frame, term_dims
 from upright.managers.randomization import ActionDelay, FieldTarget, ModelFieldRandomizer, ModelFieldTerm
@@ -66,10 +68,11 @@ def test_reward_groups_sum_with_dt_and_product():
         RewardTerm("d", lambda s, k: s.x * k, "g2", 1.0, {"k": 2.0}),
         RewardTerm("e", lambda s: s.x, "g3", 3.0),
     ]
-    groups = [RewardGroup("g1"), RewardGroup("g2", combine="product"), RewardGroup("g3", scale_by_dt=False)]
+    groups = [RewardGroup("g1"), RewardGroup("g2", combine="product"), RewardGroup("g3", scale_by_dt=False),
+              RewardGroup("empty", combine="product")]  # fmt: skip
     rewards, parts = RewardManager(terms, groups, dt=0.1).compute(state, 2, "cpu")
-    # g1 = 0.1 * (2x - 1); g2 = x * 2x; g3 = 3x
-    torch.testing.assert_close(rewards, torch.tensor([[0.0, 0.5, 1.5], [0.1, 2.0, 3.0]]))
+    # g1 = 0.1 * (2x - 1); g2 = x * 2x (never x dt); g3 = 3x; a product group without terms is 0, not 1
+    torch.testing.assert_close(rewards, torch.tensor([[0.0, 0.5, 1.5, 0.0], [0.1, 2.0, 3.0, 0.0]]))
     torch.testing.assert_close(parts["g1/a"], torch.tensor([0.1, 0.2]))
     assert list(parts) == ["g1/a", "g1/b", "g2/c", "g2/d", "g3/e"]
 
@@ -97,6 +100,18 @@ def test_episode_means_of_finished_episodes():
     ep.reset(torch.tensor([0, 2]))
     assert ep.length.tolist() == [0, 4, 0] and ep.sums["r"].tolist() == [0.0, 8.0, 0.0]
     assert ep.finished_means(torch.zeros(3, dtype=torch.bool)) == {}
+
+
+def test_episode_means_over_the_steps_a_task_says_were_run():
+    """A task whose episode clock starts late (standup's assisted starts begin at unactuated_steps) divides by the
+    steps actually run; 0 counts as 1."""
+    ep = EpisodeStats(3)
+    ep.length += 10
+    ep.add({"r": torch.tensor([4.0, 4.0, 4.0])})
+    done = torch.ones(3, dtype=torch.bool)
+    means = ep.finished_means(done, prefix="E/", length=torch.tensor([10, 2, 0]))
+    torch.testing.assert_close(means["E/r"], torch.tensor([0.4, 2.0, 4.0]))
+    torch.testing.assert_close(ep.finished_means(done)["Episode_Reward/r"], torch.full((3,), 0.4))
 
 
 # --- curriculum rules ---------------------------------------------------------------------------------------
@@ -131,6 +146,16 @@ def test_level_curriculum_applies_rules_per_env_and_round_trips():
     torch.testing.assert_close(lerp(0.05, 0.2, torch.tensor([0.0, 0.5, 1.0])), torch.tensor([0.05, 0.125, 0.2]))
 
 
+def test_load_per_env_copies_or_takes_the_mean_of_another_env_count():
+    target = torch.zeros(3)
+    load_per_env(target, torch.tensor([1.0, 2.0, 6.0], dtype=torch.float64))
+    assert target.tolist() == [1.0, 2.0, 6.0] and target.dtype == torch.float32
+    load_per_env(target, torch.tensor([2.0, 4.0]))  # saved with 2 envs: their mean everywhere
+    assert target.tolist() == [3.0, 3.0, 3.0]
+    load_per_env(target, torch.zeros(0))
+    assert target.tolist() == [0.0, 0.0, 0.0]
+
+
 # --- randomisation ----------------------------------------------------------------------------------------
 
 _XML = """<mujoco><worldbody><body name="b"><freejoint/><geom name="g" size="0.1" mass="2"/></body>
@@ -161,14 +186,32 @@ def test_model_field_terms_write_each_env_and_keep_shared_fields_consistent():
         ModelFieldRandomizer(sim, [terms[0], ModelFieldTerm("m2", terms[0].targets, 1, 1, when="startup")], torch.Generator())
 
 
-def test_action_delay_holds_previous_control_for_the_delay():
-    d = ActionDelay(2, max_substeps=2, decimation=4, generator=torch.Generator())
-    d.delay = torch.tensor([0, 2])
-    prev, new = torch.zeros(2, 1), torch.ones(2, 1)
-    ctrl = d.controls(prev, new)
-    assert ctrl.shape == (4, 2, 1)
-    assert ctrl[:, 0, 0].tolist() == [1, 1, 1, 1] and ctrl[:, 1, 0].tolist() == [0, 0, 1, 1]
-    d.delay.zero_()
-    assert d.controls(prev, new).shape == (2, 1)
+def test_action_delay_shifts_the_control_stream_by_d_substeps():
+    """decimation 4; env delays 0, 2, 4, 6 substeps; controls 1, 2, 3 at env steps 0, 1, 2 after a reset to 0.
+    Substep j of env step t uses the control of step t - ceil((d - j) / 4) (the reset control before step 0)."""
+    d = ActionDelay(4, nu=1, decimation=4, max_delay=6)
+    assert d.depth == 3  # the current control and ceil(6 / 4) = 2 earlier ones
+    d.reset(torch.arange(4), torch.zeros(4, 1), torch.tensor([0, 2, 4, 6]))
+    out = [d.push(torch.full((4, 1), float(t + 1)))[:, :, 0] for t in range(3)]  # each (substeps, envs)
+    assert [row.tolist() for row in out[2].T] == [
+        [3, 3, 3, 3],  # d = 0: this step's control throughout
+        [2, 2, 3, 3],  # d = 2: the previous step's for 2 substeps
+        [2, 2, 2, 2],  # d = 4: one whole env step late
+        [1, 1, 2, 2],  # d = 6: two steps back for 2 substeps, then one
+    ]
+    assert out[0][:, 3].tolist() == [0, 0, 0, 0] and out[1][:, 3].tolist() == [0, 0, 1, 1]  # the reset control
+    d.reset(torch.tensor([1]), torch.full((1, 1), 9.0), torch.tensor([3]))  # one env restarts: only its ring refills
+    row = d.push(torch.full((4, 1), 4.0))[:, :, 0].T
+    assert row[1].tolist() == [9, 9, 9, 4] and row[3].tolist() == [2, 2, 3, 3]
+
+
+def test_action_delay_without_a_delay_passes_the_control_through():
+    ctrl = torch.ones(2, 3)
+    assert ActionDelay(2, 3, decimation=4, max_delay=0).push(ctrl) is ctrl  # no ring at all
+    d = ActionDelay(2, 3, decimation=4, max_delay=4)
+    d.reset(torch.arange(2), torch.zeros(2, 3), torch.zeros(2, dtype=torch.long))
+    assert d.push(ctrl) is ctrl  # a ring, but every delay 0: the held (N, nu) control
+    with pytest.raises(ValueError, match=r"\[0, 4\]"):
+        d.reset(torch.arange(2), torch.zeros(2, 3), torch.tensor([0, 5]))
     with pytest.raises(ValueError):
-        ActionDelay(1, 5, 4, torch.Generator())
+        ActionDelay(1, 1, decimation=4, max_delay=-1)

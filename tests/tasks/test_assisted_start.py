@@ -32,7 +32,7 @@ def test_assisted_starts_are_upright_with_both_soles_just_above_the_ground():
     # assisted episodes skip the unactuated phase: they act (and observe) from their first step
     assert (env.episode_length_buf[a] == env.cfg.unactuated_steps).all()
     assert (env.episode_length_buf[~a] == 0).all()
-    last = env.obs_history[:, -1]
+    last = env.obs_history.buffer[:, -1]
     assert (last[a].abs().sum(dim=1) > 0).all() and (last[~a] == 0).all()
 
 

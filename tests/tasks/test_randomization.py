@@ -16,12 +16,12 @@ import numpy as np
 import pytest
 import torch
 
+from upright.managers.randomization import ActionDelay
 from upright.robots import g1
 from upright.sim import PER_ENV_FIELDS, make_sim
 from upright.tasks.standup.config import SimCfg, StandupEnvCfg
 from upright.tasks.standup.env import StandupEnv
 from upright.tasks.standup.randomization import (
-    ActionDelayQueue,
     DisturbanceCfg,
     DomainRandCfg,
     contact_solref,
@@ -265,7 +265,7 @@ def test_delayed_joints_respond_d_substeps_later():
     q, v = _floating_g1(model, n)
     sim.reset_envs(torch.arange(n), q, v)
     pose = q[:, 7:].clone()
-    queue = ActionDelayQueue(n, model.nu, dec, max_delay=16)
+    queue = ActionDelay(n, model.nu, dec, max_delay=16)
     queue.reset(torch.arange(n), pose, delays)
     change_step = 5
     joints = []
@@ -449,14 +449,18 @@ def test_pushes_kick_the_pelvis_by_the_set_velocity():
 def test_obs_noise_scale_multiplies_hosts_noise_even_when_obs_noise_is_off():
     env = make_env(16, unactuated_steps=0, disturbance=DisturbanceCfg(obs_noise_scale=2.0))
     env.step(torch.zeros(16, 23))
-    from upright.tasks.standup.observations import compute_observation
+    from upright.managers.observation import compute_frame
+    from upright.tasks.standup.observations import OBS_CLIP, OBSERVATION_TERMS
 
-    diff = (env.obs_history[:, -1] - compute_observation(env.state, noise=False)).abs()
+    def clean(state):
+        return compute_frame(OBSERVATION_TERMS, state, clip=OBS_CLIP)
+
+    diff = (env.obs_history.buffer[:, -1] - clean(env.state)).abs()
     q = diff[:, 6:29]  # joint positions: HoST noise ±0.01 rad
     assert q.max() <= 0.02 + 1e-6 and q.max() > 0.015
     off = make_env(2, unactuated_steps=0)
     off.step(torch.zeros(2, 23))
-    torch.testing.assert_close(off.obs_history[:, -1], compute_observation(off.state, noise=False))
+    torch.testing.assert_close(off.obs_history.buffer[:, -1], clean(off.state))
 
 
 # ---------------------------------------------------------------------------------------- MJX
@@ -490,6 +494,6 @@ def test_obs_noise_comes_from_the_env_seed_not_the_global_rng():
         env = make_env(4, seed=seed, unactuated_steps=0, disturbance=DisturbanceCfg(obs_noise_scale=2.0))
         torch.manual_seed(global_seed)
         env.step(torch.zeros(4, 23))
-        frames.append(env.obs_history[:, -1].clone())
+        frames.append(env.obs_history.buffer[:, -1].clone())
     torch.testing.assert_close(frames[0], frames[1], rtol=0, atol=0)
     assert not torch.equal(frames[0], frames[2])

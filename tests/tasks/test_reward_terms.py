@@ -5,12 +5,12 @@ import math
 import pytest
 import torch
 
+from upright.managers.reward import RewardManager, RewardTerm
 from upright.tasks.standup.joints import joint_ids
 from upright.tasks.standup.rewards import (
     GROUP_WEIGHTS,
+    GROUPS,
     REWARD_GROUPS,
-    RewardManager,
-    RewardTerm,
     post_task,
     regularization,
     standup_reward_terms,
@@ -261,22 +261,22 @@ def test_reward_manager_groups():
         RewardTerm("r2", _const(2.0), "regularization", -0.5),
         RewardTerm("s", _const(3.0), "style", 1.0),
     ]
-    rewards, parts = RewardManager(terms, dt=0.02).compute(StandupState.zeros(2))
+    rewards, parts = RewardManager(terms, GROUPS, dt=0.02).compute(StandupState.zeros(2), 2, "cpu")
     assert rewards.shape == (2, 4)
     close(rewards, [[0.4, -0.04, 0.06, 0.0]] * 2)  # task product, not x dt; others x dt; no post-task terms
     assert list(parts) == ["task/a", "task/b", "regularization/r1", "regularization/r2", "style/s"]
     close(parts["task/b"], [0.8, 0.8])
     close(parts["regularization/r2"], [-0.02, -0.02])
     with pytest.raises(ValueError):
-        RewardManager([terms[0], terms[0]])
+        RewardManager([terms[0], terms[0]], GROUPS, dt=0.02)
     with pytest.raises(ValueError):
-        RewardTerm("x", _const(1.0), "regu", 1.0)
+        RewardManager([RewardTerm("x", _const(1.0), "regu", 1.0)], GROUPS, dt=0.02)
 
 
 def test_reward_manager_standup_terms_on_zero_state():
     # Lying flat at z = 0: head 0 m above the feet (f_head = 0.1), upright gravity (f_orient = 1);
     # only ankle-parallel (flat soles) fires in style: 20 * 0.02; nothing is above a stage height.
-    rewards, parts = RewardManager(standup_reward_terms(), dt=0.02).compute(StandupState.zeros(2))
+    rewards, parts = RewardManager(standup_reward_terms(), GROUPS, dt=0.02).compute(StandupState.zeros(2), 2, "cpu")
     close(rewards, [[0.1, 0.0, 0.4, 0.0]] * 2)
     assert len(parts) == 27
 

@@ -5,7 +5,8 @@ import pytest
 import torch
 
 from upright.tasks.standup.curriculum import CurriculumCfg, StandupCurriculum
-from upright.tasks.standup.rewards import RewardManager, standup_reward_terms
+from upright.managers.reward import RewardManager
+from upright.tasks.standup.rewards import GROUPS, standup_reward_terms
 from upright.tasks.standup.state import StandupState
 from upright.tasks.standup.terrains import standup_env_cfg
 
@@ -66,7 +67,9 @@ def test_prone_weights_and_thresholds():
 def test_every_variant_computes_on_a_zero_state():
     for terrain, posture in [("ground", "supine"), ("ground", "prone"), ("platform", "supine"),
                              ("wall", "supine"), ("slope", "supine"), ("slope", "prone")]:  # fmt: skip
-        rewards, parts = RewardManager(standup_reward_terms(terrain, posture)).compute(StandupState.zeros(2))
+        rewards, parts = RewardManager(standup_reward_terms(terrain, posture), GROUPS, 0.02).compute(
+            StandupState.zeros(2), 2, "cpu"
+        )
         assert rewards.shape == (2, 4) and torch.isfinite(rewards).all()
         assert len(parts) == len(standup_reward_terms(terrain, posture))
 

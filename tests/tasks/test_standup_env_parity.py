@@ -45,8 +45,8 @@ def _recording(env: StandupEnv) -> list:
     records: list = []
     compute = env.reward_manager.compute
 
-    def wrapped(state):
-        groups, terms = compute(state)
+    def wrapped(state, *args):
+        groups, terms = compute(state, *args)
         records.append((groups.clone(), {k: v.clone() for k, v in terms.items()}))
         return groups, terms
 

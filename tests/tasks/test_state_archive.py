@@ -94,9 +94,9 @@ def test_a_restored_state_continues_exactly_as_the_recorded_episode():
     env.cfg.state_archive.fraction = 0.999999
     env.reset_envs(torch.tensor([1]))
     env.state = env._read_state()
-    kept = env.obs_history[0].clone()
+    kept = env.obs_history.buffer[0].clone()
     env._update_history()  # as step() does after a reset: appends the frame of the restored state (env 1 only here)
-    env.obs_history[0] = kept
+    env.obs_history.buffer[0] = kept
     assert bool(env.archived[1]) and bool(env.assisted[1])
     obs = env.get_observations()["actor"]
     torch.testing.assert_close(obs[1], obs[0], atol=1e-5, rtol=0)

@@ -1,13 +1,14 @@
-"""HoST standup rewards: named terms, four groups, and the manager that sums them.
+"""HoST standup rewards: named terms and four groups for :class:`upright.managers.reward.RewardManager`.
 
 Every terrain and posture; what differs per variant is in :mod:`.variants`.
 
 HoST (Huang et al., RSS 2025) trains one critic per reward group; the PPO combines the four
-normalized advantages with :data:`GROUP_WEIGHTS`. This module only produces the per-group rewards
-(N, 4) in :data:`REWARD_GROUPS` order; group weights are NOT applied here.
+normalized advantages with :data:`GROUP_WEIGHTS`. The shared manager produces the per-group rewards
+(N, 4) in :data:`REWARD_GROUPS` order; group weights are NOT applied there.
 
-Per group (HoST ``compute_reward`` in ``legged_gym/legged_gym/envs/base/host_ground.py``, InternRobotics/HoST at commit 70bb580949a3;
-``reward_group_weights`` in ``legged_gym/legged_gym/envs/g1/g1_config_ground.py``):
+Per group (:data:`GROUPS`; HoST ``compute_reward`` in ``legged_gym/legged_gym/envs/base/host_ground.py``,
+InternRobotics/HoST at commit 70bb580949a3; ``reward_group_weights`` in
+``legged_gym/legged_gym/envs/g1/g1_config_ground.py``):
 
 - ``task``: the PRODUCT of ``weight * term`` over its terms (head height x orientation, weights 1),
   range 0..1, not multiplied by dt.
@@ -19,51 +20,27 @@ returns the unweighted (N,) value.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any
-
-import torch
-
+from upright.managers.reward import RewardGroup, RewardTerm
 from upright.tasks.standup.rewards import post_task, regularization, style, task
 from upright.tasks.standup.rewards.variants import POSTURE_REWARDS, TERRAIN_REWARDS
-from upright.tasks.standup.state import StandupState
 
-REWARD_GROUPS: tuple[str, ...] = ("task", "regularization", "style", "post_task")
-"""Reward groups (one critic each), in the column order of :meth:`RewardManager.compute`."""
+GROUPS: tuple[RewardGroup, ...] = (
+    RewardGroup("task", combine="product", scale_by_dt=False),
+    RewardGroup("regularization"),
+    RewardGroup("style"),
+    RewardGroup("post_task"),
+)
+"""The four groups (one critic each), in column order: task = product of ``weight * term`` (not x dt), the others
+= sum of ``weight * dt * term`` (HoST ``compute_reward``)."""
+
+REWARD_GROUPS: tuple[str, ...] = tuple(g.name for g in GROUPS)
+"""Names of :data:`GROUPS` ("task", "regularization", "style", "post_task"), in the column order of
+:meth:`upright.managers.reward.RewardManager.compute`."""
 
 GROUP_WEIGHTS: tuple[float, ...] = (2.5, 0.1, 1.0, 1.0)
 """HoST ``reward_group_weights`` (ground supine; prone: ``POSTURE_REWARDS["prone"].group_weights``), aligned
 with :data:`REWARD_GROUPS`. Used by the PPO to combine per-group advantages, A = sum_i w_i * normalized(A_i);
 NOT applied to the rewards."""
-
-
-@dataclass
-class RewardTerm:
-    """One named reward term.
-
-    Attributes:
-        name: term name, unique within its group (TensorBoard key ``"{group}/{name}"``).
-        func: ``func(state, **params) -> (N,) float tensor``, the unweighted value.
-        group: one of :data:`REWARD_GROUPS`.
-        weight: scale (sign included). Non-task terms are further scaled by dt.
-        params: keyword arguments passed to ``func``.
-    """
-
-    name: str
-    func: Callable[..., torch.Tensor]
-    group: str
-    weight: float
-    params: dict[str, Any] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        if self.group not in REWARD_GROUPS:
-            raise ValueError(f"Reward term '{self.name}': group '{self.group}' not in {REWARD_GROUPS}")
-
-    @property
-    def key(self) -> str:
-        """``"{group}/{name}"``, e.g. ``"style/waist_yaw_deviation"``."""
-        return f"{self.group}/{self.name}"
 
 
 def standup_reward_terms(terrain: str = "ground", posture: str = "supine") -> list[RewardTerm]:
@@ -86,8 +63,9 @@ def standup_reward_terms(terrain: str = "ground", posture: str = "supine") -> li
         posture: supine | prone (the terrain must support it).
 
     Returns:
-        Terms in :data:`REWARD_GROUPS` order (task, regularization, style, post-task). Joint subsets are resolved
-        from joint names (:func:`upright.tasks.standup.joints.joint_ids`).
+        Terms (:class:`upright.managers.reward.RewardTerm`) in :data:`REWARD_GROUPS` order (task, regularization,
+        style, post-task), for a :class:`~upright.managers.reward.RewardManager` with :data:`GROUPS`. Joint subsets
+        are resolved from joint names (:func:`upright.tasks.standup.joints.joint_ids`).
 
     Raises:
         ValueError: unknown terrain or posture, or a posture the terrain lacks (the message lists the valid ones).
@@ -163,65 +141,11 @@ def standup_reward_terms(terrain: str = "ground", posture: str = "supine") -> li
     return terms  # fmt: skip
 
 
-class RewardManager:
-    """Evaluates reward terms and combines them into per-group rewards.
-
-    Args:
-        terms: the reward terms (e.g. :func:`standup_reward_terms`); ``"{group}/{name}"`` keys must be unique.
-        dt: policy step, s (HoST 0.02); scales every non-task term.
-    """
-
-    def __init__(self, terms: list[RewardTerm], dt: float = 0.02) -> None:
-        keys = [t.key for t in terms]
-        duplicates = sorted({k for k in keys if keys.count(k) > 1})
-        if duplicates:
-            raise ValueError(f"Duplicate reward term keys: {duplicates}")
-        self.terms = list(terms)
-        self.dt = dt
-
-    @property
-    def keys(self) -> list[str]:
-        """``"{group}/{name}"`` of every term, in term order."""
-        return [t.key for t in self.terms]
-
-    def compute(self, state: StandupState) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-        """Evaluate all terms on ``state``.
-
-        Returns:
-            rewards: (N, 4) float32, columns in :data:`REWARD_GROUPS` order. Task column = product of
-                ``weight * value`` over task terms (0 if the group has no terms); other columns = sum of
-                ``weight * dt * value``.
-            terms: ``{"{group}/{name}": (N,) contribution}``: ``weight * value`` for task terms (a
-                factor of the product), ``weight * dt * value`` otherwise (an addend of the sum).
-        """
-        n = state.num_envs
-        device = state.q.device
-        rewards = torch.zeros(n, len(REWARD_GROUPS), device=device)
-        task_product = torch.ones(n, device=device)
-        has_task = False
-        contributions: dict[str, torch.Tensor] = {}
-        for term in self.terms:
-            value = term.func(state, **term.params).float()
-            g = REWARD_GROUPS.index(term.group)
-            if term.group == "task":
-                contribution = term.weight * value
-                task_product = task_product * contribution
-                has_task = True
-            else:
-                contribution = term.weight * self.dt * value
-                rewards[:, g] += contribution
-            contributions[term.key] = contribution
-        if has_task:
-            rewards[:, REWARD_GROUPS.index("task")] = task_product
-        return rewards, contributions
-
-
 __all__ = [
+    "GROUPS",
     "GROUP_WEIGHTS",
     "POSTURE_REWARDS",
     "REWARD_GROUPS",
-    "RewardManager",
-    "RewardTerm",
     "TERRAIN_REWARDS",
     "standup_reward_terms",
 ]

@@ -3,7 +3,7 @@
 EVERY term is multiplied by 1(h_pelvis > H_stage2 = 0.65 m) (``stage_height`` param, strictly greater; with
 ``relative_to_feet=True`` h is pelvis z minus mean foot z, HoST slope: H2 = 0.6 m).
 Each term returns (N,) float32 in [0, 1], UNWEIGHTED (weight from the
-:class:`~upright.tasks.standup.rewards.RewardTerm`).
+:class:`~upright.managers.reward.RewardTerm`).
 
 Source: HoST's post-task ("target") rewards, code values: InternRobotics/HoST at commit 70bb580949a3,
 ``legged_gym/legged_gym/envs/base/host_ground.py`` with ``legged_gym/legged_gym/envs/g1/g1_config_ground.py``

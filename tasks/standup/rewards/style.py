@@ -1,7 +1,7 @@
 """Style-group reward terms: posture constraints that shape HOW the robot stands up.
 
 Each term returns (N,) float32, UNWEIGHTED (indicators are 0/1; the sign and weight come from the
-:class:`~upright.tasks.standup.rewards.RewardTerm`). Joint subsets are index lists on the state's J axis
+:class:`~upright.managers.reward.RewardTerm`). Joint subsets are index lists on the state's J axis
 (:data:`upright.robots.g1.POLICY_JOINT_NAMES` order), resolved from names by
 :func:`upright.tasks.standup.joints.joint_ids`. Stage gates compare the pelvis height
 ``state.base_height`` (m) with H_stage1 = 0.45 m / H_stage2 = 0.65 m (strictly greater); with
