@@ -18,7 +18,6 @@ at the reset), a teacher's privilege; the action delay is not modelled by the pl
 from __future__ import annotations
 
 import argparse
-import copy
 
 import mujoco
 import numpy as np
@@ -26,11 +25,10 @@ import torch
 from hydra import compose, initialize
 from upright.conf import register_configs
 from upright.robots import g1
-from upright.sim import PER_ENV_FIELDS
 from upright.tasks.registry import make_env
 from upright.tasks.standup import metrics
 from upright.tasks.standup.planner import PlannerCfg, PredictiveSampler
-from upright.training.distill import teacher_actions
+from upright.training.distill import env_model, teacher_actions
 
 
 def main() -> None:
@@ -53,13 +51,7 @@ def main() -> None:
     env.beta[:] = 1.0
     env.reset_all()
 
-    def env_model(i: int) -> mujoco.MjModel:
-        model = copy.copy(env.model)
-        for name in PER_ENV_FIELDS:
-            getattr(model, name)[:] = env.sim.model_field(name)[i].double().numpy()
-        return model
-
-    planners = [PredictiveSampler(env_model(i) if a.own_model else env.model, PlannerCfg(beta=1.0), seed=a.seed * 100 + i)
+    planners = [PredictiveSampler(env_model(env, i) if a.own_model else env.model, PlannerCfg(beta=1.0), seed=a.seed * 100 + i)
                 for i in range(n)]  # fmt: skip
     pol = np.asarray(g1.robot_info().policy_joint_ids)
     default = env.default_pose.double().numpy()

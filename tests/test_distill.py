@@ -29,3 +29,18 @@ def test_distillation_fits_the_teachers_labels_and_saves_a_resumable_checkpoint(
 def test_distillation_refuses_the_relative_action_mode(tmp_path):
     with pytest.raises(ValueError, match="env.action_mode=absolute"):
         distill([], tmp_path / "d", DistillCfg(rounds=1, steps=1), PlannerCfg(samples=2), num_envs=1)
+
+
+def test_each_teacher_plans_on_its_envs_randomised_model():
+    from upright.tasks.registry import make_env
+    from upright.tasks.standup.config import SimCfg, StandupEnvCfg
+    from upright.training.distill import env_model
+
+    env = make_env("standup", StandupEnvCfg(num_envs=3), SimCfg(num_threads=1), device="cpu", seed=4)
+    masses = env.sim.model_field("body_mass").double()
+    assert (masses[0] - masses[1]).abs().max() > 1e-3  # randomised per env
+    for i in range(3):
+        model = env_model(env, i)
+        assert torch.equal(torch.tensor(model.body_mass), masses[i])
+        assert torch.equal(torch.tensor(model.actuator_gainprm), env.sim.model_field("actuator_gainprm")[i].double())
+    assert torch.equal(torch.tensor(env.model.body_mass), torch.tensor(env_model(env, 0).body_mass)) is False  # a copy
