@@ -30,19 +30,8 @@ import mujoco
 import numpy as np
 from upright.robots import g1
 from upright.tasks.standup.planner import DECIMATION, PlannerCfg, PredictiveSampler
-from upright.tasks.standup.rise_path import RisePathCfg, RisePathStarts
+from upright.tasks.standup.rise_path import settled_starts
 from upright.tasks.standup.scene import standup_scene
-
-
-def starts(model: mujoco.MjModel, kind: str, n: int, seed: int) -> np.ndarray:
-    """(n, nq) start qpos: quiet standing (rise-path u >= 0.9, not settled) or settled supine (u = 0)."""
-    info = g1.robot_info()
-    if kind == "stand":
-        cfg = RisePathCfg(fraction=0.5, bank_size=n, u_min=0.9, u_max=1.0, settle_min=0.0, settle_max=0.0)
-    else:
-        cfg = RisePathCfg(fraction=0.5, bank_size=n, u_min=0.0, u_max=0.0, settle_min=0.4, settle_max=0.4)
-    bank = RisePathStarts(cfg, model, info.default_pose, info.policy_joint_ids, seed=seed)
-    return bank.qpos.double().numpy()
 
 
 def main() -> None:
@@ -57,14 +46,14 @@ def main() -> None:
     ap.add_argument("--z-target", type=float, default=0.78)
     ap.add_argument("--w", type=str, default='{"height": 10, "upright": 3, "vel": 0.3, "pose": 0.01}')
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--beta", type=float, default=0.0,
+    ap.add_argument("--beta", type=float, default=PlannerCfg.beta,
                     help="limit the targets to default ± beta (what env.action_mode=absolute with |a| <= 1 can command); 0: joint range")
     ap.add_argument("--out", type=str, default="")
     a = ap.parse_args()
     m = standup_scene()
     head = mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_SITE, "head")
     rows = []
-    for ep, q0 in enumerate(starts(m, a.start, a.episodes, a.seed)):
+    for ep, q0 in enumerate(settled_starts(m, a.start, a.episodes, a.seed)):
         cfg = PlannerCfg(samples=a.samples, horizon_s=a.horizon, knots=a.knots, sigma=a.sigma, z_target=a.z_target,
                          beta=a.beta, weights=json.loads(a.w))
         ps = PredictiveSampler(m, cfg, seed=a.seed + ep)

@@ -44,3 +44,20 @@ def test_each_teacher_plans_on_its_envs_randomised_model():
         assert torch.equal(torch.tensor(model.body_mass), masses[i])
         assert torch.equal(torch.tensor(model.actuator_gainprm), env.sim.model_field("actuator_gainprm")[i].double())
     assert torch.equal(torch.tensor(env.model.body_mass), torch.tensor(env_model(env, 0).body_mass)) is False  # a copy
+
+
+def test_a_resumed_run_keeps_its_labels_and_adds_a_round(tmp_path):
+    run = tmp_path / "distill"
+    small = dict(steps=32, epochs=2, batch_size=16)
+    planner = PlannerCfg(samples=2, horizon_s=0.1, knots=2)
+    distill(ABSOLUTE, run, DistillCfg(rounds=1, **small), planner, num_envs=1, seed=2)
+    first = torch.load(run / "labels.pt")
+    with pytest.raises(FileExistsError, match="--resume"):
+        distill(ABSOLUTE, run, DistillCfg(rounds=2, **small), planner, num_envs=1, seed=2)
+    report = distill(ABSOLUTE, run, DistillCfg(rounds=2, **small), planner, num_envs=1, seed=2, resume=True)
+    assert [r["round"] for r in report["rounds"]] == [0, 1] and report["rounds"][1]["teacher_prob"] == 0.5
+    data = torch.load(run / "labels.pt")
+    assert data["labels"].shape[0] == 2 * first["labels"].shape[0]
+    assert torch.equal(data["labels"][: first["labels"].shape[0]], first["labels"])  # the earlier labels are kept
+    with pytest.raises(FileNotFoundError, match="--resume"):
+        distill(ABSOLUTE, tmp_path / "none", DistillCfg(rounds=1, **small), planner, num_envs=1, resume=True)

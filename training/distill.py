@@ -96,8 +96,7 @@ def teacher_actions(planners: list[PredictiveSampler], data: mujoco.MjData, qpos
     """
     out = np.zeros((len(rows), len(policy_ids)))
     for k, i in enumerate(rows):
-        data.qpos[:], data.qvel[:] = qpos[i], qvel[i]
-        mujoco.mj_forward(planners[i].m, data)
+        data.qpos[:], data.qvel[:] = qpos[i], qvel[i]  # the planner reads the state only (mj_getState)
         target = planners[i].plan(data)
         out[k] = np.clip((target[policy_ids] - default_pose[policy_ids]) / beta, -1.0, 1.0)
     return out
@@ -126,12 +125,19 @@ def fit(actor: torch.nn.Module, obs: torch.Tensor, labels: torch.Tensor, cfg: Di
 
 
 def distill(overrides: list[str], run_dir: pathlib.Path, cfg: DistillCfg, planner_cfg: PlannerCfg, num_envs: int,
-            seed: int = 1) -> dict:
-    """Run DAgger and save ``run_dir/model_0.pt``; returns per-round figures.
+            seed: int = 1, resume: bool = False, init_labels: list[pathlib.Path] = ()) -> dict:
+    """Run DAgger, saving ``run_dir/model_0.pt``, ``labels.pt`` and ``distill.json`` after every round; returns per-round
+    figures.
+
+    Args:
+        resume: continue the rounds of ``run_dir`` (its checkpoint, labels and report) up to ``cfg.rounds`` in all.
+        init_labels: ``labels.pt`` files of earlier DAgger runs with the same observation and action layout, added to
+            the dataset before the first round (a fresh run only).
 
     Raises:
         ValueError: bad overrides, or an action mode other than absolute.
-        FileExistsError: ``run_dir`` already holds checkpoints.
+        FileExistsError: ``run_dir`` already holds checkpoints and ``resume`` is off.
+        FileNotFoundError: ``resume`` without a checkpoint in ``run_dir``.
     """
     problem = validate_overrides(["task=standup", *overrides])
     if problem:
@@ -142,14 +148,18 @@ def distill(overrides: list[str], run_dir: pathlib.Path, cfg: DistillCfg, planne
     if hcfg.env.action_mode != "absolute":
         raise ValueError("distillation needs env.action_mode=absolute (the planner's targets map to actions around the "
                          "default pose); add env.action_mode=absolute")
-    if any(run_dir.glob("model_*.pt")):
-        raise FileExistsError(f"{run_dir} already has checkpoints; choose another --run-dir")
-    seed_everything(seed)
+    if resume and not (run_dir / "model_0.pt").exists():
+        raise FileNotFoundError(f"{run_dir} has no model_0.pt to resume; drop --resume to start a new run")
+    if not resume and any(run_dir.glob("model_*.pt")):
+        raise FileExistsError(f"{run_dir} already has checkpoints; add --resume or choose another --run-dir")
+    report = json.loads((run_dir / "distill.json").read_text()) if resume else {"rounds": []}
+    first_round = len(report["rounds"])
+    seed_everything(seed + 7919 * first_round)  # a resumed run draws new randomisation and starts
     hcfg.env.num_envs = num_envs
     hcfg.env.curriculum.enabled = False  # fixed β, no pull force
     beta = float(hcfg.env.curriculum.beta_min)
     planner_cfg.beta = beta
-    env = make_env("standup", hcfg.env, hcfg.sim, device="cpu", seed=seed)
+    env = make_env("standup", hcfg.env, hcfg.sim, device="cpu", seed=seed + 7919 * first_round)
     env.beta[:] = beta
     run_dir.mkdir(parents=True, exist_ok=True)
     atomic_write_text(run_dir / "config_0.yaml", OmegaConf.to_yaml(hcfg, resolve=True))  # as train.py writes it
@@ -160,9 +170,18 @@ def distill(overrides: list[str], run_dir: pathlib.Path, cfg: DistillCfg, planne
     scratch = mujoco.MjData(model)
     pol = np.asarray(g1.robot_info().policy_joint_ids)
     default = env.default_pose.double().numpy()
-    gen = torch.Generator().manual_seed(seed)
-    all_obs, all_labels, report = [], [], {"rounds": []}
-    for r in range(cfg.rounds):
+    gen = torch.Generator().manual_seed(seed + 7919 * first_round)
+    all_obs, all_labels = [], []
+    if resume:
+        runner.load(str(run_dir / "model_0.pt"))
+        init_labels = [run_dir / "labels.pt"]
+    for path in init_labels:
+        data = torch.load(path)
+        all_obs.append(data["obs"])
+        all_labels.append(data["labels"])
+    if all_obs and not resume:  # start the student from the earlier labels
+        fit(actor, torch.cat(all_obs), torch.cat(all_labels), cfg, gen)
+    for r in range(first_round, cfg.rounds):
         env.reset_all()  # every round covers the get-up from its start (episodes of ``steps`` env steps or longer)
         obs = env.get_observations()["actor"]
         planners = [PredictiveSampler(env_model(env, i), planner_cfg, seed=seed * 1000 + r * num_envs + i)
@@ -202,9 +221,9 @@ def distill(overrides: list[str], run_dir: pathlib.Path, cfg: DistillCfg, planne
                "max_mean_head": round(float(np.max(heads)), 3)}
         report["rounds"].append(row)
         print(row, flush=True)
-    runner.save(str(run_dir / "model_0.pt"))
-    torch.save({"obs": torch.cat(all_obs), "labels": torch.cat(all_labels)}, run_dir / "labels.pt")  # the DAgger dataset
-    atomic_write_text(run_dir / "distill.json", json.dumps(report, indent=1))
+        runner.save(str(run_dir / "model_0.pt"))
+        torch.save({"obs": obs_all, "labels": labels_all}, run_dir / "labels.pt")  # the DAgger dataset
+        atomic_write_text(run_dir / "distill.json", json.dumps(report, indent=1))
     env.close()
     return report
 
@@ -219,10 +238,16 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--samples", type=int, default=PlannerCfg.samples)
     ap.add_argument("--horizon", type=float, default=PlannerCfg.horizon_s)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--teacher-prob", type=float, default=DistillCfg.teacher_prob)
+    ap.add_argument("--teacher-decay", type=float, default=DistillCfg.teacher_decay)
+    ap.add_argument("--resume", action="store_true", help="continue the rounds of --run-dir")
+    ap.add_argument("--init-labels", nargs="*", default=[], help="labels.pt files of earlier runs to start from")
     ap.add_argument("overrides", nargs="*", help="Hydra overrides of the standup config, e.g. env.action_mode=absolute")
     a = ap.parse_args(argv)
-    cfg = DistillCfg(rounds=a.rounds, steps=a.steps, epochs=a.epochs)
-    distill(a.overrides, pathlib.Path(a.run_dir), cfg, PlannerCfg(samples=a.samples, horizon_s=a.horizon), a.envs, a.seed)
+    cfg = DistillCfg(rounds=a.rounds, steps=a.steps, epochs=a.epochs, teacher_prob=a.teacher_prob,
+                      teacher_decay=a.teacher_decay)
+    distill(a.overrides, pathlib.Path(a.run_dir), cfg, PlannerCfg(samples=a.samples, horizon_s=a.horizon), a.envs, a.seed,
+            resume=a.resume, init_labels=[pathlib.Path(p) for p in a.init_labels])
 
 
 if __name__ == "__main__":

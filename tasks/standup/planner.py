@@ -49,6 +49,17 @@ DECIMATION = 4
 """Physics steps per env step (dt 0.005 s x 4 = 0.02 s, as the standup env)."""
 
 
+def knot_weights(t: np.ndarray, knots: int) -> np.ndarray:
+    """Weights (len(t), knots) of a piecewise-linear spline with knots at 0, 1, ..., knots - 1, sampled at the knot
+    coordinates ``t`` (float); past the last knot the spline holds its last value."""
+    w = np.zeros((len(t), knots))
+    for i, x in enumerate(t):
+        k = min(int(x), knots - 2)
+        f = min(x - k, 1.0)
+        w[i, k], w[i, k + 1] = 1.0 - f, f
+    return w
+
+
 class PredictiveSampler:
     """Predictive sampling over PD-target splines of the 23 policy joints (module docstring).
 
@@ -78,13 +89,9 @@ class PredictiveSampler:
         self.z_target, self.w = z_target, weights
         self.rng = np.random.default_rng(seed)
         self.nominal = np.tile(self.default, (knots, 1))  # (K, 29) PD targets at the knots
-        # env-step -> knot interpolation weights (H, K)
-        t = np.linspace(0.0, knots - 1, self.steps)
-        self.interp = np.zeros((self.steps, knots))
-        for i, x in enumerate(t):
-            k = min(int(x), knots - 2)
-            f = x - k
-            self.interp[i, k], self.interp[i, k + 1] = 1 - f, f
+        self.interp = knot_weights(np.linspace(0.0, knots - 1, self.steps), knots)  # env step -> knots (H, K)
+        # plan shift by one env step: the spline resampled at t + dt, the last knot held (K, K)
+        self.shift = knot_weights(np.arange(knots) + (knots - 1) / (self.steps - 1), knots)
         self.state_size = mujoco.mj_stateSize(model, mujoco.mjtState.mjSTATE_FULLPHYSICS)
 
     def _controls(self, knots: np.ndarray) -> np.ndarray:
@@ -122,14 +129,6 @@ class PredictiveSampler:
         ctrl = self._controls(knots)
         states, _ = rollout.rollout(self.m, self.datas, np.repeat(state[None], self.nsamples, axis=0), ctrl)
         best = int(np.argmin(self._cost(states)))
-        self.nominal = knots[best]
         first = ctrl[best, 0].copy()
-        # shift the plan by one env step: resample the spline at t + dt
-        t = np.linspace(0.0, self.knots - 1, self.knots) + (self.knots - 1) / (self.steps - 1)
-        shifted = np.empty_like(self.nominal)
-        for i, x in enumerate(t):
-            k = min(int(x), self.knots - 2)
-            f = min(x - k, 1.0)
-            shifted[i] = (1 - f) * self.nominal[k] + f * self.nominal[k + 1]
-        self.nominal = shifted
+        self.nominal = self.shift @ knots[best]
         return first

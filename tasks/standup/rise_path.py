@@ -265,6 +265,8 @@ class RisePathStarts:
         """How many times the reverse curriculum has moved ``u_low`` down."""
         self._frontier_done = 0
         self._frontier_stood = 0
+        self.last_frontier_rate = float("nan")
+        """Success rate of the frontier band over the last completed count (NaN before the first)."""
         self._u_bank = torch.tensor(self.u, dtype=torch.float32, device=self.device)
 
     def _draw_indices(self, m: int, rng: torch.Generator) -> torch.Tensor:
@@ -306,9 +308,6 @@ class RisePathStarts:
                 self.advances += 1
             self._frontier_done = self._frontier_stood = 0
 
-    last_frontier_rate: float = float("nan")
-    """Success rate of the frontier band over the last completed count (NaN before the first)."""
-
     def state_dict(self) -> dict:
         """The reverse curriculum's position, for checkpoints."""
         return {"u_low": self.u_low, "advances": self.advances}
@@ -349,6 +348,31 @@ class RisePathStarts:
         qpos = self.qpos[idx].clone()
         qpos[:, 0:2] += xy
         return qpos, self.qvel[idx].clone(), self._u_bank[idx]
+
+
+def settled_starts(model: mujoco.MjModel, kind: str, n: int, seed: int, settle_s: float | None = None,
+                   joint_noise: float = RisePathCfg.joint_noise, stand_u_min: float = 0.9) -> np.ndarray:
+    """(n, nq) float64 start qpos for teachers, tests and benchmarks, drawn from a :class:`RisePathStarts` bank.
+
+    Args:
+        model: the standup scene.
+        kind: ``"stand"``: the top of the path (u in [``stand_u_min``, 1], not settled unless ``settle_s``: quiet
+            standing);
+            ``"supine"``: u = 0 (lying on the back), settled ``settle_s`` s (default 0.4 s).
+        n: number of starts; seed: the bank's seed.
+        joint_noise: U(±joint_noise) rad on the policy joints' pose before settling (``RisePathCfg.joint_noise``).
+
+    Raises:
+        ValueError: an unknown ``kind``.
+    """
+    if kind not in ("stand", "supine"):
+        raise ValueError(f"settled_starts: kind must be 'stand' or 'supine', not {kind!r}")
+    info = g1.robot_info()
+    u = (stand_u_min, 1.0) if kind == "stand" else (0.0, 0.0)
+    t = settle_s if settle_s is not None else (0.0 if kind == "stand" else 0.4)
+    cfg = RisePathCfg(fraction=0.5, bank_size=n, u_min=u[0], u_max=u[1], settle_min=t, settle_max=t,
+                      joint_noise=joint_noise)
+    return RisePathStarts(cfg, model, info.default_pose, info.policy_joint_ids, seed=seed).qpos.double().numpy()
 
 
 def _geom_bottom(model: mujoco.MjModel, data: mujoco.MjData, g: int) -> float:

@@ -47,11 +47,7 @@ class KeyframeGetUp:
     """
 
     def __init__(self, model: mujoco.MjModel, default_pose: np.ndarray, policy_ids: np.ndarray, t_min: float = 0.2):
-        from upright.tasks.standup.rise_path import (
-            RisePathCfg,
-            RisePathStarts,
-            keyframes,
-        )
+        from upright.tasks.standup.rise_path import keyframes, settled_starts
 
         self.m, self.d = model, mujoco.MjData(model)
         self.frames = keyframes(model, np.asarray(default_pose, dtype=np.float64))
@@ -61,8 +57,7 @@ class KeyframeGetUp:
         self.head = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_SITE, "head")
         self.feet = {mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_BODY, f"{s}_ankle_roll_link") for s in ("left", "right")}
         self.policy_ids = np.asarray(policy_ids)
-        start = RisePathCfg(fraction=0.5, bank_size=1, u_max=0.0, joint_noise=0.0, settle_min=0.5, settle_max=0.5)
-        self.q0 = RisePathStarts(start, model, default_pose, policy_ids, seed=0).qpos[0].double().numpy()
+        self.q0 = settled_starts(model, "supine", 1, seed=0, settle_s=0.5, joint_noise=0.0)[0]
         """(nq,) settled supine start (pelvis at x = y = 0, yaw of the bank's first draw)."""
         self.t_min = t_min
         self.waist = g1.JOINT_NAMES.index("waist_pitch_joint")

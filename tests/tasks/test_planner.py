@@ -7,19 +7,13 @@ import numpy as np
 import pytest
 from upright.robots import g1
 from upright.tasks.standup.planner import DECIMATION, PlannerCfg, PredictiveSampler
-from upright.tasks.standup.rise_path import RisePathCfg, RisePathStarts
+from upright.tasks.standup.rise_path import settled_starts
 from upright.tasks.standup.scene import standup_scene
 
 
 @pytest.fixture(scope="module")
 def scene() -> mujoco.MjModel:
     return standup_scene()
-
-
-def _quiet_standing(scene, n: int = 2) -> np.ndarray:
-    info = g1.robot_info()
-    cfg = RisePathCfg(fraction=0.5, bank_size=n, u_min=0.95, u_max=1.0, settle_min=0.0, settle_max=0.0)
-    return RisePathStarts(cfg, scene, info.default_pose, info.policy_joint_ids, seed=2).qpos.double().numpy()
 
 
 def _head_drop(scene, q0: np.ndarray, controller, seconds: float) -> float:
@@ -38,7 +32,7 @@ def _head_drop(scene, q0: np.ndarray, controller, seconds: float) -> float:
 def test_planner_keeps_a_standing_g1_up_where_holding_the_default_pose_falls(scene):
     default = g1.robot_info().default_pose
     cfg = PlannerCfg(samples=12, horizon_s=0.5, knots=3)
-    for k, q0 in enumerate(_quiet_standing(scene)):
+    for k, q0 in enumerate(settled_starts(scene, "stand", 2, seed=2, stand_u_min=0.95)):
         assert _head_drop(scene, q0, lambda d: default, 3.0) > 0.25  # PD on the default pose topples
         planner = PredictiveSampler(scene, cfg, seed=k)
         assert _head_drop(scene, q0, planner.plan, 3.0) < 0.15
@@ -48,7 +42,7 @@ def test_planner_targets_stay_in_the_policy_box_and_hold_the_other_joints(scene)
     info = g1.robot_info()
     planner = PredictiveSampler(scene, PlannerCfg(samples=4, horizon_s=0.2, knots=2, sigma=2.0, beta=0.3), seed=0)
     d = mujoco.MjData(scene)
-    d.qpos[:] = _quiet_standing(scene, 1)[0]
+    d.qpos[:] = settled_starts(scene, "stand", 1, seed=2, stand_u_min=0.95)[0]
     mujoco.mj_forward(scene, d)
     before = d.qpos.copy()
     for _ in range(3):
@@ -59,3 +53,12 @@ def test_planner_targets_stay_in_the_policy_box_and_hold_the_other_joints(scene)
         held = np.setdiff1d(np.arange(len(g1.JOINT_NAMES)), pol)
         np.testing.assert_allclose(p[held], info.default_pose[held])
     np.testing.assert_array_equal(d.qpos, before)  # planning reads the state, never steps it
+
+
+def test_knot_weights_interpolate_linearly_and_hold_the_last_knot():
+    from upright.tasks.standup.planner import knot_weights
+
+    w = knot_weights(np.array([0.0, 0.5, 1.0, 2.75, 3.0, 3.4]), 4)
+    values = np.array([1.0, 3.0, 7.0, -1.0])  # a spline's knot values
+    np.testing.assert_allclose(w @ values, [1.0, 2.0, 3.0, 1.0, -1.0, -1.0])
+    np.testing.assert_allclose(w.sum(1), 1.0)

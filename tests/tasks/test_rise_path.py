@@ -229,3 +229,11 @@ def test_env_keeps_the_reverse_curriculum_in_its_checkpoint_state_and_logs_it():
     fresh = _env(rise_path=cfg)
     fresh.load_state_dict({"rise_path": {"u_low": 0.25, "advances": 3}})
     assert fresh._rise_path.u_low == 0.25 and state["u_low"] == env._rise_path.u_low
+
+
+def test_settled_starts_name_the_kinds_on_a_typo():
+    from upright.tasks.standup.rise_path import settled_starts
+    from upright.tasks.standup.scene import standup_scene
+
+    with pytest.raises(ValueError, match="'stand' or 'supine'"):
+        settled_starts(standup_scene(), "standing", 1, seed=0)
