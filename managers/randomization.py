@@ -31,6 +31,9 @@ class FieldTarget:
 
     field: str
     index: tuple
+    power: float = 1.0
+    """Exponent of the draw on this target, ``scale`` terms only: e.g. 2 for a body's inertia under a length factor
+    (I ∝ m·L²)."""
 
 
 @dataclass(frozen=True)
@@ -121,6 +124,10 @@ class ModelFieldRandomizer:
                 index = (slice(None), *t.index)
                 current = rows[t.field][index]
                 d = draw if term.per_entry else draw.reshape(m, *([1] * (current.dim() - 1)))
+                if t.power != 1.0:
+                    if term.operation != "scale":
+                        raise ValueError(f"Randomisation term '{term.name}': a target power applies to scale terms only")
+                    d = d**t.power
                 if term.operation == "scale":
                     rows[t.field][index] = current * d
                 elif term.operation == "add":

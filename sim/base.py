@@ -36,6 +36,12 @@ wrong (for a free body of mass m' with a compiled m, at m'/m times its true posi
 blow up (measured on the lift task's cube: any mass factor from 0.5 to 2 made grasped cubes leave the workspace at
 1,000 m/s within a few steps; writing the subtree mass too removed every case). Write both together."""
 
+GEOMETRY_FIELDS: tuple[str, ...] = ("geom_size", "geom_rbound", "geom_aabb")
+"""Geom sizes with their bounding sphere and box: per env only when a task asks (``make_sim(..., extra_fields=...)``,
+e.g. the lift task's cube-size randomisation), since on MJX every per-env field is one more batched input of the
+compiled step."""
+
+
 
 
 def subtree_masses(body_mass: torch.Tensor, body_parentid) -> torch.Tensor:

@@ -48,7 +48,7 @@ with contextlib.redirect_stdout(io.StringIO()):  # mjx prints "Failed to import 
     from mujoco.mjx import warp as _mjx_warp
     from mujoco.mjx._src import forward as _mjx_forward  # _advance: the integrators' shared state update
 
-from upright.sim.base import PER_ENV_FIELDS, BatchedSim, SimState
+from upright.sim.base import GEOMETRY_FIELDS, PER_ENV_FIELDS, BatchedSim, SimState  # noqa: F401 (docs)
 
 CACHE_ENV_VAR = "UPRIGHT_JAX_CACHE"
 """Environment variable: directory of JAX's persistent compilation cache; empty string disables it."""
@@ -248,6 +248,7 @@ class MjxSim(BatchedSim):
         device: torch device of the state tensors; the JAX device follows it.
         impl: ``"jax"`` or ``"warp"``; None picks with :func:`default_impl`.
         cache_dir: persistent compilation cache directory (see :func:`enable_compilation_cache`).
+        extra_fields: model fields beyond :data:`PER_ENV_FIELDS` to hold per env (e.g. :data:`GEOMETRY_FIELDS`).
 
     State tensors alias JAX buffers (zero-copy): treat them as read-only. Each step returns new
     buffers, so tensors from earlier steps stay valid.
@@ -260,8 +261,11 @@ class MjxSim(BatchedSim):
         device: str | torch.device = "cpu",
         impl: str | None = None,
         cache_dir: str | os.PathLike | None = None,
+        extra_fields: tuple[str, ...] = (),
     ):
         super().__init__(model, num_envs, device)
+        self.per_env_fields = (*PER_ENV_FIELDS, *(f for f in extra_fields if f not in PER_ENV_FIELDS))
+        """Fields held per env (:data:`PER_ENV_FIELDS` and the ``extra_fields`` asked for)."""
         enable_compilation_cache(cache_dir)
         self.jax_device = jax_device_for(self.device)
         """JAX device the physics runs on."""
@@ -276,7 +280,7 @@ class MjxSim(BatchedSim):
         # shared model inside the program (a vmapped model).
         self._fields = {
             f: jax.device_put(jnp.broadcast_to(getattr(mx, f), (n, *getattr(mx, f).shape)), self.jax_device)
-            for f in PER_ENV_FIELDS
+            for f in self.per_env_fields
         }
 
         make_kwargs = {}
@@ -362,15 +366,16 @@ class MjxSim(BatchedSim):
 
     # ------------------------------------------------------------------ per-env model
     def _check_field(self, name: str) -> None:
-        if name not in PER_ENV_FIELDS:
-            raise ValueError(f"'{name}' cannot vary per env on MJX; per-env fields: {', '.join(PER_ENV_FIELDS)}")
+        if name not in self.per_env_fields:
+            raise ValueError(f"'{name}' cannot vary per env on this MJX sim (per-env fields: "
+                             f"{', '.join(self.per_env_fields)}); pass it in make_sim(..., extra_fields=...)")
 
     def model_field(self, name: str) -> torch.Tensor:
         """A COPY (N, ...) of per-env model field ``name`` (float32): writes to it do not apply; use
         :meth:`set_model_field`.
 
         Raises:
-            ValueError: ``name`` is not in :data:`PER_ENV_FIELDS`.
+            ValueError: ``name`` is not among :attr:`per_env_fields`.
         """
         self._check_field(name)
         return torch.from_dlpack(self._fields[name]).clone()

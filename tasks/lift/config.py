@@ -58,6 +58,9 @@ class LiftDomainRandCfg:
     enabled: bool = True
     cube_mass_scale: tuple[float, float] = (0.5, 2.0)
     """Cube mass factor, drawn per env at each reset (nominal: MuJoCo's 1000 kg/m³ x 96 cm³ = 0.096 kg)."""
+    cube_size_scale: tuple[float, float] = (0.85, 1.15)
+    """Cube size factor per reset, on all three half sizes (nominal 4 x 4 x 6 cm, so 3.4-4.6 cm wide: within the
+    gripper's 8 cm opening); the inertia follows (x factor²), the mass is drawn by ``cube_mass_scale``."""
     cube_friction_scale: tuple[float, float] = (0.6, 1.2)
     """Cube sliding-friction factor per reset (nominal 1.0)."""
     kp_scale: tuple[float, float] = (0.8, 1.2)

@@ -24,7 +24,7 @@ from upright.managers.episode import EpisodeStats
 from upright.managers.observation import ObservationHistory, compute_frame
 from upright.managers.reward import RewardManager
 from upright.robots import panda
-from upright.sim import make_sim
+from upright.sim import GEOMETRY_FIELDS, make_sim
 from upright.tasks.lift.config import LiftEnvCfg
 from upright.tasks.lift.curriculum import lift_curriculum, reset_ranges
 from upright.tasks.lift.observations import HISTORY_LENGTH, OBS_CLIP, OBSERVATION_DIMS, OBSERVATION_TERMS
@@ -64,7 +64,8 @@ class LiftEnv(VecEnv):
         self.device = torch.device(device)
         self.rng = torch.Generator(device="cpu").manual_seed(seed)
         self.model = lift_scene(sim_cfg.timestep)
-        self.sim = make_sim(sim_cfg.backend, self.model, cfg.num_envs, sim_cfg.num_threads, self.device)
+        self.sim = make_sim(sim_cfg.backend, self.model, cfg.num_envs, sim_cfg.num_threads, self.device,
+                            extra_fields=GEOMETRY_FIELDS if cfg.domain_rand.enabled else ())  # the cube's size
         self.num_envs = cfg.num_envs
         self.step_dt = sim_cfg.timestep * cfg.decimation
         """Control period, s (0.02)."""
@@ -271,11 +272,13 @@ class LiftEnv(VecEnv):
         cube, target = self.sample_reset(env_ids)
         cube = cube if cube_pos is None else cube_pos.to(self.device, torch.float32)
         target = target if target_pos is None else target_pos.to(self.device, torch.float32)
+        self.randomizer.on_reset(env_ids, self.home_ctrl.expand(m, -1))  # first: the cube's size sets its height
+        if cube_pos is None:  # resting on the floor
+            cube[:, 2] = self.randomizer.cube_half_height(env_ids).to(self.device)
         qpos = self._home_qpos.expand(m, -1).clone()
         qpos[:, self._cube_q : self._cube_q + 3] = cube
         qpos[:, self._cube_q + 3 : self._cube_q + 7] = torch.tensor([1.0, 0.0, 0.0, 0.0], device=self.device)
         self.sim.reset_envs(env_ids, qpos, torch.zeros(m, self.model.nv, device=self.device))
-        self.randomizer.on_reset(env_ids, self.home_ctrl.expand(m, -1))
         self.ctrl[env_ids] = self.home_ctrl
         self.actions[env_ids] = 0.0
         self.last_actions[env_ids] = 0.0

@@ -1,7 +1,8 @@
 """The lift task's domain randomisation, as terms of :mod:`upright.managers.randomization` (``env.domain_rand``;
 ``enabled=false`` turns every part off: nominal model, no observation noise, no action delay).
 
-At every reset of an env: cube mass (with its subtree mass and inertia, same factor), cube sliding friction, Kp of each actuator
+At every reset of an env: cube mass (with its subtree mass and inertia, same factor), cube size (half sizes, bounding
+sphere and box; the inertia x factor², the cube starts resting on the floor at its own half height), cube sliding friction, Kp of each actuator
 (``gainprm[0]`` with ``biasprm[1]``) and Kd of each actuator (``biasprm[2]``), and the action delay (0 to
 ``action_delay_substeps`` physics substeps). Observation noise is each term's half-width times
 ``obs_noise_scale`` (:data:`upright.tasks.lift.observations.OBSERVATION_TERMS`). Ranges are upright's choice, in the
@@ -42,6 +43,10 @@ def lift_randomization_terms(cfg: LiftDomainRandCfg, model: mujoco.MjModel) -> l
         ModelFieldTerm("cube_mass", (FieldTarget("body_mass", (cube,)), FieldTarget("body_subtreemass", (cube,)),
                                      FieldTarget("body_inertia", (cube,))),
                        *_range("cube_mass_scale", cfg.cube_mass_scale)),
+        ModelFieldTerm("cube_size", (FieldTarget("geom_size", (cube_geom,)), FieldTarget("geom_rbound", (cube_geom,)),
+                                     FieldTarget("geom_aabb", (cube_geom, slice(3, 6))),
+                                     FieldTarget("body_inertia", (cube,), power=2.0)),
+                       *_range("cube_size_scale", cfg.cube_size_scale)),
         ModelFieldTerm("cube_friction", (FieldTarget("geom_friction", (cube_geom, 0)),),
                        *_range("cube_friction_scale", cfg.cube_friction_scale)),
         ModelFieldTerm("kp", (FieldTarget("actuator_gainprm", (arm, 0)), FieldTarget("actuator_biasprm", (arm, 1))),
@@ -68,6 +73,8 @@ class LiftRandomizer:
         self.cfg = cfg
         self.rng = torch.Generator().manual_seed(seed)
         self.fields = ModelFieldRandomizer(sim, lift_randomization_terms(cfg, sim.model), self.rng)
+        self._sim = sim
+        self._cube_geom = mujoco.mj_name2id(sim.model, mujoco.mjtObj.mjOBJ_GEOM, panda.CUBE_BODY)
         delay = int(cfg.action_delay_substeps) if cfg.enabled else 0
         if not 0 <= delay <= decimation:
             raise ValueError(f"env.domain_rand.action_delay_substeps must be 0..{decimation}, got {delay}")
@@ -80,6 +87,10 @@ class LiftRandomizer:
     def obs_noise_scale(self) -> float:
         """Multiplier of the observation noise (0 when randomisation is off)."""
         return float(self.cfg.obs_noise_scale) if self.cfg.enabled else 0.0
+
+    def cube_half_height(self, env_ids: torch.Tensor) -> torch.Tensor:
+        """(M,) float32 half height of the cube in ``env_ids``, m (its randomised ``geom_size[2]``)."""
+        return self._sim.model_field("geom_size")[env_ids.cpu(), self._cube_geom, 2].float().to(env_ids.device)
 
     def on_reset(self, env_ids: torch.Tensor, ctrl: torch.Tensor) -> None:
         """New model fields and delays for ``env_ids`` (M,); ``ctrl`` (M, nu) is their control at reset (the delay

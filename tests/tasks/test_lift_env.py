@@ -111,6 +111,29 @@ def test_domain_randomisation_switch():
     off.close()
 
 
+def test_cube_size_randomisation_keeps_the_cube_resting_and_its_inertia_consistent():
+    e = make(num_envs=16, dr=True)
+    m = e.model
+    cube, geom = m.body(panda.CUBE_BODY).id, m.geom(panda.CUBE_BODY).id
+    size = e.sim.model_field("geom_size")[:, geom].double()
+    factor = size / torch.tensor(panda.CUBE_HALF_SIZE, dtype=torch.float64)
+    assert factor.std() > 0 and ((factor >= 0.85 - 1e-9) & (factor <= 1.15 + 1e-9)).all()
+    torch.testing.assert_close(factor, factor[:, :1].expand(-1, 3))  # one factor on all three axes
+    torch.testing.assert_close(e.sim.model_field("geom_rbound")[:, geom].double(), size.norm(dim=-1))
+    torch.testing.assert_close(e.sim.model_field("geom_aabb")[:, geom, 3:].double(), size)
+    # a box's inertia about its centre: I_x = m/3 (b² + c²) with half sizes (a, b, c)
+    mass = e.sim.model_field("body_mass")[:, cube].double()
+    a, b, c = size.unbind(-1)
+    expect = torch.stack([b**2 + c**2, a**2 + c**2, a**2 + b**2], -1) * mass.unsqueeze(-1) / 3.0
+    torch.testing.assert_close(e.sim.model_field("body_inertia")[:, cube].double(), expect, rtol=1e-3, atol=1e-9)
+    torch.testing.assert_close(e.cube_start[:, 2], size[:, 2].float())  # resting on the floor at its own half height
+    z0 = e.state.cube_pos[:, 2].clone()
+    for _ in range(10):  # 0.2 s with the arm holding home: the cube neither sinks nor jumps
+        e.step(torch.zeros(16, e.num_actions))
+    assert (e.state.cube_pos[:, 2] - z0).abs().max() < 2e-3
+    e.close()
+
+
 def test_observation_matches_metadata(env):
     meta = lift_policy_metadata(env)
     obs = env.get_observations()
