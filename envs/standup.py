@@ -103,8 +103,7 @@ class StandupTask(BatchedTask):
             self.env = make_env("standup", self.cfg, self.sim_cfg, device=self._device, seed=seed)
             return
         env.rng.manual_seed(seed)
-        env.randomizer.rng.manual_seed(seed + RANDOMIZER_SEED_OFFSET)
-        env.randomizer._sample_creation()  # creation-time fields: friction, restitution, masses, COM
+        env.randomizer.reseed(seed + RANDOMIZER_SEED_OFFSET)  # creation-time fields: friction, restitution, masses, COM
         env.load_state_dict(_clone(self._initial_state))
         env.pull_force = torch.zeros_like(env.pull_force)
         env.push_force = torch.zeros_like(env.push_force)
@@ -115,12 +114,9 @@ class StandupTask(BatchedTask):
 
     def terminated_truncated(self, dones: torch.Tensor, extras: dict) -> tuple[torch.Tensor, torch.Tensor]:
         """As the base class, except that an episode that reaches a terminal state on its last step counts as
-        terminated (not truncated), when the env exposes which time-outs were not terminal (``_time_outs``)."""
-        time_outs = getattr(self.env, "_time_outs", None)
-        if time_outs is None:
-            return super().terminated_truncated(dones, extras)
+        terminated (not truncated): the env's ``truncated`` holds the time-outs that were not terminal."""
         dones = dones.bool()
-        truncated = time_outs.bool() & dones
+        truncated = self.env.truncated.bool() & dones
         return dones & ~truncated, truncated
 
     def final_observations(self, before: torch.Tensor, done: torch.Tensor) -> torch.Tensor:

@@ -98,6 +98,9 @@ class StandupEnv(VecEnv):
         n, j, dev = self.num_envs, self.num_actions, self.device
         self.episode = EpisodeStats(n, dev)
         """Episode clock (:attr:`episode_length_buf`) and per-episode sums of the reward groups and terms."""
+        self.truncated = torch.zeros(n, dtype=torch.bool, device=dev)
+        """(N,) bool: episodes that ended at the last step at their time limit without a terminal state (set by
+        :meth:`step`)."""
         self.curriculum = StandupCurriculum(cfg.curriculum, n, dev)
         """Per-env pull force and β (HoST curricula)."""
         self.beta = self.curriculum.beta
@@ -308,7 +311,7 @@ class StandupEnv(VecEnv):
             if rp.fall_drop > 0:
                 terminated |= self.on_path & (state.head_height < self.start_head_height - rp.fall_drop)
         dones = terminated | time_outs
-        self._time_outs = time_outs & ~terminated
+        self.truncated = time_outs & ~terminated  # gymnasium's truncated; extras["time_outs"] also has terminal ones
         episode_log = self._log_step(state, group_rewards, terms, dones)
         self.last_state = state
         """State at the end of the last env step, before resets (for evaluation and logging)."""
@@ -463,7 +466,7 @@ class StandupEnv(VecEnv):
             path_done = dones & self.on_path
             if path_done.any():  # rise-path episodes: how far the head rose (< 0: fell) and how many stood
                 log["Metrics/path_head_gain"] = (state.head_height - self.start_head_height)[path_done]
-                stood = self._time_outs & (state.head_height > self.cfg.curriculum.threshold_height)
+                stood = self.truncated & (state.head_height > self.cfg.curriculum.threshold_height)
                 log["Metrics/path_stood"] = stood[path_done].float()  # lasted the episode, head above threshold
                 self._rise_path.record(self.path_u[path_done], stood[path_done])
             if self._rise_path is not None and self.cfg.rise_path.reverse_curriculum:

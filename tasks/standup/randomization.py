@@ -321,6 +321,12 @@ class StandupRandomizer:
         lo, hi = (float(v) for v in rng)
         return (lo + (hi - lo) * torch.rand(shape, generator=self.rng)).to(self.device)
 
+    def reseed(self, seed: int) -> None:
+        """Reseed the randomiser's generator with ``seed`` and redraw the creation-time fields of every env, as a
+        randomiser built with that seed draws them."""
+        self.rng.manual_seed(int(seed))
+        self._sample_creation()
+
     def _sample_creation(self) -> None:
         """Sample and write the creation-time fields (friction, restitution, masses, COM) of every env."""
         m, n, dr, dist = self.sim.model, self.num_envs, self.dr, self.dist
