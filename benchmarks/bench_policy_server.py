@@ -6,13 +6,14 @@ protocol's overhead, not a model's). In this process, for each payload (state on
 images with ``--images``, as openpi's LIBERO client sends):
 
 - **in-process**: ``predict_action_chunk`` of an identical policy (same seed) on the same observation, B = 1;
-- **server infer**: the server's own ``server_timing["infer_ms"]`` (key mapping + the same call);
+- **server infer**: the server's own ``server_timing["infer_ms"]`` (the same call, timed in the server);
 - **RemotePolicy**: ``predict_action_chunk`` through :class:`~upright.vla.remote.RemotePolicy` (batch -> openpi
   observation, pack, websocket, unpack, reply);
 - **openpi-client**: ``WebsocketClientPolicy.infer`` of the real openpi-client package (when installed).
 
-Each: median, p90, p99 over ``--requests`` calls after ``--warmup`` untimed ones; the overhead is the round trip's
-median minus the in-process median.
+Each: min, median, p90, p99 over ``--requests`` calls after ``--warmup`` untimed ones, the rows interleaved (one
+call of each per round, rotating order) so that a shared CPU's load falls on all alike; the overhead is the round
+trip's median minus the in-process median. ``--note`` adds a line (e.g. what else ran on the machine).
 
 Usage::
 
@@ -42,19 +43,23 @@ from upright.vla.linear import LinearChunkPolicy  # noqa: E402
 from upright.vla.remote import RemotePolicy  # noqa: E402
 
 
-def _stats(ms: list[float]) -> tuple[float, float, float]:
+def _stats(ms: list[float]) -> tuple[float, float, float, float]:
     a = np.asarray(ms)
-    return float(np.median(a)), float(np.percentile(a, 90)), float(np.percentile(a, 99))
+    return float(a.min()), float(np.median(a)), float(np.percentile(a, 90)), float(np.percentile(a, 99))
 
 
-def _time(fn, n: int, warmup: int) -> list[float]:
-    for _ in range(warmup):
-        fn()
-    out = []
-    for _ in range(n):
-        t0 = time.perf_counter()
-        fn()
-        out.append((time.perf_counter() - t0) * 1000.0)
+def _time_interleaved(fns: dict, n: int, warmup: int) -> dict[str, list[float]]:
+    """{name: n latencies ms}: one call of each function per round, in rotating order, so that the load of a
+    shared CPU falls on every row alike."""
+    names = list(fns)
+    out = {k: [] for k in names}
+    for i in range(warmup + n):
+        order = names[i % len(names):] + names[:i % len(names)]
+        for k in order:
+            t0 = time.perf_counter()
+            fns[k]()
+            if i >= warmup:
+                out[k].append((time.perf_counter() - t0) * 1000.0)
     return out
 
 
@@ -86,28 +91,32 @@ def bench_payload(args, images: bool) -> list[tuple[str, list[float]]]:
         obs["observation/wrist_image"] = rng.integers(0, 256, (224, 224, 3), dtype=np.uint8)
     policy = LinearChunkPolicy(args.state_dim, args.chunk_size, args.action_dim, tuple(c for c in cameras.split(",") if c))
     batch = observation_to_batch(obs, cameras=policy.cameras)
-    rows = []
-    with torch.no_grad():
-        rows.append(("in-process predict_action_chunk", _time(lambda: policy.predict_action_chunk(batch),
-                                                              args.requests, args.warmup)))
     proc, port = _start_server(args, cameras)
     try:
-        with RemotePolicy(port=port, timeout=120) as remote:
-            timings = []
+        remote = RemotePolicy(port=port, timeout=120)
+        infer_ms = []
 
-            def remote_call():
-                remote.predict_action_chunk(batch)
-                timings.append(remote.last_server_timing["infer_ms"])
+        def in_process():
+            with torch.no_grad():
+                policy.predict_action_chunk(batch)
 
-            rows.append(("RemotePolicy round trip", _time(remote_call, args.requests, args.warmup)))
-            rows.insert(1, ("server infer_ms (server_timing)", timings[args.warmup:]))
+        def remote_call():
+            remote.predict_action_chunk(batch)
+            infer_ms.append(remote.last_server_timing["infer_ms"])
+
+        fns = {"in-process predict_action_chunk": in_process, "RemotePolicy round trip": remote_call}
         try:
             from openpi_client.websocket_client_policy import WebsocketClientPolicy
         except ImportError:
             print("openpi-client not installed (pip install --no-deps openpi-client==0.1.2): row skipped")
+            client = None
         else:
             client = WebsocketClientPolicy("127.0.0.1", port)
-            rows.append(("openpi-client round trip", _time(lambda: client.infer(obs), args.requests, args.warmup)))
+            fns["openpi-client round trip"] = lambda: client.infer(obs)
+        rows = list(_time_interleaved(fns, args.requests, args.warmup).items())
+        rows.insert(1, ("server infer_ms (server_timing)", infer_ms[args.warmup:]))
+        remote.close()
+        if client is not None:
             client._ws.close()  # WebsocketClientPolicy has no close()
     finally:
         proc.terminate()
@@ -124,25 +133,28 @@ def main() -> None:
     p.add_argument("--action-dim", type=int, default=7)
     p.add_argument("--images", action="store_true", help="also the 2 x 224x224x3 uint8 image payload")
     p.add_argument("--out", help="also write the Markdown report to this file")
+    p.add_argument("--note", default="", help="a line for the report (e.g. what else ran on the machine)")
     args = p.parse_args()
     torch.set_num_threads(1)
     load0 = os.getloadavg()
     lines = [f"# bench_policy_server ({datetime.datetime.now().isoformat(timespec='seconds')})", "",
              f"{platform.platform()}, Python {platform.python_version()}, {cpu_model()}, {os.cpu_count()} CPUs, "
              f"load average {load0[0]:.2f} {load0[1]:.2f} {load0[2]:.2f} at start", "",
-             "Command: `python benchmarks/bench_policy_server.py " + " ".join(sys.argv[1:]) + "`", "",
+             "Command: `python benchmarks/bench_policy_server.py " + " ".join(
+                 f'"{a}"' if " " in a else a for a in sys.argv[1:]) + "`", "",
              f"Policy: LinearChunkPolicy, state {args.state_dim}, chunk {args.chunk_size} x {args.action_dim} "
              f"float32; server in its own process on 127.0.0.1; {args.requests} timed requests per row after "
-             f"{args.warmup} untimed.", ""]
+             f"{args.warmup} untimed, the rows interleaved.", ""] + ([args.note, ""] if args.note else [])
     for images in ([False, True] if args.images else [False]):
         rows = bench_payload(args, images)
-        base = _stats(rows[0][1])[0]
+        base = _stats(rows[0][1])[1]
         payload = "state + 2 x 224x224x3 uint8 images + prompt" if images else f"state ({args.state_dim} float32) + prompt"
-        lines += [f"## {payload}", "", "| measurement | median ms | p90 ms | p99 ms | median / in-process | "
-                  "overhead ms (median) |", "|---|---|---|---|---|---|"]
+        lines += [f"## {payload}", "", "| measurement | min ms | median ms | p90 ms | p99 ms | median / in-process | "
+                  "overhead ms (median) |", "|---|---|---|---|---|---|---|"]
         for name, ms in rows:
-            med, p90, p99 = _stats(ms)
-            lines.append(f"| {name} | {med:.3f} | {p90:.3f} | {p99:.3f} | {med / base:.1f} | {med - base:.3f} |")
+            lo, med, p90, p99 = _stats(ms)
+            lines.append(f"| {name} | {lo:.3f} | {med:.3f} | {p90:.3f} | {p99:.3f} | {med / base:.1f} | "
+                         f"{med - base:.3f} |")
         lines.append("")
     load1 = os.getloadavg()
     lines.append(f"load average at end: {load1[0]:.2f} {load1[1]:.2f} {load1[2]:.2f}")

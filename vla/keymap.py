@@ -74,10 +74,9 @@ def _image_to_chw(key: str, value) -> torch.Tensor:
         img = img.transpose(2, 0, 1)
     elif not (img.ndim == 3 and img.shape[0] in (1, 3)):
         raise ValueError(f"'{key}' must be an (H, W, 3) RGB image (openpi's layout) or (3, H, W), got {img.shape}")
-    if img.dtype == np.uint8:
-        return torch.from_numpy(np.ascontiguousarray(img)).unsqueeze(0)
-    if img.dtype.kind == "f":
-        return torch.from_numpy(np.ascontiguousarray(img, dtype=np.float32)).unsqueeze(0)
+    if img.dtype == np.uint8 or img.dtype.kind == "f":  # a C-order copy: unpacked arrays are read-only views
+        return torch.from_numpy(np.array(img, dtype=np.uint8 if img.dtype == np.uint8 else np.float32,
+                                         order="C")).unsqueeze(0)
     raise ValueError(f"'{key}' must be uint8 in [0, 255] or float in [0, 1], got dtype {img.dtype}")
 
 
