@@ -1,0 +1,169 @@
+"""Round-trip latency of the openpi policy server on loopback vs. the policy's own in-process time (a script).
+
+The server (``python -m upright.vla.server``, i.e. ``upright-policy-server``) runs in its own process on a free
+port, serving :class:`~upright.vla.linear.LinearChunkPolicy` (chunk H x A, a tiny linear map: the figures are the
+protocol's overhead, not a model's). In this process, for each payload (state only; state + 2 x 224x224x3 uint8
+images with ``--images``, as openpi's LIBERO client sends):
+
+- **in-process**: ``predict_action_chunk`` of an identical policy (same seed) on the same observation, B = 1;
+- **server infer**: the server's own ``server_timing["infer_ms"]`` (the same call, timed in the server);
+- **RemotePolicy**: ``predict_action_chunk`` through :class:`~upright.vla.remote.RemotePolicy` (batch -> openpi
+  observation, pack, websocket, unpack, reply);
+- **openpi-client**: ``WebsocketClientPolicy.infer`` of the real openpi-client package (when installed).
+
+Each: min, median, p90, p99 over ``--requests`` calls after ``--warmup`` untimed ones, the rows interleaved (one
+call of each per round, rotating order) so that a shared CPU's load falls on all alike; the overhead is the round
+trip's median minus the in-process median. ``--note`` adds a line (e.g. what else ran on the machine).
+
+Usage::
+
+    python benchmarks/bench_policy_server.py --images --out docs/bench_policy_server.md
+    python benchmarks/bench_policy_server.py --requests 200 --chunk-size 10   # quicker, state only
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import platform
+import re
+import subprocess
+import sys
+import time
+
+import numpy as np
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from machine import cpu_model  # noqa: E402  (benchmarks/machine.py)
+
+from upright.vla.keymap import observation_to_batch  # noqa: E402
+from upright.vla.linear import LinearChunkPolicy  # noqa: E402
+from upright.vla.remote import RemotePolicy  # noqa: E402
+
+
+def _stats(ms: list[float]) -> tuple[float, float, float, float]:
+    a = np.asarray(ms)
+    return float(a.min()), float(np.median(a)), float(np.percentile(a, 90)), float(np.percentile(a, 99))
+
+
+def _time_interleaved(fns: dict, n: int, warmup: int) -> dict[str, list[float]]:
+    """{name: n latencies ms}: one call of each function per round, in rotating order, so that the load of a
+    shared CPU falls on every row alike."""
+    names = list(fns)
+    out = {k: [] for k in names}
+    for i in range(warmup + n):
+        order = names[i % len(names):] + names[:i % len(names)]
+        for k in order:
+            t0 = time.perf_counter()
+            fns[k]()
+            if i >= warmup:
+                out[k].append((time.perf_counter() - t0) * 1000.0)
+    return out
+
+
+def _start_server(args, cameras: str) -> tuple[subprocess.Popen, int]:
+    cmd = [sys.executable, "-m", "upright.vla.server", "--policy", "upright.vla.linear:make_linear_policy",
+           "--arg", f"state_dim={args.state_dim}", "--arg", f"chunk_size={args.chunk_size}",
+           "--arg", f"action_dim={args.action_dim}", "--arg", f"cameras={cameras}", "--port", "0"]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True, env=env)
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline:
+        line = proc.stderr.readline()
+        if not line:
+            break
+        m = re.search(r"on ws://127\.0\.0\.1:(\d+)", line)
+        if m:
+            return proc, int(m.group(1))
+    proc.kill()
+    raise RuntimeError("the policy server did not start")
+
+
+def bench_payload(args, images: bool) -> list[tuple[str, list[float]]]:
+    """[(row name, latencies ms)] for one payload."""
+    cameras = "front,wrist" if images else ""
+    rng = np.random.default_rng(0)
+    obs = {"observation/state": rng.normal(size=args.state_dim).astype(np.float32), "prompt": "pick up the cube"}
+    if images:
+        obs["observation/image"] = rng.integers(0, 256, (224, 224, 3), dtype=np.uint8)
+        obs["observation/wrist_image"] = rng.integers(0, 256, (224, 224, 3), dtype=np.uint8)
+    policy = LinearChunkPolicy(args.state_dim, args.chunk_size, args.action_dim, tuple(c for c in cameras.split(",") if c))
+    batch = observation_to_batch(obs, cameras=policy.cameras)
+    proc, port = _start_server(args, cameras)
+    try:
+        remote = RemotePolicy(port=port, timeout=120)
+        infer_ms = []
+
+        def in_process():
+            with torch.no_grad():
+                policy.predict_action_chunk(batch)
+
+        def remote_call():
+            remote.predict_action_chunk(batch)
+            infer_ms.append(remote.last_server_timing["infer_ms"])
+
+        fns = {"in-process predict_action_chunk": in_process, "RemotePolicy round trip": remote_call}
+        try:
+            from openpi_client.websocket_client_policy import WebsocketClientPolicy
+        except ImportError:
+            print("openpi-client not installed (pip install --no-deps openpi-client==0.1.2): row skipped")
+            client = None
+        else:
+            client = WebsocketClientPolicy("127.0.0.1", port)
+            fns["openpi-client round trip"] = lambda: client.infer(obs)
+        rows = list(_time_interleaved(fns, args.requests, args.warmup).items())
+        rows.insert(1, ("server infer_ms (server_timing)", infer_ms[args.warmup:]))
+        remote.close()
+        if client is not None:
+            client._ws.close()  # WebsocketClientPolicy has no close()
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+    return rows
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--requests", type=int, default=1000, help="timed calls per row (default 1000)")
+    p.add_argument("--warmup", type=int, default=50, help="untimed calls first (default 50)")
+    p.add_argument("--state-dim", type=int, default=8)
+    p.add_argument("--chunk-size", type=int, default=50, help="H (default 50, pi0's action horizon)")
+    p.add_argument("--action-dim", type=int, default=7)
+    p.add_argument("--images", action="store_true", help="also the 2 x 224x224x3 uint8 image payload")
+    p.add_argument("--out", help="also write the Markdown report to this file")
+    p.add_argument("--note", default="", help="a line for the report (e.g. what else ran on the machine)")
+    args = p.parse_args()
+    torch.set_num_threads(1)
+    load0 = os.getloadavg()
+    lines = [f"# bench_policy_server ({datetime.datetime.now().isoformat(timespec='seconds')})", "",
+             f"{platform.platform()}, Python {platform.python_version()}, {cpu_model()}, {os.cpu_count()} CPUs, "
+             f"load average {load0[0]:.2f} {load0[1]:.2f} {load0[2]:.2f} at start", "",
+             "Command: `python benchmarks/bench_policy_server.py " + " ".join(
+                 f'"{a}"' if " " in a else a for a in sys.argv[1:]) + "`", "",
+             f"Policy: LinearChunkPolicy, state {args.state_dim}, chunk {args.chunk_size} x {args.action_dim} "
+             f"float32; server in its own process on 127.0.0.1; {args.requests} timed requests per row after "
+             f"{args.warmup} untimed, the rows interleaved.", ""] + ([args.note, ""] if args.note else [])
+    for images in ([False, True] if args.images else [False]):
+        rows = bench_payload(args, images)
+        base = _stats(rows[0][1])[1]
+        payload = "state + 2 x 224x224x3 uint8 images + prompt" if images else f"state ({args.state_dim} float32) + prompt"
+        lines += [f"## {payload}", "", "| measurement | min ms | median ms | p90 ms | p99 ms | median / in-process | "
+                  "overhead ms (median) |", "|---|---|---|---|---|---|---|"]
+        for name, ms in rows:
+            lo, med, p90, p99 = _stats(ms)
+            lines.append(f"| {name} | {lo:.3f} | {med:.3f} | {p90:.3f} | {p99:.3f} | {med / base:.1f} | "
+                         f"{med - base:.3f} |")
+        lines.append("")
+    load1 = os.getloadavg()
+    lines.append(f"load average at end: {load1[0]:.2f} {load1[1]:.2f} {load1[2]:.2f}")
+    report = "\n".join(lines) + "\n"
+    print(report)
+    if args.out:
+        with open(args.out, "w") as f:
+            f.write(report)
+
+
+if __name__ == "__main__":
+    main()
