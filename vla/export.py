@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import pathlib
+import warnings
 from typing import Any
 
 import numpy as np
@@ -19,33 +20,42 @@ from upright.vla.onnx_policy import VLA_METADATA_VERSION, OnnxChunkPolicy
 from upright.vla.tiny import TinyVLA
 
 
-class _Graph(torch.nn.Module):
-    """TinyVLA.forward with one positional input per tensor: (state, image_<cam>..., token_ids, token_mask)."""
+class _StateGraph(torch.nn.Module):
+    """The exported graph of a policy without cameras: (state, token_ids, token_mask) -> action_chunk."""
 
     def __init__(self, model: TinyVLA):
         super().__init__()
         self.model = model
-        self.num_cameras = len(model.cfg.cameras)
 
-    def forward(self, state: torch.Tensor, *rest: torch.Tensor) -> torch.Tensor:
-        images, (ids, mask) = list(rest[: self.num_cameras]), rest[self.num_cameras :]
-        return self.model(state, images, ids, mask)
+    def forward(self, state: torch.Tensor, token_ids: torch.Tensor, token_mask: torch.Tensor) -> torch.Tensor:
+        return self.model(state, [], token_ids, token_mask)
+
+
+class _ImageGraph(_StateGraph):
+    """The exported graph with cameras: (state, token_ids, token_mask, images (B, cameras, 3, H, W)) -> action_chunk."""
+
+    def forward(self, state: torch.Tensor, token_ids: torch.Tensor, token_mask: torch.Tensor,
+                images: torch.Tensor) -> torch.Tensor:  # fmt: skip
+        cams = [images[:, c] for c in range(len(self.model.cfg.cameras))]
+        return self.model(state, cams, token_ids, token_mask)
 
 
 def input_names(model: TinyVLA) -> list[str]:
-    """``state``, ``image_<camera>`` per camera, ``token_ids``, ``token_mask``."""
-    return ["state", *(f"image_{c}" for c in model.cfg.cameras), "token_ids", "token_mask"]
+    """``state``, ``token_ids``, ``token_mask``, and ``images`` when the policy reads cameras."""
+    return ["state", "token_ids", "token_mask", *(["images"] if model.cfg.cameras else [])]
 
 
 def example_inputs(model: TinyVLA, batch: int = 2, seed: int = 0) -> tuple[torch.Tensor, ...]:
-    """Random inputs of the graph (state around the stored mean, images in [0, 1], instruction-like tokens)."""
+    """Random inputs of the graph (state around the stored mean, instruction-like tokens, images in [0, 1])."""
     cfg = model.cfg
     g = torch.Generator().manual_seed(seed)
     state = model.state_mean + model.state_std * torch.randn(batch, cfg.state_dim, generator=g)
-    images = [torch.rand(batch, 3, cfg.image_height, cfg.image_width, generator=g) for _ in cfg.cameras]
     texts = ["pick up the green cube", "lift it to the red target"]
     ids, mask = model.tokenizer.encode([texts[i % 2] for i in range(batch)])
-    return (state.float(), *images, ids, mask)
+    if not cfg.cameras:
+        return (state.float(), ids, mask)
+    images = torch.rand(batch, len(cfg.cameras), 3, cfg.image_height, cfg.image_width, generator=g)
+    return (state.float(), ids, mask, images)
 
 
 def vla_metadata(model: TinyVLA, tasks: list[str] | None = None) -> dict[str, Any]:
@@ -59,8 +69,9 @@ def vla_metadata(model: TinyVLA, tasks: list[str] | None = None) -> dict[str, An
         "image_height": cfg.image_height,
         "image_width": cfg.image_width,
         "image_channel_order": "RGB",
-        "image_layout": "NCHW",
-        "image_input": "float32 in [0, 1] (uint8 / 255), one input image_<camera> per camera",
+        "image_layout": "B,camera,C,H,W",
+        "image_input": "input 'images' (B, len(cameras), 3, H, W) float32 RGB in [0, 1] (uint8 / 255), cameras in "
+        "'cameras' order; absent when cameras is empty",
         **model.tokenizer.metadata(),
         "chunk_size": cfg.chunk_size,
         "state_key": cfg.state_key,
@@ -96,13 +107,15 @@ def export_onnx(model: TinyVLA, path: str | pathlib.Path, tasks: list[str] | Non
     path = pathlib.Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     model = model.eval()
-    graph = _Graph(model).eval()
+    graph = (_ImageGraph(model) if model.cfg.cameras else _StateGraph(model)).eval()
     args = example_inputs(model)
     batch = torch.export.Dim("batch", min=1, max=4096)
     dynamic = tuple({0: batch} for _ in args)
-    with quiet_onnx_exporter(), torch.no_grad():
+    with quiet_onnx_exporter(), torch.no_grad(), warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*axis name.*")  # every input shares the one batch axis
         torch.onnx.export(graph, args, str(path), input_names=input_names(model), output_names=["action_chunk"],
-                          opset_version=18, dynamo=True, dynamic_shapes=dynamic, external_data=False)  # fmt: skip
+                          opset_version=18, dynamo=True, dynamic_shapes=dynamic, external_data=False,
+                          verbose=False)  # fmt: skip
     proto = onnx.load(str(path))
     del proto.metadata_props[:]
     for key, value in vla_metadata(model, tasks).items():
@@ -122,9 +135,9 @@ def check_onnx_matches_torch(path: str | pathlib.Path, model: TinyVLA, atol: flo
         AssertionError: the outputs differ by more than ``atol``.
     """
     inputs = example_inputs(model, batch=3, seed=1)
-    cams = model.cfg.cameras
-    batch = {"observation.state": inputs[0], "task": ["pick up the green cube"] * 3,
-             **{f"observation.images.{c}": img for c, img in zip(cams, inputs[1 : 1 + len(cams)])}}  # fmt: skip
+    batch = {"observation.state": inputs[0], "task": ["pick up the green cube", "lift it", "grab the block"]}
+    for c, cam in enumerate(model.cfg.cameras):
+        batch[f"observation.images.{cam}"] = inputs[3][:, c]
     with torch.no_grad():
         expected = model.predict_action_chunk(batch).numpy()
     got = OnnxChunkPolicy(path).predict_action_chunk(batch).numpy()

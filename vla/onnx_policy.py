@@ -3,9 +3,10 @@
 The graph (exported by :func:`upright.vla.export.export_onnx`) has the inputs
 
 - ``state``: (B, S) float32, the policy's ``observation.state`` (raw units; the normalisation is in the graph);
-- ``image_<camera>``: (B, 3, H, W) float32 RGB in [0, 1], channels first, one per camera in ``cameras`` order;
 - ``token_ids``: (B, T) int64 and ``token_mask``: (B, T) float32, the instruction hashed as ``vocab_hashing`` says
   (:mod:`upright.vla.tokenizer`), T = ``max_tokens``;
+- ``images`` (only when ``cameras`` is not empty): (B, len(cameras), 3, H, W) float32 RGB in [0, 1], channels first,
+  the cameras in ``cameras`` order;
 
 and the output ``action_chunk`` (B, H, A) float32 in the ``action_convention`` (de-normalised, clipped for ``delta``).
 Its ``metadata_props`` (JSON values) hold :data:`REQUIRED_VLA_KEYS`: everything needed to build those inputs.
@@ -113,12 +114,14 @@ class OnnxChunkPolicy(ChunkPolicy):
         ids, mask = self.tokenizer.encode(list(batch.get(TASK_KEY, [""] * b)))
         feeds = {"state": torch.as_tensor(batch[STATE_KEY]).detach().cpu().float().numpy(),
                  "token_ids": ids.numpy(), "token_mask": mask.numpy()}  # fmt: skip
+        images = []
         for cam in self.cameras:
             img = torch.as_tensor(batch[IMAGE_PREFIX + cam]).detach().cpu()
             if tuple(img.shape[2:]) != (m["image_height"], m["image_width"]):
                 raise ValueError(f"'{IMAGE_PREFIX + cam}' is {tuple(img.shape[2:])} (H, W); {self.path.name} expects "
                                  f"({m['image_height']}, {m['image_width']}): set env.camera.height/width")  # fmt: skip
-            img = img.float() / 255.0 if img.dtype == torch.uint8 else img.float()
-            feeds[f"image_{cam}"] = np.ascontiguousarray(img.numpy())
+            images.append(img.float() / 255.0 if img.dtype == torch.uint8 else img.float())
+        if images:
+            feeds["images"] = np.ascontiguousarray(torch.stack(images, 1).numpy())
         out = self.session.run([self.output_name], {k: feeds[k] for k in self.input_names})[0]
         return torch.from_numpy(np.asarray(out, dtype=np.float32))

@@ -213,6 +213,7 @@ class TinyVLA(nn.Module, ChunkPolicy):
             out.append(img.float() / 255.0 if img.dtype == torch.uint8 else img.float())
         return out
 
+    @torch.no_grad()
     def predict_action_chunk(self, batch: PolicyBatch) -> torch.Tensor:
         """(B, H, A) float32 action chunk; a batch without ``task`` gets no instruction (all-padding tokens).
 
