@@ -118,7 +118,7 @@ def train(data: BCData, out: str | pathlib.Path | None, cfg: TrainBCConfig, stat
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
-        losses.append(float(loss))
+        losses.append(loss.item())
         if step % cfg.log_every == 0 or step == cfg.steps:
             recent = sum(losses[-cfg.log_every :]) / len(losses[-cfg.log_every :])
             seconds = time.monotonic() - start
