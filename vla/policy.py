@@ -83,10 +83,10 @@ class ChunkPolicy(abc.ABC):
     def predict_action_chunk(self, batch: PolicyBatch) -> torch.Tensor:
         """(B, H, A) float32 action chunk for the batch's current observations."""
 
-    def reset(self) -> None:
-        """Forget queued actions (call at every episode start of every env)."""
+    def reset(self, env_ids: torch.Tensor | None = None) -> None:
+        """Forget queued actions of ``env_ids`` (all envs when None, LeRobot's call); call at every episode start."""
         if self._queue is not None:
-            self._queue.reset()
+            self._queue.reset(env_ids)
 
     def select_action(self, batch: PolicyBatch) -> torch.Tensor:
         """(B, A) float32 action for this step: pops the queue, predicting a new chunk for the envs that need one.

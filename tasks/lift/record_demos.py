@@ -1,7 +1,7 @@
 """Record scripted-expert episodes of the lift task as a LeRobotDataset v3, with the deploy daemon's writer and schema.
 
     python -m upright.tasks.lift.record_demos --episodes 50 --out data/lift_demos [--cameras] [--num-envs 16]
-        [--seed 0] [--no-domain-rand] [--only-success] [env.*=... sim.*=...]
+        [--seed 0] [--no-domain-rand] [--only-success] [--instruction TEXT ... | --paraphrases] [env.*=... sim.*=...]
 
 The expert (:mod:`upright.tasks.lift.expert`) runs in ``--num-envs`` envs at once on the full reset ranges
 (curriculum off, domain randomisation on unless ``--no-domain-rand``); every finished episode becomes one dataset
@@ -18,8 +18,11 @@ one schema, at 50 fps (one frame per env step). Frame t holds:
 - ``next.reward``: the env's reward of that step (sum over the reward groups), ``next.done``: the episode ended;
 - ``control_source`` 0 (``policy``: the scripted expert commands every frame), ``intervention`` false,
   ``safety_flags`` 0, ``t_mono_ns``/``imu_time_us``: sim time, ``loop_lateness_us`` 0;
-- the task instruction (``meta/tasks.parquet``) :data:`TASK`; the episode's ``upright/outcome`` is ``success`` (cube
-  within 2.5 cm of the target at some step) or ``failure``.
+- the task instruction (``meta/tasks.parquet``, the frame's ``task_index``): :data:`TASK` by default; with
+  ``--instruction`` (repeatable) or ``--paraphrases`` (:data:`PARAPHRASES`) the written episodes cycle through the
+  given strings (episode k of this run gets ``instructions[k % len]``), so a language-conditioned policy sees several
+  phrasings of the one task; the episode's ``upright/outcome`` is ``success`` (cube within 2.5 cm of the target at
+  some step) or ``failure``.
 """
 
 from __future__ import annotations
@@ -44,6 +47,14 @@ from upright.tasks.lift.observations import OBSERVATION_DIMS, OBSERVATION_TERMS
 
 TASK = "Pick up the green cube and lift it to the red target."
 """The instruction string stored with every episode."""
+PARAPHRASES = (
+    TASK,
+    "Lift the green cube up to the red target.",
+    "Grab the green block and raise it to the red marker.",
+    "Pick the cube up and bring it to the red sphere.",
+    "Move the green cube to the red target above the table.",
+)
+"""Phrasings of :data:`TASK` that ``--paraphrases`` cycles through (one per episode)."""
 FPS = 50
 """Frames per second: one frame per 0.02 s env step."""
 
@@ -65,6 +76,17 @@ def demo_features(cameras: tuple[str, ...], height: int, width: int) -> dict[str
             "dtype": "image", "shape": [height, width, 3], "names": ["height", "width", "channel"],
         }  # fmt: skip
     return features
+
+
+def proprio_state(env) -> np.ndarray:
+    """(N, 22) float32 ``observation.state`` of every env of a lift env: q and q̇ of the 8 actuated joints (rad, m;
+    rad/s, m/s), the base gyro (0: the Panda's base is fixed) and gravity in the base frame ((0, 0, -1))."""
+    state = env.state
+    q = state.q[:, :8].cpu().numpy().astype(np.float32)
+    dq = state.dq[:, :8].cpu().numpy().astype(np.float32)
+    n = q.shape[0]
+    fixed = np.tile(np.array([0.0, 0.0, 0.0, 0.0, 0.0, -1.0], np.float32), (n, 1))
+    return np.concatenate([q, dq, fixed], axis=1)
 
 
 def _png(image: np.ndarray) -> bytes:
@@ -99,15 +121,22 @@ class EpisodeBuffer:
 def record(
     out: str | pathlib.Path, episodes: int, num_envs: int = 16, seed: int = 0, domain_rand: bool = True,
     cameras: bool = False, only_success: bool = False, overrides: list[str] | tuple[str, ...] = (),
+    instructions: list[str] | tuple[str, ...] = (TASK,),
 ) -> dict:
     """Record ``episodes`` expert episodes into the dataset at ``out`` (created, or extended if it has this schema).
+
+    ``instructions``: the task strings; written episode k of this call gets ``instructions[k % len(instructions)]``.
 
     Returns:
         ``{"episodes", "frames", "successes", "attempts"}``.
 
     Raises:
-        ValueError: bad overrides, or ``out`` holds a dataset with another schema (the messages say what to change).
+        ValueError: bad overrides, an empty or blank instruction, or ``out`` holds a dataset with another schema (the
+            messages say what to change).
     """
+    instructions = [str(t) for t in instructions]
+    if not instructions or any(not t.strip() for t in instructions):
+        raise ValueError(f"instructions must be non-empty strings, got {instructions!r}; pass --instruction TEXT")
     from upright.deploy.lerobot_dataset import LeRobotV3Writer
     from upright.deploy.logger_process import extra_info
     from upright.deploy.state_machine import ControlSource
@@ -118,18 +147,15 @@ def record(
     env, cfg = make_lift_eval_env(extra, num_envs, domain_rand, seed)
     cams = tuple(cfg.env.camera.cameras) if cameras else ()
     features = demo_features(cams, int(cfg.env.camera.height), int(cfg.env.camera.width))
-    writer = LeRobotV3Writer(out, features, FPS, "franka_emika_panda", extra_info(TASK, "scripted_expert"))
+    writer = LeRobotV3Writer(out, features, FPS, "franka_emika_panda", extra_info(instructions[0], "scripted_expert"))
     expert = ScriptedExpert(env)
     expert.reset(torch.arange(num_envs))
     buffers = [EpisodeBuffer() for _ in range(num_envs)]
     lo, hi = env.ctrl_lower, env.ctrl_upper
     written = successes = attempts = frames = 0
     obs = env.get_observations()
-    gravity = np.array([0.0, 0.0, -1.0], np.float32)
     while written < episodes:
-        state = env.state
-        q = state.q[:, :8].cpu().numpy()
-        dq = state.dq[:, :8].cpu().numpy()
+        proprio = proprio_state(env)
         policy_obs = obs["actor"].cpu().numpy()
         images = obs["rgb"].cpu().numpy() if cams else None
         ctrl_before = env.ctrl.clone()
@@ -142,7 +168,7 @@ def record(
         a = a.cpu().numpy()
         for i in range(num_envs):
             row = {
-                "observation.state": np.concatenate([q[i], dq[i], np.zeros(3, np.float32), gravity]),
+                "observation.state": proprio[i],
                 "observation.policy_obs": policy_obs[i], "observation.policy_action": a[i], "action": a[i],
                 "action.joint_target": targets[i], "intervention": False, "control_source": int(ControlSource.POLICY),
                 "safety_flags": 0, "t_mono_ns": int(t_ns[i]), "imu_time_us": int(t_ns[i] // 1000),
@@ -155,7 +181,8 @@ def record(
             ok = bool(env.success_once_at_done[i])
             attempts += 1
             if written < episodes and (ok or not only_success):
-                writer.add_episode(writer.info["total_episodes"], buffers[i].table(features), TASK,
+                task = instructions[written % len(instructions)]
+                writer.add_episode(writer.info["total_episodes"], buffers[i].table(features), task,
                                    "success" if ok else "failure")  # fmt: skip
                 written += 1
                 successes += int(ok)
@@ -175,14 +202,20 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--no-domain-rand", action="store_true")
     parser.add_argument("--cameras", action="store_true", help="add observation.images.* (env.camera.* sets them)")
     parser.add_argument("--only-success", action="store_true", help="write successful episodes only")
+    parser.add_argument("--instruction", action="append", default=None, metavar="TEXT",
+                        help=f"task instruction (repeatable: episodes cycle through them); default {TASK!r}")
+    parser.add_argument("--paraphrases", action="store_true", help="cycle through the built-in PARAPHRASES")
     parser.add_argument("overrides", nargs="*", help="task config overrides, e.g. env.camera.width=96")
     args = parser.parse_args(argv)
     if args.episodes < 1 or args.num_envs < 1:
         parser.error("--episodes and --num-envs must be >= 1")
+    if args.instruction and args.paraphrases:
+        parser.error("--instruction and --paraphrases exclude each other; pass one")
+    instructions = args.instruction or (list(PARAPHRASES) if args.paraphrases else [TASK])
     torch.set_num_threads(1)
     try:
         summary = record(args.out, args.episodes, args.num_envs, args.seed, not args.no_domain_rand, args.cameras,
-                         args.only_success, args.overrides)  # fmt: skip
+                         args.only_success, args.overrides, instructions)  # fmt: skip
     except ValueError as err:
         parser.exit(2, f"record_demos: {err}\n")
     print(f"{args.out}: {summary['episodes']} episodes, {summary['frames']} frames; expert success "

@@ -1,0 +1,190 @@
+"""Evaluate a VLA chunk policy (TinyVLA checkpoint or exported ``policy.onnx``) on the lift task.
+
+    python -m upright.vla.evaluate_lift --policy runs/tiny_vla [--episodes 50] [--num-envs 25] [--seed 0]
+        [--cameras | --no-cameras] [--instruction TEXT] [--n-action-steps K | --temporal-ensemble M]
+        [--no-domain-rand] [--out DIR] [env.*=... sim.*=...]
+
+``--policy``: a folder with ``model.pt`` (preferred) or ``policy.onnx``, a ``model.pt`` file, or an ``.onnx`` file.
+The protocol and the table are those of :mod:`upright.tasks.lift.evaluate` (150-step episodes on the full reset
+ranges, curriculum off, domain randomisation on; success = cube centre within 2.5 cm of the target at some step).
+Every step the policy gets a batch with LeRobot's keys: ``observation.state`` (the feature it was trained on: the
+22-value proprioceptive state of :func:`~upright.tasks.lift.record_demos.proprio_state`, or the 49-value
+``observation.policy_obs``, the env's ``actor`` observation), ``observation.images.<camera>`` (the env's ``rgb``
+group, rendered when the policy reads cameras; ``--cameras`` forces it on), and ``task`` (``--instruction``, default
+the recorder's :data:`~upright.tasks.lift.record_demos.TASK`). Chunks are executed through
+:meth:`~upright.vla.policy.ChunkPolicy.select_action` (queue mode by default).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import pathlib
+import sys
+import time
+
+if __name__ == "__main__":
+    from upright.viewer.gl import choose_offscreen_gl
+
+    choose_offscreen_gl()  # before MuJoCo is imported, in case the policy reads cameras
+
+import torch
+
+from upright.vla.policy import IMAGE_PREFIX, STATE_KEY, TASK_KEY, ChunkPolicy
+
+
+def load_chunk_policy(path: str | pathlib.Path) -> tuple[ChunkPolicy, dict]:
+    """A TinyVLA (``model.pt``) or an :class:`~upright.vla.onnx_policy.OnnxChunkPolicy` (``.onnx``), and its
+    description: ``cameras``, ``image_height``, ``image_width``, ``state_key``, ``state_dim``.
+
+    Raises:
+        FileNotFoundError: nothing loadable at ``path`` (the message names train_bc).
+        ValueError: a file that is not a VLA policy (one line naming the fix).
+    """
+    path = pathlib.Path(path)
+    if path.is_dir():
+        found = [path / n for n in ("model.pt", "policy.onnx") if (path / n).is_file()]
+        if not found:
+            raise FileNotFoundError(f"{path} has no model.pt or policy.onnx; train one with python -m "
+                                    "upright.vla.train_bc --dataset DIR --out DIR")  # fmt: skip
+        path = found[0]
+    if path.suffix == ".onnx":
+        from upright.vla.onnx_policy import OnnxChunkPolicy
+
+        policy = OnnxChunkPolicy(path)
+        m = policy.metadata
+        return policy, {k: m[k] for k in ("cameras", "image_height", "image_width", "state_key", "state_dim")}
+    from upright.vla.tiny import TinyVLA
+
+    model = TinyVLA.load(path)
+    c = model.cfg
+    return model, {"cameras": list(c.cameras), "image_height": c.image_height, "image_width": c.image_width,
+                   "state_key": c.state_key, "state_dim": c.state_dim}  # fmt: skip
+
+
+class _StepObservations:
+    """The env, remembering the observations its last ``step`` returned (so a camera frame is rendered once)."""
+
+    def __init__(self, env):
+        self._env = env
+        self.obs = None
+
+    def __getattr__(self, name):
+        return getattr(self._env, name)
+
+    def step(self, actions):
+        out = self._env.step(actions)
+        self.obs = out[0]
+        return out
+
+    def reset_all(self):
+        self._env.reset_all()
+        self.obs = None
+
+    def observations(self):
+        return self.obs if self.obs is not None else self._env.get_observations()
+
+
+def make_batch(env, obs, spec: dict, instruction: str, camera_order: list[str]) -> dict:
+    """The policy batch for the lift env's current step (module docstring).
+
+    Raises:
+        ValueError: the policy's state feature is neither observation.state nor observation.policy_obs.
+    """
+    from upright.tasks.lift.record_demos import proprio_state
+
+    if spec["state_key"] == STATE_KEY:
+        state = torch.from_numpy(proprio_state(env))
+    elif spec["state_key"] == "observation.policy_obs":
+        state = obs["actor"].float().cpu()
+    else:
+        raise ValueError(f"the policy reads state feature {spec['state_key']!r}; the lift evaluation provides "
+                         f"{STATE_KEY} and observation.policy_obs: train with --state-key one of them")  # fmt: skip
+    batch = {STATE_KEY: state, TASK_KEY: [instruction] * env.num_envs}
+    for cam in spec["cameras"]:
+        rgb = obs["rgb"][:, camera_order.index(cam)]  # (N, H, W, 3) uint8
+        batch[IMAGE_PREFIX + cam] = rgb.permute(0, 3, 1, 2).contiguous().cpu()
+    return batch
+
+
+def main(argv: list[str] | None = None) -> None:
+    from upright.tasks.lift.evaluate import METRICS, make_lift_eval_env, run_episodes, summarize
+    from upright.tasks.lift.record_demos import TASK
+
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--policy", required=True, help="folder with model.pt or policy.onnx, or the file")
+    parser.add_argument("--episodes", type=int, default=50)
+    parser.add_argument("--num-envs", type=int, default=25)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--instruction", default=TASK)
+    parser.add_argument("--cameras", action="store_true", help="render the cameras even if the policy reads none")
+    parser.add_argument("--n-action-steps", type=int, default=None, help="queue mode: actions run per chunk")
+    parser.add_argument("--temporal-ensemble", type=float, default=None, metavar="M", help="ACT's ensembling (0.01)")
+    parser.add_argument("--no-domain-rand", action="store_true")
+    parser.add_argument("--out", default=None, help="folder for eval.csv and eval.md")
+    parser.add_argument("overrides", nargs="*", help="task config overrides, e.g. sim.num_threads=1")
+    args = parser.parse_args(argv)
+    if args.episodes < 1 or args.num_envs < 1:
+        parser.error("--episodes and --num-envs must be >= 1")
+    torch.set_num_threads(1)
+    try:
+        policy, spec = load_chunk_policy(args.policy)
+    except (FileNotFoundError, ValueError) as err:
+        parser.exit(2, f"evaluate_lift: {err}\n")
+    if args.n_action_steps is not None:
+        policy.n_action_steps = args.n_action_steps
+    if args.temporal_ensemble is not None:
+        policy.temporal_ensemble_coeff = args.temporal_ensemble
+    cams = list(spec["cameras"])
+    overrides = list(args.overrides)
+    if cams or args.cameras:
+        overrides += ["env.camera.enabled=true", f"env.camera.height={spec['image_height']}",
+                      f"env.camera.width={spec['image_width']}",
+                      f"env.camera.cameras=[{','.join(cams or ['front'])}]"]  # fmt: skip
+    try:
+        env, cfg = make_lift_eval_env(overrides, args.num_envs, not args.no_domain_rand, args.seed)
+    except ValueError as err:
+        parser.error(str(err))
+    order = list(cfg.env.camera.cameras)
+    wrapped = _StepObservations(env)
+
+    def act() -> torch.Tensor:
+        return policy.select_action(make_batch(env, wrapped.observations(), spec, args.instruction, order))
+
+    def on_reset(ids: torch.Tensor) -> None:
+        policy.reset(ids)
+
+    start = time.monotonic()
+    per_episode = run_episodes(wrapped, act, args.episodes, on_reset)
+    seconds = time.monotonic() - start
+    s = summarize(per_episode)
+    dr = "on" if cfg.env.domain_rand.enabled else "off (--no-domain-rand)"
+    inputs = f"cameras {cams} ({spec['image_height']}x{spec['image_width']})" if cams else "no cameras"
+    md = (
+        f"| policy | episodes | success | success at end | mean time to success | mean final distance |\n"
+        f"|---|---|---|---|---|---|\n"
+        f"| `{args.policy}` | {args.episodes} | {100 * s['success']:.1f} % | {100 * s['success_at_end']:.1f} % | "
+        f"{s['time_to_success_s']:.2f} s | {100 * s['final_distance_m']:.1f} cm |\n\n"
+        f"Lift protocol: 150-step (3 s) episodes on the full reset ranges (curriculum off), domain randomisation {dr}, "
+        f"success = cube centre within {cfg.env.success_threshold * 100:.1f} cm of the target at some env step; seed "
+        f"{args.seed}; {args.episodes} episodes in {seconds:.0f} s. VLA inputs: {spec['state_key']}, {inputs}, "
+        f"instruction {args.instruction!r}; chunk execution: "
+        + (f"temporal ensembling m={policy.temporal_ensemble_coeff}" if policy.temporal_ensemble_coeff is not None
+           else f"queue, {policy.n_action_steps or policy.chunk_size} of {policy.chunk_size} actions per chunk")
+        + "."
+    )  # fmt: skip
+    print(md)
+    if args.out:
+        out = pathlib.Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "eval.md").write_text(md + "\n")
+        with open(out / "eval.csv", "w", newline="") as f:
+            w = csv.writer(f)
+            w.writerow(["policy", "episodes", *METRICS])
+            w.writerow([args.policy, args.episodes, *(f"{s[k]:.4f}" for k in METRICS)])
+    env.close()
+    sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()
