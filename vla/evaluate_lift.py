@@ -18,7 +18,6 @@ the recorder's :data:`~upright.tasks.lift.record_demos.TASK`). Chunks are execut
 from __future__ import annotations
 
 import argparse
-import csv
 import pathlib
 import sys
 import time
@@ -108,7 +107,7 @@ def make_batch(env, obs, spec: dict, instruction: str, camera_order: list[str]) 
 
 
 def main(argv: list[str] | None = None) -> None:
-    from upright.tasks.lift.evaluate import METRICS, make_lift_eval_env, run_episodes, summarize
+    from upright.tasks.lift.evaluate import make_lift_eval_env, run_episodes, summarize, write_report
     from upright.tasks.lift.record_demos import TASK
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -157,31 +156,12 @@ def main(argv: list[str] | None = None) -> None:
     start = time.monotonic()
     per_episode = run_episodes(wrapped, act, args.episodes, on_reset)
     seconds = time.monotonic() - start
-    s = summarize(per_episode)
-    dr = "on" if cfg.env.domain_rand.enabled else "off (--no-domain-rand)"
     inputs = f"cameras {cams} ({spec['image_height']}x{spec['image_width']})" if cams else "no cameras"
-    md = (
-        f"| policy | episodes | success | success at end | mean time to success | mean final distance |\n"
-        f"|---|---|---|---|---|---|\n"
-        f"| `{args.policy}` | {args.episodes} | {100 * s['success']:.1f} % | {100 * s['success_at_end']:.1f} % | "
-        f"{s['time_to_success_s']:.2f} s | {100 * s['final_distance_m']:.1f} cm |\n\n"
-        f"Lift protocol: 150-step (3 s) episodes on the full reset ranges (curriculum off), domain randomisation {dr}, "
-        f"success = cube centre within {cfg.env.success_threshold * 100:.1f} cm of the target at some env step; seed "
-        f"{args.seed}; {args.episodes} episodes in {seconds:.0f} s. VLA inputs: {spec['state_key']}, {inputs}, "
-        f"instruction {args.instruction!r}; chunk execution: "
-        + (f"temporal ensembling m={policy.temporal_ensemble_coeff}" if policy.temporal_ensemble_coeff is not None
-           else f"queue, {policy.n_action_steps or policy.chunk_size} of {policy.chunk_size} actions per chunk")
-        + "."
-    )  # fmt: skip
-    print(md)
-    if args.out:
-        out = pathlib.Path(args.out)
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "eval.md").write_text(md + "\n")
-        with open(out / "eval.csv", "w", newline="") as f:
-            w = csv.writer(f)
-            w.writerow(["policy", "episodes", *METRICS])
-            w.writerow([args.policy, args.episodes, *(f"{s[k]:.4f}" for k in METRICS)])
+    execution = (f"temporal ensembling m={policy.temporal_ensemble_coeff}" if policy.temporal_ensemble_coeff is not None
+                 else f"queue, {policy.n_action_steps or policy.chunk_size} of {policy.chunk_size} actions per chunk")
+    note = (f" VLA inputs: {spec['state_key']}, {inputs}, instruction {args.instruction!r}; chunk execution: "
+            f"{execution}.")
+    write_report(args.policy, args.episodes, summarize(per_episode), cfg, args.seed, seconds, args.out, note)
     env.close()
     sys.stdout.flush()
 

@@ -106,6 +106,32 @@ def make_lift_eval_env(overrides: list[str], num_envs: int, domain_rand: bool, s
     return make_env("lift", cfg.env, cfg.sim, device="cpu", seed=seed), cfg
 
 
+def write_report(policy: str, episodes: int, s: dict[str, float], cfg, seed: int, seconds: float,
+                 out: str | None = None, note: str = "") -> str:
+    """Print the lift evaluation table of ``s`` (:func:`summarize`) with the protocol line (``note`` appended to it)
+    and, with ``out``, write ``out/eval.md`` and ``out/eval.csv``; returns the markdown."""
+    dr = "on" if cfg.env.domain_rand.enabled else "off (--no-domain-rand)"
+    md = (
+        f"| policy | episodes | success | success at end | mean time to success | mean final distance |\n"
+        f"|---|---|---|---|---|---|\n"
+        f"| `{policy}` | {episodes} | {100 * s['success']:.1f} % | {100 * s['success_at_end']:.1f} % | "
+        f"{s['time_to_success_s']:.2f} s | {100 * s['final_distance_m']:.1f} cm |\n\n"
+        f"Lift protocol: 150-step (3 s) episodes on the full reset ranges (curriculum off), domain randomisation {dr}, "
+        f"success = cube centre within {cfg.env.success_threshold * 100:.1f} cm of the target at some env step; seed "
+        f"{seed}; {episodes} episodes in {seconds:.0f} s.{note}"
+    )
+    print(md)
+    if out:
+        folder = pathlib.Path(out)
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "eval.md").write_text(md + "\n")
+        with open(folder / "eval.csv", "w", newline="") as f:
+            w = csv.writer(f)
+            w.writerow(["policy", "episodes", *METRICS])
+            w.writerow([policy, episodes, *(f"{s[k]:.4f}" for k in METRICS)])
+    return md
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--policy", required=True, help="run dir, model_<it>.pt, policy.onnx, zero, random or expert")
@@ -145,26 +171,7 @@ def main(argv: list[str] | None = None) -> None:
     start = time.monotonic()
     per_episode = run_episodes(env, act, args.episodes, on_reset)
     seconds = time.monotonic() - start
-    s = summarize(per_episode)
-    dr = "on" if cfg.env.domain_rand.enabled else "off (--no-domain-rand)"
-    md = (
-        f"| policy | episodes | success | success at end | mean time to success | mean final distance |\n"
-        f"|---|---|---|---|---|---|\n"
-        f"| `{args.policy}` | {args.episodes} | {100 * s['success']:.1f} % | {100 * s['success_at_end']:.1f} % | "
-        f"{s['time_to_success_s']:.2f} s | {100 * s['final_distance_m']:.1f} cm |\n\n"
-        f"Lift protocol: 150-step (3 s) episodes on the full reset ranges (curriculum off), domain randomisation {dr}, "
-        f"success = cube centre within {cfg.env.success_threshold * 100:.1f} cm of the target at some env step; seed "
-        f"{args.seed}; {args.episodes} episodes in {seconds:.0f} s."
-    )
-    print(md)
-    if args.out:
-        out = pathlib.Path(args.out)
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "eval.md").write_text(md + "\n")
-        with open(out / "eval.csv", "w", newline="") as f:
-            w = csv.writer(f)
-            w.writerow(["policy", "episodes", *METRICS])
-            w.writerow([args.policy, args.episodes, *(f"{s[k]:.4f}" for k in METRICS)])
+    write_report(args.policy, args.episodes, summarize(per_episode), cfg, args.seed, seconds, args.out)
     env.close()
 
 
