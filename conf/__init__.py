@@ -29,6 +29,7 @@ from upright.tasks.standup.rewards.variants import POSTURE_REWARDS
 from upright.tasks.standup.terrains import POSTURE_NAMES, TERRAINS
 from upright.tasks.standup.terrains.settings import POSTURE_ENV_OVERRIDES
 from upright.training.config import TrainCfg
+from upright.vla.residual_config import ResidualCfg
 
 
 @dataclass
@@ -142,6 +143,8 @@ class Config:
     resume: Optional[str] = None
     """Run directory or checkpoint ``.pt`` to continue from (iteration count and optimizer state)."""
     run: RunCfg = field(default_factory=RunCfg)
+    policy: ResidualCfg = field(default_factory=ResidualCfg)
+    """Residual RL on a frozen base policy (``policy.base=<VLA>``, task=lift; :mod:`upright.vla.residual`)."""
     task_name: str = MISSING
     env: Any = MISSING
     sim: Any = MISSING

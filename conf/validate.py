@@ -88,6 +88,18 @@ def check_values(cfg) -> str | None:
     resume = cfg.get("resume")
     if resume and not pathlib.Path(str(resume)).expanduser().exists():
         return f"resume={resume}: no such run directory or checkpoint file (give logs/<task>/<run.name> or a model_<it>.pt)."
+    policy = cfg.get("policy")
+    if policy is not None and "base" in policy and policy.base:
+        from upright.vla.residual_config import ResidualCfg, check_residual_cfg
+
+        try:
+            check_residual_cfg(ResidualCfg(**OmegaConf.to_container(policy, resolve=True)), str(cfg.task_name))
+        except ValueError as err:
+            return str(err)
+        base = pathlib.Path(str(policy.base)).expanduser()
+        if not (base.is_file() or (base / "model.pt").is_file() or (base / "policy.onnx").is_file()):
+            return (f"policy.base={policy.base}: no model.pt or policy.onnx there; train a base with "
+                    "python -m upright.vla.train_bc --dataset DIR --out DIR")
     return None
 
 

@@ -117,6 +117,9 @@ FLOOR_GEOM = "floor"
 CUBE_BODY = "box"
 """The cube's body and geom name (``mjx_single_cube.xml``)."""
 
+CUBE_GEOM = "box"
+"""The cube's collision geom (``mjx_single_cube.xml``; same name as its body)."""
+
 TARGET_BODY = "mocap_target"
 """The mocap body showing the lift target (``mjx_single_cube.xml``; visual only, no collision)."""
 

@@ -60,6 +60,21 @@ def rsl_rl_config(train: DictConfig) -> dict:
     }
 
 
+def zero_actor_output(actor: torch.nn.Module) -> None:
+    """Zero the last linear layer of the actor's MLP, so its mean action starts at exactly 0 (a residual policy then
+    starts from its base's behaviour).
+
+    Raises:
+        ValueError: the actor has no linear layer in ``actor.mlp``.
+    """
+    linears = [m for m in actor.mlp.modules() if isinstance(m, torch.nn.Linear)]
+    if not linears:
+        raise ValueError("the actor's MLP has no linear layer to zero")
+    with torch.no_grad():
+        linears[-1].weight.zero_()
+        linears[-1].bias.zero_()
+
+
 def seed_everything(seed: int) -> None:
     """Seed Python, numpy and torch."""
     random.seed(seed)
@@ -107,6 +122,15 @@ def train(cfg: DictConfig) -> pathlib.Path:
     env = make_env(cfg.task_name, cfg.env, cfg.sim, device=cfg.device, seed=cfg.seed + rank)
     train_cfg = rsl_rl_config(cfg.train)
     meta = policy_metadata(cfg.task_name, env) | {"run_path": str(run_dir.resolve())}
+    residual = cfg.get("policy") is not None and cfg.policy.get("base")
+    if residual:  # residual RL on a frozen base (policy.base=...)
+        from upright.vla.residual import residual_metadata, setup_residual
+        from upright.vla.residual_config import ResidualCfg, check_residual_cfg
+
+        rcfg = ResidualCfg(**OmegaConf.to_container(cfg.policy, resolve=True))
+        check_residual_cfg(rcfg, cfg.task_name)
+        env, base_info = setup_residual(env, rcfg, run_dir, cfg.train.num_steps_per_env)
+        meta = residual_metadata(meta, run_dir / base_info["base_file"], base_info["base_sha256"], rcfg, env.num_actions)
     runner = UprightRunner(
         env, train_cfg, log_dir=str(run_dir), device=cfg.device, onnx_metadata=meta,
         update_threads=cfg.train.update_threads,
@@ -114,6 +138,8 @@ def train(cfg: DictConfig) -> pathlib.Path:
     resume_std = cfg.train.get("resume_std")
     if resume_std is not None and ckpt is None:
         raise ValueError("train.resume_std applies to a resumed run (resume=...); a new run uses train.init_noise_std.")
+    if residual and ckpt is None:
+        zero_actor_output(runner.alg.actor)  # the residual starts at 0: the first actions are the base's
     if ckpt is not None:
         runner.load(str(ckpt), map_location=cfg.device)
         print(f"Resuming {ckpt} after {runner.completed_iterations} completed iterations", flush=True)
@@ -131,6 +157,12 @@ def train(cfg: DictConfig) -> pathlib.Path:
             print(f"rank {rank}/{world_size}: max |param - rank 0 param| = {diff:.3g};", flush=True)
             if diff != 0.0:
                 raise RuntimeError(f"rank {rank}: policy parameters diverged from rank 0 by {diff}")
+        if residual and rank == 0:
+            from upright.vla.residual import finish_residual
+
+            record = finish_residual(env, run_dir)
+            print(f"Base policy unchanged: file SHA-256 {record['file_sha256'][:16]}..., parameters "
+                  f"{str(record['parameters_sha256_end'])[:16]}...", flush=True)
     finally:
         env.close()
     return run_dir

@@ -4,7 +4,9 @@
         [--cameras | --no-cameras] [--instruction TEXT] [--n-action-steps K | --temporal-ensemble M]
         [--no-domain-rand] [--out DIR] [env.*=... sim.*=...]
 
-``--policy``: a folder with ``model.pt`` (preferred) or ``policy.onnx``, a ``model.pt`` file, or an ``.onnx`` file.
+``--policy``: a folder with ``model.pt`` (preferred) or ``policy.onnx``, a ``model.pt`` file, or an ``.onnx`` file;
+or a residual run of ``python train.py task=lift policy.base=...`` (its folder or its ``policy.onnx``: the residual
+and its base run together, :class:`upright.vla.residual.ResidualChunkPolicy`).
 The protocol and the table are those of :mod:`upright.tasks.lift.evaluate` (150-step episodes on the full reset
 ranges, curriculum off, domain randomisation on; success = cube centre within 2.5 cm of the target at some step).
 Every step the policy gets a batch with LeRobot's keys: ``observation.state`` (the feature it was trained on: the
@@ -41,6 +43,12 @@ def load_chunk_policy(path: str | pathlib.Path) -> tuple[ChunkPolicy, dict]:
         ValueError: a file that is not a VLA policy (one line naming the fix).
     """
     path = pathlib.Path(path)
+    residual = path / "policy.onnx" if path.is_dir() and (path / "base_checksum.json").is_file() else path
+    if residual.suffix == ".onnx" and residual.is_file() and _is_residual(residual):
+        from upright.vla.residual import ResidualChunkPolicy
+
+        policy = ResidualChunkPolicy(residual)
+        return policy, {**policy.base_spec, "residual": True}
     if path.is_dir():
         found = [path / n for n in ("model.pt", "policy.onnx") if (path / n).is_file()]
         if not found:
@@ -59,6 +67,14 @@ def load_chunk_policy(path: str | pathlib.Path) -> tuple[ChunkPolicy, dict]:
     c = model.cfg
     return model, {"cameras": list(c.cameras), "image_height": c.image_height, "image_width": c.image_width,
                    "state_key": c.state_key, "state_dim": c.state_dim}  # fmt: skip
+
+
+def _is_residual(path: pathlib.Path) -> bool:
+    """Whether an ``.onnx`` file is a residual policy of :mod:`upright.vla.residual` (trained with policy.base=)."""
+    import onnx
+
+    props = {p.key: p.value for p in onnx.load(str(path), load_external_data=False).metadata_props}
+    return props.get("policy_type", "").strip('"') == "residual"
 
 
 class _StepObservations:
@@ -100,6 +116,8 @@ def make_batch(env, obs, spec: dict, instruction: str, camera_order: list[str]) 
         raise ValueError(f"the policy reads state feature {spec['state_key']!r}; the lift evaluation provides "
                          f"{STATE_KEY} and observation.policy_obs: train with --state-key one of them")  # fmt: skip
     batch = {STATE_KEY: state, TASK_KEY: [instruction] * env.num_envs}
+    if spec.get("residual"):  # a residual policy also reads the env observation
+        batch["observation.policy_obs"] = obs["actor"].float().cpu()
     for cam in spec["cameras"]:
         rgb = obs["rgb"][:, camera_order.index(cam)]  # (N, H, W, 3) uint8
         batch[IMAGE_PREFIX + cam] = rgb.permute(0, 3, 1, 2).contiguous().cpu()
@@ -130,10 +148,11 @@ def main(argv: list[str] | None = None) -> None:
         policy, spec = load_chunk_policy(args.policy)
     except (FileNotFoundError, ValueError) as err:
         parser.exit(2, f"evaluate_lift: {err}\n")
+    chunked = getattr(policy, "base", policy)  # a residual policy's chunks are its base's
     if args.n_action_steps is not None:
-        policy.n_action_steps = args.n_action_steps
+        chunked.n_action_steps = args.n_action_steps
     if args.temporal_ensemble is not None:
-        policy.temporal_ensemble_coeff = args.temporal_ensemble
+        chunked.temporal_ensemble_coeff = args.temporal_ensemble
     cams = list(spec["cameras"])
     overrides = list(args.overrides)
     if cams or args.cameras:
@@ -157,8 +176,10 @@ def main(argv: list[str] | None = None) -> None:
     per_episode = run_episodes(wrapped, act, args.episodes, on_reset)
     seconds = time.monotonic() - start
     inputs = f"cameras {cams} ({spec['image_height']}x{spec['image_width']})" if cams else "no cameras"
-    execution = (f"temporal ensembling m={policy.temporal_ensemble_coeff}" if policy.temporal_ensemble_coeff is not None
-                 else f"queue, {policy.n_action_steps or policy.chunk_size} of {policy.chunk_size} actions per chunk")
+    execution = (f"temporal ensembling m={chunked.temporal_ensemble_coeff}" if chunked.temporal_ensemble_coeff is not None
+                 else f"queue, {chunked.n_action_steps or chunked.chunk_size} of {chunked.chunk_size} actions per chunk")
+    if chunked is not policy:
+        execution += f"; residual alpha {policy.alpha} on the base's actions"
     note = (f" VLA inputs: {spec['state_key']}, {inputs}, instruction {args.instruction!r}; chunk execution: "
             f"{execution}.")
     write_report(args.policy, args.episodes, summarize(per_episode), cfg, args.seed, seconds, args.out, note)

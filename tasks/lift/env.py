@@ -30,7 +30,7 @@ from upright.tasks.lift.curriculum import lift_curriculum, reset_ranges
 from upright.tasks.lift.observations import HISTORY_LENGTH, OBS_CLIP, OBSERVATION_DIMS, OBSERVATION_TERMS
 from upright.tasks.lift.randomization import LiftRandomizer
 from upright.tasks.lift.rewards import REWARD_GROUPS, lift_reward_terms
-from upright.tasks.lift.scene import GRIPPER_QUAT_SENSOR, floor_sensor_slices, lift_scene
+from upright.tasks.lift.scene import GRIPPER_QUAT_SENSOR, floor_sensor_slices, grasp_sensor_slices, lift_scene
 from upright.tasks.lift.state import LiftState
 from upright.tasks.lift.terminations import cube_out_of_bounds, joint_limit_violation, non_finite, success
 
@@ -123,6 +123,7 @@ class LiftEnv(VecEnv):
         self._tip_sites = [obj(mujoco.mjtObj.mjOBJ_SITE, s) for s in panda.FINGERTIP_SITES]
         self._quat_adr = int(m.sensor_adr[obj(mujoco.mjtObj.mjOBJ_SENSOR, GRIPPER_QUAT_SENSOR)])
         self._floor_adr = torch.tensor(floor_sensor_slices(m), dtype=torch.long)
+        self._grasp_adr = torch.tensor(grasp_sensor_slices(m), dtype=torch.long)
         dev = self.device
         key = m.keyframe("home")
         self._home_qpos = torch.tensor(key.qpos, dtype=torch.float32, device=dev)
@@ -163,6 +164,8 @@ class LiftEnv(VecEnv):
             cube_pos=qpos[:, c : c + 3],
             cube_quat=qpos[:, c + 3 : c + 7],
             target_pos=self.target_pos.clone(),
+            cube_start=self.cube_start.clone(),
+            pad_contact=s.sensordata[:, self._grasp_adr.to(s.sensordata.device)] > 0,
             floor_contact=s.sensordata[:, self._floor_adr.to(s.sensordata.device)].abs().sum(dim=-1) > 0,
             reached=self.reached.clone(),
             episode_step=self.episode.length.clone(),
@@ -240,6 +243,7 @@ class LiftEnv(VecEnv):
         log["Curriculum/level"] = self.curriculum.level
         log["Metrics/cube_height"] = state.cube_pos[:, 2] - self.cube_start[:, 2]
         log["Metrics/reached"] = self.reached.float()
+        log["Metrics/grasped"] = state.grasped.float()
         if bool(dones.any()):
             log["Metrics/success"] = self.success_once[dones].float()
             log["Metrics/success_at_end"] = succ[dones].float()
@@ -259,7 +263,7 @@ class LiftEnv(VecEnv):
         cube[:, :2] += u(m, 2) * r["cube_xy"].unsqueeze(-1)
         target = self.cube_home.expand(m, 3).clone()
         target[:, :2] += u(m, 2) * r["target_xy"].unsqueeze(-1)
-        h0 = float(self.cfg.target_height[0])
+        h0 = r["target_height_min"]
         target[:, 2] += h0 + (u(m) + 1.0) / 2.0 * (r["target_height_max"] - h0)
         return cube, target
 

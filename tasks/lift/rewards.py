@@ -2,7 +2,10 @@
 
 Terms and weights are MuJoCo Playground's ``PandaPickCube`` (``mujoco_playground/_src/manipulation/franka_emika_panda/
 pick.py``, ``default_config().reward_config.scales`` and ``_get_reward``): ``gripper_box`` 4, ``box_target`` 8 (gated
-on the gripper having reached the cube), ``no_floor_collision`` 0.25, ``robot_target_qpos`` 0.3. upright splits them
+on the gripper having reached the cube), ``no_floor_collision`` 0.25, ``robot_target_qpos`` 0.3; upright adds
+``grasp`` 4 (ManiSkill ``PickCube``) and ``lifted`` 8 (Isaac Lab ``Isaac-Lift-Cube-Franka``), without which PPO
+settles in a reach-and-stay optimum (``docs/lift_learning.md``; ``env.rewards.grasp=0 env.rewards.lifted=0`` gives
+Playground's reward). upright splits them
 into three groups, one critic each: ``reach`` (gripper to cube), ``lift`` (cube to target) and ``regularization``
 (floor contact, posture). Every group sums ``weight * dt * value`` (dt = 0.02 s); each term returns its unweighted
 (N,) float32 value.
@@ -52,6 +55,25 @@ def robot_target_qpos(state: LiftState) -> torch.Tensor:
     return 1.0 - torch.tanh((state.q[:, :7] - state.home_q[:7]).norm(dim=-1))
 
 
+def grasp(state: LiftState) -> torch.Tensor:
+    """1 while both finger pads touch the cube, else 0 (ManiSkill ``PickCube`` dense reward's ``is_grasped`` term).
+    Not in Playground (``env.rewards.grasp=0`` removes it)."""
+    return state.grasped.float()
+
+
+def lifted(state: LiftState, min_height: float = 0.02) -> torch.Tensor:
+    """1 while the cube is grasped and its centre is more than ``min_height`` (m) above its start, else 0 (Isaac Lab
+    ``Isaac-Lift-Cube-Franka`` ``lifting_object``, which tests the height alone; the grasp gate keeps a tossed cube
+    from earning it). Not in Playground (``env.rewards.lifted=0`` removes it)."""
+    return (state.grasped & (state.cube_lift > min_height)).float()
+
+
+def at_target(state: LiftState, threshold: float = 0.025) -> torch.Tensor:
+    """1 while the cube centre is within ``threshold`` (m) of the target, the success test, else 0 (ManiSkill
+    ``PickCube``'s dense reward is highest once the goal is reached). Not in Playground; weight 0 by default."""
+    return (state.cube_to_target.norm(dim=-1) < threshold).float()
+
+
 def action_rate(state: LiftState) -> torch.Tensor:
     """``|a_t - a_{t-1}|²`` (dimensionless): not in Playground, weight 0 by default."""
     return (state.action - state.last_action).square().sum(dim=-1)
@@ -61,7 +83,10 @@ def lift_reward_terms(weights) -> list[RewardTerm]:
     """The terms with the weights of ``weights`` (:class:`upright.tasks.lift.config.LiftRewardsCfg`)."""
     return [
         RewardTerm("gripper_box", gripper_box, "reach", weights.gripper_box),
+        RewardTerm("grasp", grasp, "reach", weights.grasp),
         RewardTerm("box_target", box_target, "lift", weights.box_target),
+        RewardTerm("lifted", lifted, "lift", weights.lifted, {"min_height": weights.lift_height}),
+        RewardTerm("at_target", at_target, "lift", weights.at_target, {"threshold": weights.at_target_threshold}),
         RewardTerm("no_floor_collision", no_floor_collision, "regularization", weights.no_floor_collision),
         RewardTerm("robot_target_qpos", robot_target_qpos, "regularization", weights.robot_target_qpos),
         RewardTerm("action_rate", action_rate, "regularization", weights.action_rate),

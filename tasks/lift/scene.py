@@ -2,7 +2,9 @@
 scene) plus the sensors and cameras the task reads, compiled to one ``MjModel`` for every backend.
 
 Added to the file: one MuJoCo ``contact`` sensor per robot geom that can touch the floor (``hand_capsule``,
-``left_finger_pad``, ``right_finger_pad``; Playground's ``no_floor_collision`` term checks exactly these three), a
+``left_finger_pad``, ``right_finger_pad``; Playground's ``no_floor_collision`` term checks exactly these three), one
+per finger pad against the cube (the grasp test of the ``grasp`` and ``lifted`` reward terms; the pads are the only
+finger geoms that collide in ``mjx_panda.xml``), a
 ``framequat`` sensor of the gripper site, and two cameras: ``front`` (fixed, facing the robot across the table) and
 ``wrist`` (on the hand, looking along the fingers). The file's physics options stay (``mjx_scene.xml``: dt 0.005 s,
 ``implicitfast``, 5 solver and 8 line-search iterations, Euler damping off), the settings Playground trains with.
@@ -18,6 +20,8 @@ FLOOR_SENSOR_SUFFIX = "_floor"
 """Contact sensor name = robot geom name + this suffix."""
 FLOOR_CONTACT_GEOMS: tuple[str, ...] = (panda.HAND_GEOM, *panda.FINGER_PAD_GEOMS)
 """Robot geoms whose contact with the floor is penalised (Playground ``pick.py``: hand capsule and both pads)."""
+GRASP_SENSOR_SUFFIX = "_cube"
+"""Pad-cube contact sensor name = finger pad geom name + this suffix."""
 GRIPPER_QUAT_SENSOR = "gripper_quat"
 """``framequat`` sensor of the gripper site: (w, x, y, z), world frame."""
 _FORCE = 1 << 1
@@ -63,6 +67,12 @@ def lift_scene(timestep: float = 0.005) -> mujoco.MjModel:
             objtype=mujoco.mjtObj.mjOBJ_GEOM, objname=geom, reftype=mujoco.mjtObj.mjOBJ_GEOM, refname=panda.FLOOR_GEOM,
         )  # fmt: skip
         s.intprm = [_FORCE, _MAXFORCE, 1]
+    for geom in panda.FINGER_PAD_GEOMS:
+        s = spec.add_sensor(
+            name=geom + GRASP_SENSOR_SUFFIX, type=mujoco.mjtSensor.mjSENS_CONTACT,
+            objtype=mujoco.mjtObj.mjOBJ_GEOM, objname=geom, reftype=mujoco.mjtObj.mjOBJ_GEOM, refname=panda.CUBE_GEOM,
+        )  # fmt: skip
+        s.intprm = [_FORCE, _MAXFORCE, 1]
     q = spec.add_sensor(name=GRIPPER_QUAT_SENSOR, type=mujoco.mjtSensor.mjSENS_FRAMEQUAT, objname=panda.GRIPPER_SITE)
     q.objtype = mujoco.mjtObj.mjOBJ_SITE
     spec.worldbody.add_camera(
@@ -85,5 +95,20 @@ def floor_sensor_slices(model: mujoco.MjModel) -> list[int]:
         sid = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_SENSOR, geom + FLOOR_SENSOR_SUFFIX)
         if sid < 0:
             raise ValueError(f"Scene lacks contact sensor '{geom}{FLOOR_SENSOR_SUFFIX}'; build it with lift_scene()")
+        out.append(int(model.sensor_adr[sid]))
+    return out
+
+
+def grasp_sensor_slices(model: mujoco.MjModel) -> list[int]:
+    """``sensordata`` address of the normal force (N) between each finger pad (left, right) and the cube.
+
+    Raises:
+        ValueError: the model lacks a sensor (build it with :func:`lift_scene`).
+    """
+    out = []
+    for geom in panda.FINGER_PAD_GEOMS:
+        sid = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_SENSOR, geom + GRASP_SENSOR_SUFFIX)
+        if sid < 0:
+            raise ValueError(f"Scene lacks contact sensor '{geom}{GRASP_SENSOR_SUFFIX}'; build it with lift_scene()")
         out.append(int(model.sensor_adr[sid]))
     return out

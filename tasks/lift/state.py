@@ -43,6 +43,10 @@ class LiftState:
     """(N, 4) cube orientation (w, x, y, z)."""
     target_pos: torch.Tensor
     """(N, 3) lift target for the cube centre, m."""
+    cube_start: torch.Tensor
+    """(N, 3) cube centre at the start of the episode, m (resting on the floor)."""
+    pad_contact: torch.Tensor
+    """(N, 2) bool: the left, right finger pad touches the cube (MuJoCo contact sensors, last physics substep)."""
     floor_contact: torch.Tensor
     """(N,) bool: the hand capsule or a fingertip pad touched the floor in the last physics substep."""
     reached: torch.Tensor
@@ -62,6 +66,16 @@ class LiftState:
         return self.cube_pos - self.gripper_pos
 
     @property
+    def grasped(self) -> torch.Tensor:
+        """(N,) bool: both finger pads touch the cube (ManiSkill's ``is_grasping`` test, by contact)."""
+        return self.pad_contact.all(dim=-1)
+
+    @property
+    def cube_lift(self) -> torch.Tensor:
+        """(N,) height of the cube centre above its start, m."""
+        return self.cube_pos[:, 2] - self.cube_start[:, 2]
+
+    @property
     def cube_to_target(self) -> torch.Tensor:
         """(N, 3) target minus cube centre, m."""
         return self.target_pos - self.cube_pos
@@ -76,7 +90,8 @@ class LiftState:
         return cls(
             q=home.expand(n, 9).clone(), dq=z(n, 9), ctrl=torch.tensor(panda.HOME_CTRL, device=device).expand(n, 8).clone(),
             action=z(n, 8), last_action=z(n, 8), home_q=home, gripper_pos=z(n, 3), gripper_quat=ident.clone(),
-            fingertip_pos=z(n, 2, 3), cube_pos=z(n, 3), cube_quat=ident.clone(), target_pos=z(n, 3),
+            fingertip_pos=z(n, 2, 3), cube_pos=z(n, 3), cube_quat=ident.clone(), target_pos=z(n, 3), cube_start=z(n, 3),
+            pad_contact=torch.zeros(n, 2, dtype=torch.bool, device=device),
             floor_contact=torch.zeros(n, dtype=torch.bool, device=device),
             reached=torch.zeros(n, dtype=torch.bool, device=device),
             episode_step=torch.zeros(n, dtype=torch.int64, device=device),

@@ -36,9 +36,11 @@ def test_expert_phases_progress_and_close_the_gripper():
     env.reset_envs(torch.arange(2), cube, cube + torch.tensor([0.0, 0.0, 0.25]))
     env.state = env._read_state()
     expert = ScriptedExpert(env)
+    assert not env.state.grasped.any()  # open gripper above the table: no pad touches the cube
     for _ in range(100):
         env.step(expert.act())
     assert (expert.phase == LIFT).all()
+    assert env.state.grasped.all() and (env.state.cube_lift > 0.15).all()  # both pad contact sensors fire
     assert (env.state.q[:, 7] < 0.025).all() and (env.state.q[:, 7] > 0.015).all()  # closed on the 4 cm cube
     assert (env.state.cube_pos[:, 2] > 0.2).all()
     env.close()

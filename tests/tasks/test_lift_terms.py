@@ -67,7 +67,33 @@ def test_reward_terms_use_config_weights_and_groups():
     terms = rewards.lift_reward_terms(LiftRewardsCfg(gripper_box=1.5))
     by_key = {t.key: t.weight for t in terms}
     assert by_key == {"reach/gripper_box": 1.5, "lift/box_target": 8.0, "regularization/no_floor_collision": 0.25,
-                      "regularization/robot_target_qpos": 0.3, "regularization/action_rate": 0.0}  # fmt: skip
+                      "regularization/robot_target_qpos": 0.3, "regularization/action_rate": 0.0,
+                      "reach/grasp": 4.0, "lift/lifted": 8.0, "lift/at_target": 0.0}  # fmt: skip
+    lifted = next(t for t in rewards.lift_reward_terms(LiftRewardsCfg(lift_height=0.05)) if t.name == "lifted")
+    assert lifted.params == {"min_height": 0.05}
+
+
+def test_grasp_needs_both_pads_on_the_cube():
+    s = LiftState.zeros(4)
+    s.pad_contact[:] = torch.tensor([[False, False], [True, False], [False, True], [True, True]])
+    assert rewards.grasp(s).tolist() == [0.0, 0.0, 0.0, 1.0]
+
+
+def test_at_target_is_the_success_test():
+    s = LiftState.zeros(3)
+    s.target_pos[:] = torch.tensor([0.7, 0.0, 0.3])
+    s.cube_pos[:] = torch.tensor([[0.7, 0.0, 0.3], [0.7, 0.024, 0.3], [0.7, 0.0, 0.274]])
+    assert rewards.at_target(s, threshold=0.025).tolist() == [1.0, 1.0, 0.0]
+    assert rewards.at_target(s, threshold=0.01).tolist() == [1.0, 0.0, 0.0]
+
+
+def test_lifted_needs_a_grasp_and_the_height():
+    s = LiftState.zeros(4)
+    s.cube_start[:, 2] = 0.03
+    s.cube_pos[:, 2] = torch.tensor([0.06, 0.06, 0.045, 0.2])
+    s.pad_contact[:] = torch.tensor([[True, True], [True, False], [True, True], [False, False]])
+    # grasped and 3 cm up; one pad only; grasped but 1.5 cm up; tossed (high but not held)
+    assert rewards.lifted(s, min_height=0.02).tolist() == [1.0, 0.0, 0.0, 0.0]
 
 
 # --- terminations and success -----------------------------------------------------------------------------------
@@ -129,6 +155,24 @@ def test_levels_map_to_reset_ranges():
     close(r["cube_xy"], [0.05, 0.2, 0.125])
     close(r["target_xy"], [0.05, 0.2, 0.125])
     close(r["target_height_max"], [0.25, 0.4, 0.325])
+    close(r["target_height_min"], [0.2, 0.2, 0.2])
+    cfg.curriculum.target_height_min_start, cfg.curriculum.target_height_max_start = 0.05, 0.1
+    r = reset_ranges(cfg, torch.tensor([0.0, 1.0, 0.5]))
+    close(r["target_height_min"], [0.05, 0.2, 0.125])
+    close(r["target_height_max"], [0.1, 0.4, 0.25])
+
+
+def test_low_start_targets_are_drawn_in_the_level_0_range():
+    from upright.tasks.lift.env import LiftEnv
+    from upright.tasks.standup.config import SimCfg
+
+    cfg = LiftEnvCfg(num_envs=64)
+    cfg.curriculum.target_height_min_start, cfg.curriculum.target_height_max_start = 0.05, 0.1
+    env = LiftEnv(cfg, SimCfg(num_threads=1), seed=0)
+    cube, target = env.sample_reset(torch.arange(64))
+    rise = target[:, 2] - cube[:, 2]
+    assert rise.min() >= 0.05 - 1e-6 and rise.max() <= 0.1 + 1e-6 and rise.max() - rise.min() > 0.03
+    env.close()
 
 
 def test_lift_curriculum_rules_use_the_config_steps():

@@ -1,0 +1,43 @@
+"""``policy.*`` settings of ``train.py``: residual RL on a frozen base policy (:mod:`upright.vla.residual`).
+
+Kept apart from :mod:`upright.vla.residual` so that the Hydra config can import it without torch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+
+@dataclass
+class ResidualCfg:
+    """``policy.*``: residual RL on a frozen base policy (module docstring). Off while ``base`` is None."""
+
+    base: Optional[str] = None
+    """The base policy: a folder with ``model.pt`` or ``policy.onnx`` (``python -m upright.vla.train_bc``), or the
+    file. None: train a policy from scratch (no residual)."""
+    alpha: float = 0.3
+    """Residual scale α in (0, 1]: the residual moves each action by at most α (actions are in [-1, 1])."""
+    alpha_start: Optional[float] = None
+    """α at the first env step (None: ``alpha`` from the start); it rises linearly to ``alpha``."""
+    alpha_ramp_iterations: int = 0
+    """Training iterations over which α rises from ``alpha_start`` to ``alpha`` (0: no ramp)."""
+    instruction: Optional[str] = None
+    """Instruction given to the base (None: the demonstrations' :data:`upright.tasks.lift.record_demos.TASK`)."""
+    n_action_steps: Optional[int] = None
+    """Base chunk execution: actions run per chunk (None: the base's own setting, the whole chunk by default)."""
+    temporal_ensemble: Optional[float] = None
+    """Base chunk execution: ACT's temporal ensembling coefficient m (None: queue mode)."""
+
+
+def check_residual_cfg(cfg: ResidualCfg, task_name: str) -> None:
+    """Raise ValueError (one line naming the fix) for settings the residual hook cannot run."""
+    if not 0.0 < float(cfg.alpha) <= 1.0:
+        raise ValueError(f"policy.alpha must be in (0, 1] (the residual's largest share of an action), got {cfg.alpha}")
+    if cfg.alpha_start is not None and not 0.0 <= float(cfg.alpha_start) <= float(cfg.alpha):
+        raise ValueError(f"policy.alpha_start must be in [0, policy.alpha={cfg.alpha}], got {cfg.alpha_start}")
+    if cfg.alpha_ramp_iterations < 0:
+        raise ValueError(f"policy.alpha_ramp_iterations must be >= 0, got {cfg.alpha_ramp_iterations}")
+    if task_name != "lift":
+        raise ValueError(f"policy.base (residual RL on a VLA) supports task=lift only, got task={task_name}; "
+                         "drop policy.base")
