@@ -157,12 +157,12 @@ def train(cfg: DictConfig) -> pathlib.Path:
             print(f"rank {rank}/{world_size}: max |param - rank 0 param| = {diff:.3g};", flush=True)
             if diff != 0.0:
                 raise RuntimeError(f"rank {rank}: policy parameters diverged from rank 0 by {diff}")
-        if residual and rank == 0:
+    finally:
+        if residual and rank == 0:  # also after Ctrl-C/SIGTERM: the record says whether the base stayed frozen
             from upright.vla.residual import finish_residual
 
             record = finish_residual(env, run_dir)
             print(f"Base policy unchanged: file SHA-256 {record['file_sha256'][:16]}..., parameters "
                   f"{str(record['parameters_sha256_end'])[:16]}...", flush=True)
-    finally:
         env.close()
     return run_dir

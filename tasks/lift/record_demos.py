@@ -121,11 +121,15 @@ class EpisodeBuffer:
 def record(
     out: str | pathlib.Path, episodes: int, num_envs: int = 16, seed: int = 0, domain_rand: bool = True,
     cameras: bool = False, only_success: bool = False, overrides: list[str] | tuple[str, ...] = (),
-    instructions: list[str] | tuple[str, ...] = (TASK,),
+    instructions: list[str] | tuple[str, ...] = (TASK,), controller=None,
 ) -> dict:
     """Record ``episodes`` expert episodes into the dataset at ``out`` (created, or extended if it has this schema).
 
     ``instructions``: the task strings; written episode k of this call gets ``instructions[k % len(instructions)]``.
+    ``controller``: None (the scripted expert drives every step, logged as the policy) or a factory
+    ``controller(env)`` of an object that is called ``c(env, obs) -> (actions (N, A), human (N,) bool)`` every step
+    and has ``reset(env_ids)``; its steps with ``human`` True are logged as interventions (``intervention`` True,
+    ``control_source`` human), e.g. :class:`upright.vla.sim_operator.TakeoverController`.
 
     Returns:
         ``{"episodes", "frames", "successes", "attempts"}``.
@@ -148,8 +152,16 @@ def record(
     cams = tuple(cfg.env.camera.cameras) if cameras else ()
     features = demo_features(cams, int(cfg.env.camera.height), int(cfg.env.camera.width))
     writer = LeRobotV3Writer(out, features, FPS, "franka_emika_panda", extra_info(instructions[0], "scripted_expert"))
-    expert = ScriptedExpert(env)
-    expert.reset(torch.arange(num_envs))
+    if controller is None:
+        expert = ScriptedExpert(env)
+
+        def controller(env, obs):  # noqa: F811
+            return expert.act(), torch.zeros(num_envs, dtype=torch.bool)
+
+        controller.reset = expert.reset
+    else:
+        controller = controller(env)
+    controller.reset(torch.arange(num_envs))
     buffers = [EpisodeBuffer() for _ in range(num_envs)]
     lo, hi = env.ctrl_lower, env.ctrl_upper
     written = successes = attempts = frames = 0
@@ -159,7 +171,8 @@ def record(
         policy_obs = obs["actor"].cpu().numpy()
         images = obs["rgb"].cpu().numpy() if cams else None
         ctrl_before = env.ctrl.clone()
-        actions = expert.act()
+        actions, human = controller(env, obs)
+        human = human.cpu().numpy()
         a = actions.clamp(-cfg.env.action_clip, cfg.env.action_clip)
         targets = torch.minimum(torch.maximum(ctrl_before + cfg.env.action_scale * a, lo), hi).cpu().numpy()
         t_ns = (env.episode_length_buf.cpu().numpy() * env.step_dt * 1e9).astype(np.int64)
@@ -170,7 +183,8 @@ def record(
             row = {
                 "observation.state": proprio[i],
                 "observation.policy_obs": policy_obs[i], "observation.policy_action": a[i], "action": a[i],
-                "action.joint_target": targets[i], "intervention": False, "control_source": int(ControlSource.POLICY),
+                "action.joint_target": targets[i], "intervention": bool(human[i]),
+                "control_source": int(ControlSource.HUMAN if human[i] else ControlSource.POLICY),
                 "safety_flags": 0, "t_mono_ns": int(t_ns[i]), "imu_time_us": int(t_ns[i] // 1000),
                 "loop_lateness_us": 0.0, "next.reward": float(rewards[i]), "next.done": bool(dones[i]),
             }  # fmt: skip
@@ -188,7 +202,7 @@ def record(
                 successes += int(ok)
                 frames += len(buffers[i])
             buffers[i] = EpisodeBuffer()
-            expert.reset(torch.tensor([int(i)]))
+            controller.reset(torch.tensor([int(i)]))
     env.close()
     return {"episodes": written, "frames": frames, "successes": successes, "attempts": attempts}
 

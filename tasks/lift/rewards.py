@@ -85,6 +85,7 @@ def lift_reward_terms(weights) -> list[RewardTerm]:
         RewardTerm("gripper_box", gripper_box, "reach", weights.gripper_box),
         RewardTerm("grasp", grasp, "reach", weights.grasp),
         RewardTerm("box_target", box_target, "lift", weights.box_target),
+        RewardTerm("box_target_fine", box_target, "lift", weights.box_target_fine, {"sharpness": weights.fine_sharpness}),
         RewardTerm("lifted", lifted, "lift", weights.lifted, {"min_height": weights.lift_height}),
         RewardTerm("at_target", at_target, "lift", weights.at_target, {"threshold": weights.at_target_threshold}),
         RewardTerm("no_floor_collision", no_floor_collision, "regularization", weights.no_floor_collision),

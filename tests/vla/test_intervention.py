@@ -1,0 +1,121 @@
+"""Learning from interventions (upright.vla.intervention): the three weightings on a hand-built episode table, LoRA
+through peft changes only the adapter weights, and the finetune CLI writes a policy that evaluate_lift can load."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from upright.vla.dataset import load_dataset
+from upright.vla.intervention import (
+    WeightingCfg, add_lora, finetune, load_intervention_flags, merge_lora, sample_weights,
+)  # fmt: skip
+from upright.vla.train_bc import TrainBCConfig, train
+
+pytest.importorskip("peft")
+
+
+def test_weightings_up_weight_humans_and_down_weight_the_steps_before():
+    episode = torch.tensor([0] * 10 + [1] * 6)
+    human = torch.zeros(16, dtype=torch.bool)
+    human[5:8] = True  # an intervention in episode 0
+    human[10] = True  # episode 1 starts under human control: episode 0's last frames are not "before" it
+    cfg = WeightingCfg(intervention_weight=3.0, pre_intervention_steps=3, pre_intervention_weight=0.25)
+    assert sample_weights(human, episode, "bc", cfg).tolist() == [1.0] * 16
+    w = sample_weights(human, episode, "intervention", cfg)
+    assert w[human].tolist() == [3.0] * 4 and w[~human].tolist() == [1.0] * 12
+    s = sample_weights(human, episode, "sirius", cfg).tolist()
+    assert s[:2] == [1.0, 1.0] and s[2:5] == [0.25] * 3 and s[5:8] == [3.0] * 3 and s[8:10] == [1.0, 1.0]
+    assert s[10] == 3.0 and s[11:] == [1.0] * 5
+    with pytest.raises(ValueError, match="unknown weighting"):
+        sample_weights(human, episode, "dagger")
+
+
+@pytest.fixture(scope="module")
+def base(tiny_dataset):
+    data = load_dataset(tiny_dataset["root"], tiny_dataset["cameras"])
+    model, _ = train(data, None, TrainBCConfig(steps=5, chunk_size=8, export=False), log=lambda s: None)
+    return model, data
+
+
+def test_lora_changes_only_the_adapters_and_merges_back(base, tiny_dataset):
+    model, data = base
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    flags = load_intervention_flags(tiny_dataset["root"])
+    assert flags.shape == (len(data),) and flags.dtype == torch.bool
+    wrapped = add_lora(model, rank=4)
+    finetune(wrapped, data, sample_weights(flags, data.episode, "sirius"), steps=15, log=lambda s: None)
+    changed_adapters = 0
+    for name, p in wrapped.named_parameters():
+        key = name.replace("base_model.model.", "").replace(".base_layer", "")
+        if "lora_" in name:
+            assert p.requires_grad
+            changed_adapters += int("lora_B" in name and p.abs().max() > 0)  # lora_B starts at zero
+        else:
+            assert not p.requires_grad
+            torch.testing.assert_close(p.detach(), before[key], rtol=0, atol=0)
+    assert changed_adapters == 3
+    merged = merge_lora(wrapped)
+    after = merged.state_dict()
+    assert sorted(after) == sorted(before)
+    assert (after["head.4.weight"] - before["head.4.weight"]).abs().max() > 0
+    torch.testing.assert_close(after["embed.weight"], before["embed.weight"], rtol=0, atol=0)
+
+
+def test_finetune_cli_writes_an_evaluable_policy(base, tiny_dataset, tmp_path):
+    from upright.vla.evaluate_lift import load_chunk_policy
+    from upright.vla.finetune import main
+
+    model, _ = base
+    model.save(tmp_path / "base.pt")
+    out = tmp_path / "ft"
+    main(["--base", str(tmp_path / "base.pt"), "--dataset", str(tiny_dataset["root"]), "--weighting", "intervention",
+          "--lora-rank", "2", "--steps", "10", "--out", str(out)])  # fmt: skip
+    report = json.loads((out / "finetune.json").read_text())
+    assert report["weighting"] == "intervention" and report["lora_rank"] == 2 and report["trainable_parameters"] > 0
+    policy, spec = load_chunk_policy(out / "policy.onnx")
+    assert spec["cameras"] == list(tiny_dataset["cameras"]) and policy.chunk_size == 8
+    with pytest.raises(SystemExit):
+        main(["--base", str(tmp_path / "nothing.pt"), "--dataset", str(tiny_dataset["root"]), "--out", str(out)])
+
+
+def test_simulated_operator_logs_takeovers_with_the_daemons_columns(tmp_path):
+    import numpy as np
+    import pyarrow.parquet as pq
+
+    from upright.deploy.state_machine import ControlSource
+    from upright.tasks.lift.record_demos import record
+    from upright.vla.sim_operator import TakeoverController
+    from upright.vla.tiny import TinyVLA, TinyVLAConfig
+
+    torch.manual_seed(0)
+    base = TinyVLA(TinyVLAConfig(cameras=(), chunk_size=4, state_dim=49, state_key="observation.policy_obs")).eval()
+    spec = {"state_key": "observation.policy_obs", "cameras": []}
+    made = []
+
+    def factory(env):
+        made.append(TakeoverController(env, base, spec, check_step=5))
+        return made[0]
+
+    out = tmp_path / "int"
+    record(out, episodes=2, num_envs=2, seed=1, overrides=["sim.num_threads=1", "env.episode_length_s=0.3"],
+           controller=factory)  # fmt: skip
+    assert made[0].takeovers == 2  # an untrained base grasps nothing by step 5
+    import pyarrow as pa
+
+    files = sorted(out.glob("data/chunk-*/file-*.parquet"))
+    table = pa.concat_tables([pq.read_table(f, columns=["index", "frame_index", "intervention", "control_source"])
+                              for f in files]).sort_by("index")  # fmt: skip
+    assert table.num_rows == 2 * 15
+    frame = np.asarray(table.column("frame_index"))
+    human = np.asarray(table.column("intervention"))
+    source = np.asarray(table.column("control_source"))
+    np.testing.assert_array_equal(human, frame >= 5)
+    np.testing.assert_array_equal(source, np.where(human, int(ControlSource.HUMAN), int(ControlSource.POLICY)))
+    flags = load_intervention_flags(out)
+    data = load_dataset(out, (), "observation.policy_obs")
+    w = sample_weights(flags, data.episode, "sirius", WeightingCfg(pre_intervention_steps=3))
+    expected = np.where(frame >= 5, 2.0, np.where(frame >= 2, 0.1, 1.0))
+    np.testing.assert_allclose(w.numpy(), expected, rtol=1e-6)

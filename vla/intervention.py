@@ -1,0 +1,190 @@
+"""Learning from interventions: fine-tune a base VLA on LeRobot v3 datasets that carry the deploy daemon's
+``intervention`` / ``control_source`` columns (from the daemon, or from sim with a simulated operator).
+
+Sample weights (:func:`sample_weights`), after Sirius (Liu et al., "Robot Learning on the Job: Human-in-the-Loop
+Autonomy and Learning During Deployment", RSS 2023, section IV-B: human interventions up-weighted, the robot's
+steps just before an intervention down-weighted, the rest of the robot's autonomous data kept):
+
+- ``bc``: every frame weight 1 (plain behaviour cloning on the mixed data);
+- ``intervention``: human frames ``intervention_weight``, every other frame 1;
+- ``sirius``: human frames ``intervention_weight``; the ``pre_intervention_steps`` robot frames before each
+  intervention starts ``pre_intervention_weight``; every other robot frame 1.
+
+The weight values are upright's defaults (``WeightingCfg``), not Sirius's tuned numbers. Frames are drawn with
+probability proportional to their weight (as Sirius' weighted sampling).
+
+Fine-tuning (:func:`finetune`) is either full (every parameter) or LoRA through ``peft`` on the action head's linear
+layers (``head.0``, ``head.2``, ``head.4``): only the adapter matrices train; :func:`merge_lora` folds them back
+into a plain :class:`~upright.vla.tiny.TinyVLA` for export.
+
+    python -m upright.vla.finetune --base runs/tiny_vla --dataset interventions --weighting sirius --lora-rank 8 --out runs/ft
+"""
+
+from __future__ import annotations
+
+import pathlib
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import torch
+
+from upright.vla.dataset import BCData, chunk_targets
+from upright.vla.tiny import TinyVLA
+
+WEIGHTINGS = ("bc", "intervention", "sirius")
+"""Sample-weighting schemes (module docstring)."""
+
+LORA_TARGETS = ("head.0", "head.2", "head.4")
+"""TinyVLA modules LoRA adapts: the three linear layers of the action head."""
+
+
+@dataclass
+class WeightingCfg:
+    """Weights of :func:`sample_weights` (upright's defaults)."""
+
+    intervention_weight: float = 2.0
+    """Weight of a human (intervention) frame."""
+    pre_intervention_steps: int = 15
+    """Robot frames before an intervention that count as pre-intervention (0.3 s at 50 Hz)."""
+    pre_intervention_weight: float = 0.1
+    """Weight of a pre-intervention frame under ``sirius``."""
+
+
+def load_intervention_flags(root: str | pathlib.Path, max_episodes: int | None = None) -> torch.Tensor:
+    """(N,) bool ``intervention`` column of a LeRobot v3 dataset, in the frame order of
+    :func:`upright.vla.dataset.load_dataset` (sorted by ``index``, same episode filter).
+
+    Raises:
+        ValueError: the dataset has no ``intervention`` column (record it with the daemon's schema:
+            ``record_demos`` or the deploy daemon's logger).
+    """
+    root = pathlib.Path(root)
+    tables = []
+    for f in sorted(root.glob("data/chunk-*/file-*.parquet")):
+        names = pq.read_schema(f).names
+        if "intervention" not in names:
+            raise ValueError(f"dataset {root} has no 'intervention' column; record it with the daemon's schema "
+                             "(python -m upright.tasks.lift.record_demos or the deploy daemon)")  # fmt: skip
+        t = pq.read_table(f, columns=["index", "episode_index", "intervention"])
+        if max_episodes is not None:
+            t = t.filter(pc.less(t.column("episode_index"), max_episodes))
+        if t.num_rows:
+            tables.append(t)
+    table = pa.concat_tables(tables).sort_by("index")
+    return torch.from_numpy(table.column("intervention").to_numpy(zero_copy_only=False).astype(bool))
+
+
+def sample_weights(intervention: torch.Tensor, episode: torch.Tensor, scheme: str,
+                   cfg: WeightingCfg | None = None) -> torch.Tensor:  # fmt: skip
+    """(N,) float32 sample weight of each frame (module docstring).
+
+    Args:
+        intervention: (N,) bool, the frame was under human control.
+        episode: (N,) int64 episode of each frame; an episode's frames are consecutive and in time order.
+        scheme: one of :data:`WEIGHTINGS`.
+
+    Raises:
+        ValueError: an unknown scheme, or shapes that differ.
+    """
+    cfg = cfg or WeightingCfg()
+    if scheme not in WEIGHTINGS:
+        raise ValueError(f"unknown weighting '{scheme}'; choose one of {', '.join(WEIGHTINGS)}")
+    if intervention.shape != episode.shape or intervention.ndim != 1:
+        raise ValueError(f"intervention and episode must both be (N,), got {tuple(intervention.shape)}, "
+                         f"{tuple(episode.shape)}")  # fmt: skip
+    human = intervention.bool()
+    w = torch.ones(human.shape[0], dtype=torch.float32)
+    if scheme == "bc":
+        return w
+    w[human] = cfg.intervention_weight
+    if scheme == "intervention":
+        return w
+    # pre-intervention: robot frames within K steps before a frame where human control starts, same episode
+    n = human.shape[0]
+    prev_human = torch.zeros_like(human)
+    prev_human[1:] = human[:-1] & (episode[1:] == episode[:-1])
+    starts = (human & ~prev_human).nonzero().flatten()
+    for s in starts.tolist():
+        lo = max(0, s - cfg.pre_intervention_steps)
+        for t in range(lo, s):
+            if episode[t] == episode[s] and not human[t]:
+                w[t] = cfg.pre_intervention_weight
+    assert w.shape == (n,)
+    return w
+
+
+def add_lora(model: TinyVLA, rank: int = 8, alpha: float | None = None):
+    """Wrap ``model`` with LoRA adapters (``peft``) on :data:`LORA_TARGETS`; every other parameter is frozen.
+
+    Raises:
+        ImportError: peft is not installed (``pip install peft``).
+        ValueError: rank < 1.
+    """
+    if rank < 1:
+        raise ValueError(f"LoRA rank must be >= 1, got {rank}")
+    try:
+        from peft import LoraConfig, get_peft_model
+    except ImportError as err:
+        raise ImportError("LoRA fine-tuning needs peft: pip install peft") from err
+    cfg = LoraConfig(r=rank, lora_alpha=alpha if alpha is not None else 2 * rank, target_modules=list(LORA_TARGETS),
+                     lora_dropout=0.0, bias="none")  # fmt: skip
+    return get_peft_model(model, cfg)
+
+
+def merge_lora(peft_model) -> TinyVLA:
+    """The TinyVLA with the adapters folded into its weights (peft ``merge_and_unload``), in eval mode."""
+    model = peft_model.merge_and_unload()
+    return model.eval()
+
+
+def _core(model) -> TinyVLA:
+    """The TinyVLA inside a peft wrapper (or the model itself)."""
+    return model.get_base_model() if hasattr(model, "get_base_model") else model
+
+
+def finetune(model, data: BCData, weights: torch.Tensor, steps: int = 1000, batch_size: int = 64, lr: float = 3e-4,
+             seed: int = 0, log=print) -> list[float]:  # fmt: skip
+    """Fine-tune ``model`` (a TinyVLA, or one wrapped by :func:`add_lora`) on ``data`` with frames drawn in
+    proportion to ``weights`` (N,); the loss is train_bc's (L1 on valid chunk entries, normalised units, the base's
+    normalisation kept). Only parameters with ``requires_grad`` train. Returns the loss of every step.
+
+    Raises:
+        ValueError: weights of the wrong shape, all zero, or negative; a dataset with cameras the model lacks.
+    """
+    core = _core(model)
+    if weights.shape != (len(data),) or (weights < 0).any() or weights.sum() <= 0:
+        raise ValueError(f"weights must be ({len(data)},) non-negative with a positive sum")
+    missing = [c for c in core.cfg.cameras if c not in data.images]
+    if missing:
+        raise ValueError(f"the base reads cameras {missing} the dataset lacks; record them with --cameras")
+    g = torch.Generator().manual_seed(seed)
+    torch.manual_seed(seed)
+    targets, is_pad = chunk_targets(data.action, data.episode, core.chunk_size)
+    targets = (targets - core.action_mean) / core.action_std
+    valid = (~is_pad).float().unsqueeze(-1)
+    ids, mask = core.tokenizer.encode(data.tasks)
+    params = [p for p in model.parameters() if p.requires_grad]
+    opt = torch.optim.AdamW(params, lr=lr, weight_decay=0.0)
+    losses: list[float] = []
+    start = time.monotonic()
+    model.train()
+    for step in range(1, steps + 1):
+        idx = torch.multinomial(weights, batch_size, replacement=True, generator=g)
+        images = [data.images[c][idx].float() / 255.0 for c in core.cfg.cameras]
+        t = data.task_id[idx]
+        pred = core.normalized_chunk(data.state[idx], images, ids[t], mask[t])
+        err = (pred - targets[idx]).abs() * valid[idx]
+        loss = err.sum() / (valid[idx].sum() * core.action_dim).clamp_min(1.0)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+        if step % max(1, steps // 10) == 0 or step == steps:
+            log(f"finetune step {step:6d}  L1 {np.mean(losses[-max(1, steps // 10):]):.4f}  "
+                f"({time.monotonic() - start:.0f} s)")  # fmt: skip
+    model.eval()
+    return losses

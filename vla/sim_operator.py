@@ -1,0 +1,96 @@
+"""A simulated operator for intervention data: a policy drives the lift env, and the scripted expert takes over an
+episode that is about to fail, logged with exactly the deploy daemon's columns (``intervention``, ``control_source``).
+
+Rule (HIL-SERL / Sirius style "about to fail" test, upright's thresholds): at env step ``check_step`` (default 50,
+1.0 s into the 3 s episode) an env whose cube is not grasped (both finger pads on it, the task's contact sensors)
+is handed to the expert for the rest of the episode; the expert starts its pick from the current state.
+
+    python -m upright.vla.sim_operator --policy runs/tiny_vla --episodes 100 --out data/interventions [--check-step 50]
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import torch
+
+
+class TakeoverController:
+    """``c(env, obs) -> (actions (N, 8), human (N,) bool)`` for :func:`upright.tasks.lift.record_demos.record`.
+
+    Args:
+        env: the lift env.
+        policy: the base :class:`~upright.vla.policy.ChunkPolicy`; ``spec`` its inputs (as
+            :func:`upright.vla.evaluate_lift.load_chunk_policy` returns them).
+        check_step: env step of the grasp check.
+        instruction: the policy's instruction.
+    """
+
+    def __init__(self, env, policy, spec: dict, check_step: int = 50, instruction: str | None = None):
+        from upright.tasks.lift.expert import ScriptedExpert
+        from upright.tasks.lift.record_demos import TASK
+
+        self.env, self.policy, self.spec = env, policy, spec
+        self.expert = ScriptedExpert(env)
+        self.check_step = int(check_step)
+        self.instruction = instruction or TASK
+        self.human = torch.zeros(env.num_envs, dtype=torch.bool)
+        """(N,) the expert has taken over this env's episode."""
+        self.takeovers = 0
+        """Episodes taken over so far."""
+
+    def reset(self, env_ids: torch.Tensor) -> None:
+        """New episodes in ``env_ids``: the policy drives again."""
+        self.human[env_ids] = False
+        self.policy.reset(env_ids)
+        self.expert.reset(env_ids)
+
+    def __call__(self, env, obs) -> tuple[torch.Tensor, torch.Tensor]:
+        from upright.vla.evaluate_lift import make_batch
+
+        step = env.episode_length_buf.cpu()
+        take = (~self.human) & (step == self.check_step) & ~env.state.grasped.cpu()
+        if take.any():
+            ids = take.nonzero().flatten()
+            self.expert.reset(ids)
+            self.human[ids] = True
+            self.takeovers += int(ids.numel())
+        a_policy = self.policy.select_action(make_batch(env, obs, self.spec, self.instruction, []))
+        a_expert = self.expert.act().cpu()  # advances every env's expert; only the taken-over ones are used
+        actions = torch.where(self.human.unsqueeze(1), a_expert, a_policy.float())
+        return actions, self.human.clone()
+
+
+def main(argv: list[str] | None = None) -> None:
+    from upright.tasks.lift.record_demos import record
+    from upright.vla.evaluate_lift import load_chunk_policy
+
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--policy", required=True, help="the base: a folder with model.pt or policy.onnx, or the file")
+    parser.add_argument("--episodes", type=int, required=True)
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--num-envs", type=int, default=25)
+    parser.add_argument("--seed", type=int, default=100)
+    parser.add_argument("--check-step", type=int, default=50)
+    args = parser.parse_args(argv)
+    torch.set_num_threads(1)
+    try:
+        policy, spec = load_chunk_policy(args.policy)
+    except (FileNotFoundError, ValueError) as err:
+        parser.exit(2, f"sim_operator: {err}\n")
+    if spec["cameras"]:
+        parser.exit(2, "sim_operator: the base reads cameras; this operator records state-only data (use a "
+                    "state-only base, train_bc --no-images)\n")  # fmt: skip
+    made = []
+
+    def factory(env):
+        made.append(TakeoverController(env, policy, spec, args.check_step))
+        return made[0]
+
+    summary = record(args.out, args.episodes, args.num_envs, args.seed, controller=factory)
+    print(f"{args.out}: {summary['episodes']} episodes, {summary['frames']} frames, {summary['successes']} "
+          f"successful; the expert took over {made[0].takeovers} episodes")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
