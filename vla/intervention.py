@@ -155,6 +155,8 @@ def finetune(model, data: BCData, weights: torch.Tensor, steps: int = 1000, batc
     Raises:
         ValueError: weights of the wrong shape, all zero, or negative; a dataset with cameras the model lacks.
     """
+    from upright.vla.train_bc import bc_step
+
     core = _core(model)
     if weights.shape != (len(data),) or (weights < 0).any() or weights.sum() <= 0:
         raise ValueError(f"weights must be ({len(data)},) non-negative with a positive sum")
@@ -175,14 +177,7 @@ def finetune(model, data: BCData, weights: torch.Tensor, steps: int = 1000, batc
     for step in range(1, steps + 1):
         idx = torch.multinomial(weights, batch_size, replacement=True, generator=g)
         images = [data.images[c][idx].float() / 255.0 for c in core.cfg.cameras]
-        t = data.task_id[idx]
-        pred = core.normalized_chunk(data.state[idx], images, ids[t], mask[t])
-        err = (pred - targets[idx]).abs() * valid[idx]
-        loss = err.sum() / (valid[idx].sum() * core.action_dim).clamp_min(1.0)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-        losses.append(loss.item())
+        losses.append(bc_step(core, opt, data, idx, images, targets, valid, ids, mask))
         if step % max(1, steps // 10) == 0 or step == steps:
             log(f"finetune step {step:6d}  L1 {np.mean(losses[-max(1, steps // 10):]):.4f}  "
                 f"({time.monotonic() - start:.0f} s)")  # fmt: skip

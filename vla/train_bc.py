@@ -50,6 +50,24 @@ class TrainBCConfig:
     """Export and check ``policy.onnx`` after training."""
 
 
+def bc_step(model, opt, data: BCData, idx: torch.Tensor, images: list[torch.Tensor], targets: torch.Tensor,
+            valid: torch.Tensor, ids: torch.Tensor, mask: torch.Tensor) -> float:  # fmt: skip
+    """One optimiser step of the BC loss on frames ``idx`` (B,): L1 between the predicted chunk and ``targets``
+    (N, H, A, normalised units) over the valid entries (``valid`` (N, H, 1)); returns the loss.
+
+    ``model`` is a TinyVLA (the parameters ``opt`` holds are the ones that train); ``images`` one (B, 3, H, W) float
+    tensor per camera; ``ids``/``mask`` the tokenised task strings, indexed by ``data.task_id``.
+    """
+    t = data.task_id[idx]
+    pred = model.normalized_chunk(data.state[idx], images, ids[t], mask[t])
+    err = (pred - targets[idx]).abs() * valid[idx]
+    loss = err.sum() / (valid[idx].sum() * model.action_dim).clamp_min(1.0)
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    opt.step()
+    return loss.item()
+
+
 def random_shift(images: torch.Tensor, pad: int, generator: torch.Generator) -> torch.Tensor:
     """DrQ's augmentation: (B, C, H, W) padded by ``pad`` px (replicate) and cropped back at a random offset."""
     if pad <= 0:
@@ -111,14 +129,7 @@ def train(data: BCData, out: str | pathlib.Path | None, cfg: TrainBCConfig, stat
     for step in range(1, cfg.steps + 1):
         idx = torch.randint(0, len(data), (cfg.batch_size,), generator=g)
         images = [random_shift(data.images[c][idx].float() / 255.0, cfg.shift_px, g) for c in cams]
-        t = data.task_id[idx]
-        pred = model.normalized_chunk(data.state[idx], images, ids[t], mask[t])
-        err = (pred - targets[idx]).abs() * valid[idx]
-        loss = err.sum() / (valid[idx].sum() * model.action_dim).clamp_min(1.0)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-        losses.append(loss.item())
+        losses.append(bc_step(model, opt, data, idx, images, targets, valid, ids, mask))
         if step % cfg.log_every == 0 or step == cfg.steps:
             recent = sum(losses[-cfg.log_every :]) / len(losses[-cfg.log_every :])
             seconds = time.monotonic() - start
