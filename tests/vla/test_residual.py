@@ -153,3 +153,19 @@ def test_train_cli_refuses_a_missing_base(tmp_path):
     assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
     proc = run_train(["task=standup", f"policy.base={tmp_path}", "train.max_iterations=1"], tmp_path)
     assert proc.returncode == 2 and "supports task=lift only" in proc.stderr, proc.stderr
+
+
+def test_committed_residual_policy_loads_with_its_checked_base():
+    import pathlib
+
+    from upright.vla.residual import ResidualChunkPolicy
+
+    folder = pathlib.Path(__file__).resolve().parents[2] / "assets" / "policies" / "panda_lift_residual"
+    pair = ResidualChunkPolicy(folder / "policy.onnx")  # refuses a base whose SHA-256 differs from the metadata
+    record = json.loads((folder / "base_checksum.json").read_text())
+    assert parameters_sha256(pair.base) == record["parameters_sha256_start"]
+    batch = {"observation.state": torch.randn(3, 49), "observation.policy_obs": torch.randn(3, 49),
+             "task": ["Pick up the green cube and lift it to the red target."] * 3}  # fmt: skip
+    base_only = TinyVLA.load(folder / "base_model.pt")
+    a, a_base = pair.select_action(batch), base_only.select_action(batch)
+    assert a.shape == (3, 8) and torch.isfinite(a).all() and (a - a_base).abs().max() <= 0.3 + 1e-5
