@@ -9,8 +9,10 @@ episodes, seed ``--seed``). A checkpoint ``model_<it>.pt`` holds ``it`` complete
 ``it x env.num_envs x train.num_steps_per_env`` (from the run's ``config_*.yaml``). Wall clock is the run's own
 training time: the sum of rsl-rl's ``Perf/collection_time`` + ``Perf/learning_time`` TensorBoard scalars over the
 completed iterations (so it is the time the run took on whatever CPU it had: say in the notes whether it was shared).
+Residual runs (``policy.base=...``, issue 15) are evaluated from their ``policy_<it>.onnx`` snapshots
+(``train.onnx_snapshots=true``) with the frozen base beside them (:func:`upright.vla.evaluate_lift.evaluate_chunk_policy`).
 Writes ``<out>.csv``, ``<out>.md`` and ``<out>.png``; evaluations are cached beside each checkpoint
-(``model_<it>.eval<episodes>_s<seed>.json``).
+(``<checkpoint stem>.eval<episodes>_s<seed>.json``).
 """
 
 from __future__ import annotations
@@ -28,11 +30,20 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from standup_learning import cumulative_seconds, read_perf_seconds  # noqa: E402 (same folder)
 
 
+def is_residual(run: pathlib.Path) -> bool:
+    """Whether ``run`` is a residual run on a frozen VLA base (``python train.py task=lift policy.base=...``)."""
+    return (run / "base_checksum.json").is_file()
+
+
 def checkpoints(run: pathlib.Path, every: int) -> list[tuple[int, pathlib.Path]]:
-    """(iteration, path) of the run's checkpoints to evaluate: multiples of ``every`` and the last one."""
-    found = sorted((int(m.group(1)), p) for p in run.glob("model_*.pt") if (m := re.fullmatch(r"model_(\d+)\.pt", p.name)))
+    """(iteration, path) of the run's checkpoints to evaluate: multiples of ``every`` and the last one. A residual
+    run's points are its ``policy_<it>.onnx`` snapshots (``train.onnx_snapshots=true``), evaluated with their base."""
+    pattern = r"policy_(\d+)\.onnx" if is_residual(run) else r"model_(\d+)\.pt"
+    found = sorted((int(m.group(1)), p) for p in run.iterdir() if (m := re.fullmatch(pattern, p.name)))
     if not found:
-        raise FileNotFoundError(f"{run} has no model_<it>.pt checkpoints; train with python train.py task=lift")
+        what = "policy_<it>.onnx snapshots (train with train.onnx_snapshots=true)" if is_residual(run) else (
+            "model_<it>.pt checkpoints; train with python train.py task=lift")
+        raise FileNotFoundError(f"{run} has no {what}")
     keep = [(i, p) for i, p in found if every <= 0 or i % every == 0]
     if keep[-1][0] != found[-1][0]:
         keep.append(found[-1])
@@ -54,6 +65,13 @@ def evaluate(checkpoint: pathlib.Path, episodes: int, seed: int, num_envs: int) 
     cache = checkpoint.with_name(f"{checkpoint.stem}.eval{episodes}_s{seed}.json")
     if cache.exists():
         return json.loads(cache.read_text())
+    if checkpoint.suffix == ".onnx":  # a residual snapshot: residual + its frozen base, from the run's files
+        from upright.vla.evaluate_lift import evaluate_chunk_policy
+
+        result = evaluate_chunk_policy(checkpoint, episodes, min(num_envs, episodes), seed,
+                                       overrides=["sim.num_threads=1"])[0]  # fmt: skip
+        cache.write_text(json.dumps(result))
+        return result
     from upright.tasks.lift.evaluate import make_lift_eval_env, run_episodes, summarize
     from upright.viewer.policy import load_policy
 

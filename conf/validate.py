@@ -90,16 +90,13 @@ def check_values(cfg) -> str | None:
         return f"resume={resume}: no such run directory or checkpoint file (give logs/<task>/<run.name> or a model_<it>.pt)."
     policy = cfg.get("policy")
     if policy is not None and "base" in policy and policy.base:
-        from upright.vla.residual_config import ResidualCfg, check_residual_cfg
+        from upright.vla.residual_config import ResidualCfg, check_residual_cfg, resolve_base_file
 
         try:
             check_residual_cfg(ResidualCfg(**OmegaConf.to_container(policy, resolve=True)), str(cfg.task_name))
-        except ValueError as err:
+            resolve_base_file(pathlib.Path(str(policy.base)).expanduser())
+        except (ValueError, FileNotFoundError) as err:
             return str(err)
-        base = pathlib.Path(str(policy.base)).expanduser()
-        if not (base.is_file() or (base / "model.pt").is_file() or (base / "policy.onnx").is_file()):
-            return (f"policy.base={policy.base}: no model.pt or policy.onnx there; train a base with "
-                    "python -m upright.vla.train_bc --dataset DIR --out DIR")
     return None
 
 

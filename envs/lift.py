@@ -60,9 +60,9 @@ class LiftTask(BatchedTask):
         return make_env("lift", self.cfg, self.sim_cfg, device=self._device, seed=seed)
 
     def observation_bounds(self) -> tuple[float, float, int]:
-        from upright.tasks.lift.observations import HISTORY_LENGTH, OBS_CLIP, OBSERVATION_DIMS
+        from upright.tasks.lift.observations import HISTORY_LENGTH, OBS_CLIP
 
-        return -OBS_CLIP, OBS_CLIP, HISTORY_LENGTH * int(sum(OBSERVATION_DIMS))
+        return -OBS_CLIP, OBS_CLIP, HISTORY_LENGTH * int(sum(self.env.observation_dims))
 
     def action_bounds(self) -> tuple[float, float, int]:
         clip = float(self.cfg.action_clip)

@@ -41,7 +41,11 @@ ACTION_MODES = ("relative", "absolute")
 DELTA_ACTION_MODE = "delta"
 """The lift task's action mode (MuJoCo Playground's manipulation envs): the action moves the previous targets."""
 
-ENV_ACTION_MODES = (*ACTION_MODES, DELTA_ACTION_MODE)
+EE_DELTA_ACTION_MODE = "ee_delta"
+"""The lift task's Cartesian mode (``env.action_mode=ee_delta``): the action moves the gripper site through
+differential IK, and the finger target."""
+
+ENV_ACTION_MODES = (*ACTION_MODES, DELTA_ACTION_MODE, EE_DELTA_ACTION_MODE)
 """Every ``action_mode`` an upright env may write. The deploy daemon runs :data:`ACTION_MODES` only (joint-PD
 humanoid control) and refuses a ``delta`` file in one line; simulation (play, evaluation) runs all of them."""
 
@@ -51,6 +55,12 @@ ACTION_FORMULAS = {
     "delta": (
         "p_target = clip(p_target_prev + action_scale * clip(action, -action_clip, action_clip), ctrl_lower, "
         "ctrl_upper), p_target starting at default_joint_pos each episode, held for one control period"
+    ),
+    "ee_delta": (
+        "d = ee_action_scale * clip(action[:3], -action_clip, action_clip) (m, world frame); arm p_target = "
+        "clip(p_target_prev + dq, ctrl_lower, ctrl_upper) with dq the damped-least-squares IK step that moves the "
+        "gripper site by d at p_target_prev while holding its home orientation (upright.tasks.lift.ik); finger "
+        "p_target = clip(prev + action_scale * action[3]); p_target starting at default_joint_pos each episode"
     ),
 }
 """``action_formula`` of each action mode (written beside ``action_mode``)."""
@@ -100,7 +110,7 @@ def action_mode_of(
     if mode not in allowed:
         hint = (
             "a delta-mode (manipulation) policy runs in simulation only (play.py, evaluate)"
-            if mode == DELTA_ACTION_MODE
+            if mode in (DELTA_ACTION_MODE, EE_DELTA_ACTION_MODE)
             else "re-export it with python -m upright.training.export --checkpoint <run>/model_<it>.pt --out <dir>"
         )
         raise PolicyMetadataError(

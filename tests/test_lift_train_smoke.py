@@ -80,3 +80,28 @@ def test_daemon_refuses_a_lift_policy_in_one_line(run):
     with pytest.raises(PolicyMetadataError) as err:
         load_policy_spec(run_dir / "policy.onnx")
     assert "\n" not in str(err.value)
+
+
+@pytest.fixture(scope="module")
+def ee_run(tmp_path_factory):
+    return two_iteration_run(tmp_path_factory.mktemp("lift_ee"), "lift", [*SMALL, "env.action_mode=ee_delta"])
+
+
+def test_ee_delta_run_exports_a_4_action_policy_that_evaluate_and_play_run(ee_run, tmp_path):
+    run_dir, _ = ee_run
+    meta = read_metadata(run_dir / "policy.onnx")
+    assert meta["action_mode"] == "ee_delta" and meta["observation_dim"] == 45 and meta["ee_action_scale"] == 0.015
+    assert meta["ee_action_names"] == ["site_dx", "site_dy", "site_dz", "finger"]
+    session = ort.InferenceSession(str(run_dir / "policy.onnx"), providers=["CPUExecutionProvider"])
+    assert session.run(None, {meta["input_name"]: np.zeros((1, 45), np.float32)})[0].shape == (1, 4)
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    # evaluate takes the action mode from the file (no env.action_mode override given)
+    proc = subprocess.run([sys.executable, "-m", "upright.tasks.lift.evaluate", "--policy", str(run_dir), "--episodes",
+                           "2", "--num-envs", "2"], capture_output=True, text=True, timeout=280, env=env)  # fmt: skip
+    assert proc.returncode == 0 and "| 2 |" in proc.stdout, proc.stdout[-2000:] + proc.stderr[-3000:]
+    video = tmp_path / "play.mp4"
+    proc = subprocess.run([sys.executable, str(ROOT / "play.py"), "task=lift", f"policy={run_dir / 'policy.onnx'}",
+                           f"video={video}", "duration=0.3"], capture_output=True, text=True, timeout=280, env=env,
+                          cwd=tmp_path)  # fmt: skip
+    assert proc.returncode == 0 and video.stat().st_size > 1000, proc.stdout[-2000:] + proc.stderr[-3000:]
+    assert "ee_delta" in proc.stdout  # the viewer says it plays with the policy's action mode

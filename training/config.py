@@ -20,6 +20,9 @@ class TrainCfg:
     """Env steps per env per iteration (HoST)."""
     save_interval: int = 10
     """Checkpoint (and ONNX export) every this many iterations; also at exit."""
+    onnx_snapshots: bool = False
+    """Also keep a copy of each export as ``policy_<completed iterations>.onnx`` (for learning curves of runs whose
+    checkpoints cannot be evaluated alone, e.g. residual runs: ``benchmarks/lift_learning.py``)."""
     group_weights: list[float] = field(default_factory=lambda: [2.5, 0.1, 1.0, 1.0])
     """Advantage weights of the reward groups (task, regularization, style, post_task), HoST."""
     actor_hidden_dims: list[int] = field(default_factory=lambda: [512, 256, 128])

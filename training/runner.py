@@ -15,6 +15,7 @@ import datetime
 import io
 import os
 import pathlib
+import shutil
 import signal
 import statistics
 import sys
@@ -96,6 +97,8 @@ class UprightRunner(OnPolicyRunner):
         log_dir: run directory (checkpoints ``model_<it>.pt``, ``policy.onnx``, TensorBoard events).
         device: torch device.
         onnx_metadata: metadata written into every exported ONNX file.
+        update_threads: torch threads of the PPO update (0: all CPUs).
+        onnx_snapshots: also keep ``policy_<completed iterations>.onnx`` at every save (``train.onnx_snapshots``).
     """
 
     def __init__(
@@ -106,8 +109,11 @@ class UprightRunner(OnPolicyRunner):
         device: str = "cpu",
         onnx_metadata: dict | None = None,
         update_threads: int = 0,
+        onnx_snapshots: bool = False,
     ):
         super().__init__(env, train_cfg, log_dir=log_dir, device=device)
+        self.onnx_snapshots = bool(onnx_snapshots)
+        """Keep ``policy_<completed iterations>.onnx`` beside ``policy.onnx`` at every save."""
         self._use_cpu_thread_split(update_threads)
         logger = ProgressLogger.__new__(ProgressLogger)
         logger.__dict__.update(self.logger.__dict__)
@@ -206,6 +212,8 @@ class UprightRunner(OnPolicyRunner):
         run_dir = pathlib.Path(path).parent
         try:
             self.export_onnx(run_dir / "policy.onnx")
+            if self.onnx_snapshots:
+                shutil.copyfile(run_dir / "policy.onnx", run_dir / f"policy_{self.completed_iterations}.onnx")
         except Exception as err:  # an export failure must never kill training (mjlab's rule)
             print(f"WARNING: ONNX export failed: {err}", flush=True)
 

@@ -133,7 +133,7 @@ def train(cfg: DictConfig) -> pathlib.Path:
         meta = residual_metadata(meta, run_dir / base_info["base_file"], base_info["base_sha256"], rcfg, env.num_actions)
     runner = UprightRunner(
         env, train_cfg, log_dir=str(run_dir), device=cfg.device, onnx_metadata=meta,
-        update_threads=cfg.train.update_threads,
+        update_threads=cfg.train.update_threads, onnx_snapshots=bool(cfg.train.get("onnx_snapshots", False)),
     )  # fmt: skip
     resume_std = cfg.train.get("resume_std")
     if resume_std is not None and ckpt is None:

@@ -32,6 +32,7 @@ if __name__ == "__main__":
 import torch
 
 from upright.vla.policy import IMAGE_PREFIX, STATE_KEY, TASK_KEY, ChunkPolicy
+from upright.vla.residual_config import resolve_base_file
 
 
 def load_chunk_policy(path: str | pathlib.Path) -> tuple[ChunkPolicy, dict]:
@@ -49,12 +50,7 @@ def load_chunk_policy(path: str | pathlib.Path) -> tuple[ChunkPolicy, dict]:
 
         policy = ResidualChunkPolicy(residual)
         return policy, {**policy.base_spec, "residual": True}
-    if path.is_dir():
-        found = [path / n for n in ("model.pt", "policy.onnx") if (path / n).is_file()]
-        if not found:
-            raise FileNotFoundError(f"{path} has no model.pt or policy.onnx; train one with python -m "
-                                    "upright.vla.train_bc --dataset DIR --out DIR")  # fmt: skip
-        path = found[0]
+    path = resolve_base_file(path, label="policy")
     if path.suffix == ".onnx":
         from upright.vla.onnx_policy import OnnxChunkPolicy
 
@@ -124,8 +120,60 @@ def make_batch(env, obs, spec: dict, instruction: str, camera_order: list[str]) 
     return batch
 
 
+def evaluate_chunk_policy(policy_path: str | pathlib.Path, episodes: int, num_envs: int = 25, seed: int = 0,
+                          instruction: str | None = None, overrides: list[str] | None = None, domain_rand: bool = True,
+                          n_action_steps: int | None = None, temporal_ensemble: float | None = None,
+                          cameras: bool = False) -> tuple[dict, object, float, str]:
+    """Evaluate a VLA chunk policy (or a residual run) on the lift protocol (module docstring).
+
+    Returns:
+        (:func:`upright.tasks.lift.evaluate.summarize` of the episodes, the env config, seconds taken, a protocol note).
+
+    Raises:
+        FileNotFoundError, ValueError: nothing loadable at ``policy_path``, or bad overrides (one line each).
+    """
+    from upright.tasks.lift.evaluate import make_lift_eval_env, run_episodes, summarize
+    from upright.tasks.lift.record_demos import TASK
+
+    instruction = TASK if instruction is None else instruction
+    policy, spec = load_chunk_policy(policy_path)
+    chunked = getattr(policy, "base", policy)  # a residual policy's chunks are its base's
+    if n_action_steps is not None:
+        chunked.n_action_steps = n_action_steps
+    if temporal_ensemble is not None:
+        chunked.temporal_ensemble_coeff = temporal_ensemble
+    cams = list(spec["cameras"])
+    overrides = list(overrides or [])
+    if cams or cameras:
+        overrides += ["env.camera.enabled=true", f"env.camera.height={spec['image_height']}",
+                      f"env.camera.width={spec['image_width']}",
+                      f"env.camera.cameras=[{','.join(cams or ['front'])}]"]  # fmt: skip
+    env, cfg = make_lift_eval_env(overrides, num_envs, domain_rand, seed)
+    order = list(cfg.env.camera.cameras)
+    wrapped = _StepObservations(env)
+
+    def act() -> torch.Tensor:
+        return policy.select_action(make_batch(env, wrapped.observations(), spec, instruction, order))
+
+    def on_reset(ids: torch.Tensor) -> None:
+        policy.reset(ids)
+
+    start = time.monotonic()
+    per_episode = run_episodes(wrapped, act, episodes, on_reset)
+    seconds = time.monotonic() - start
+    inputs = f"cameras {cams} ({spec['image_height']}x{spec['image_width']})" if cams else "no cameras"
+    execution = (f"temporal ensembling m={chunked.temporal_ensemble_coeff}" if chunked.temporal_ensemble_coeff is not None
+                 else f"queue, {chunked.n_action_steps or chunked.chunk_size} of {chunked.chunk_size} actions per chunk")
+    if chunked is not policy:
+        execution += f"; residual alpha {policy.alpha} on the base's actions"
+    note = (f" VLA inputs: {spec['state_key']}, {inputs}, instruction {instruction!r}; chunk execution: "
+            f"{execution}.")
+    env.close()
+    return summarize(per_episode), cfg, seconds, note
+
+
 def main(argv: list[str] | None = None) -> None:
-    from upright.tasks.lift.evaluate import make_lift_eval_env, run_episodes, summarize, write_report
+    from upright.tasks.lift.evaluate import write_report
     from upright.tasks.lift.record_demos import TASK
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -145,45 +193,12 @@ def main(argv: list[str] | None = None) -> None:
         parser.error("--episodes and --num-envs must be >= 1")
     torch.set_num_threads(1)
     try:
-        policy, spec = load_chunk_policy(args.policy)
+        summary, cfg, seconds, note = evaluate_chunk_policy(
+            args.policy, args.episodes, args.num_envs, args.seed, args.instruction, list(args.overrides),
+            not args.no_domain_rand, args.n_action_steps, args.temporal_ensemble, args.cameras)
     except (FileNotFoundError, ValueError) as err:
         parser.exit(2, f"evaluate_lift: {err}\n")
-    chunked = getattr(policy, "base", policy)  # a residual policy's chunks are its base's
-    if args.n_action_steps is not None:
-        chunked.n_action_steps = args.n_action_steps
-    if args.temporal_ensemble is not None:
-        chunked.temporal_ensemble_coeff = args.temporal_ensemble
-    cams = list(spec["cameras"])
-    overrides = list(args.overrides)
-    if cams or args.cameras:
-        overrides += ["env.camera.enabled=true", f"env.camera.height={spec['image_height']}",
-                      f"env.camera.width={spec['image_width']}",
-                      f"env.camera.cameras=[{','.join(cams or ['front'])}]"]  # fmt: skip
-    try:
-        env, cfg = make_lift_eval_env(overrides, args.num_envs, not args.no_domain_rand, args.seed)
-    except ValueError as err:
-        parser.error(str(err))
-    order = list(cfg.env.camera.cameras)
-    wrapped = _StepObservations(env)
-
-    def act() -> torch.Tensor:
-        return policy.select_action(make_batch(env, wrapped.observations(), spec, args.instruction, order))
-
-    def on_reset(ids: torch.Tensor) -> None:
-        policy.reset(ids)
-
-    start = time.monotonic()
-    per_episode = run_episodes(wrapped, act, args.episodes, on_reset)
-    seconds = time.monotonic() - start
-    inputs = f"cameras {cams} ({spec['image_height']}x{spec['image_width']})" if cams else "no cameras"
-    execution = (f"temporal ensembling m={chunked.temporal_ensemble_coeff}" if chunked.temporal_ensemble_coeff is not None
-                 else f"queue, {chunked.n_action_steps or chunked.chunk_size} of {chunked.chunk_size} actions per chunk")
-    if chunked is not policy:
-        execution += f"; residual alpha {policy.alpha} on the base's actions"
-    note = (f" VLA inputs: {spec['state_key']}, {inputs}, instruction {args.instruction!r}; chunk execution: "
-            f"{execution}.")
-    write_report(args.policy, args.episodes, summarize(per_episode), cfg, args.seed, seconds, args.out, note)
-    env.close()
+    write_report(args.policy, args.episodes, summary, cfg, args.seed, seconds, args.out, note)
     sys.stdout.flush()
 
 

@@ -33,7 +33,7 @@ from rsl_rl.env import VecEnv
 from tensordict import TensorDict
 
 from upright.vla.policy import ChunkPolicy
-from upright.vla.residual_config import ResidualCfg, check_residual_cfg
+from upright.vla.residual_config import ResidualCfg, check_residual_cfg, resolve_base_file  # noqa: F401 (re-export)
 
 BASE_ACTION_TERM = "base_action"
 """Name of the observation term appended for the residual (the base's action of this step, (A,) in [-1, 1])."""
@@ -59,25 +59,6 @@ def parameters_sha256(policy: Any) -> str | None:
         h.update(f"{name}|{t.dtype}|{tuple(t.shape)}|".encode())
         h.update(t.view(torch.uint8).numpy().tobytes() if t.numel() else b"")
     return h.hexdigest()
-
-
-def resolve_base_file(base: str | pathlib.Path) -> pathlib.Path:
-    """The base's weight file: ``model.pt`` (preferred) or ``policy.onnx`` in a folder, or the file itself.
-
-    Raises:
-        FileNotFoundError: nothing loadable (the message names train_bc).
-    """
-    path = pathlib.Path(base)
-    if path.is_dir():
-        for name in ("model.pt", "policy.onnx"):
-            if (path / name).is_file():
-                return path / name
-        raise FileNotFoundError(f"policy.base={base}: the folder has no model.pt or policy.onnx; train a base with "
-                                "python -m upright.vla.train_bc --dataset DIR --out DIR")  # fmt: skip
-    if not path.is_file():
-        raise FileNotFoundError(f"policy.base={base}: no such file or folder; train a base with "
-                                "python -m upright.vla.train_bc --dataset DIR --out DIR")  # fmt: skip
-    return path
 
 
 class ResidualEnv(VecEnv):

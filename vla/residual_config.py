@@ -5,6 +5,8 @@ Kept apart from :mod:`upright.vla.residual` so that the Hydra config can import 
 
 from __future__ import annotations
 
+import pathlib
+
 from dataclasses import dataclass
 from typing import Optional
 
@@ -41,3 +43,23 @@ def check_residual_cfg(cfg: ResidualCfg, task_name: str) -> None:
     if task_name != "lift":
         raise ValueError(f"policy.base (residual RL on a VLA) supports task=lift only, got task={task_name}; "
                          "drop policy.base")
+
+
+def resolve_base_file(base: str | pathlib.Path, label: str = "policy.base") -> pathlib.Path:
+    """A VLA's weight file: ``model.pt`` (preferred) or ``policy.onnx`` in a folder, or the file itself. ``label``
+    names the setting in the error (``policy.base``, ``--policy``, ...).
+
+    Raises:
+        FileNotFoundError: nothing loadable (the message names train_bc).
+    """
+    path = pathlib.Path(base)
+    if path.is_dir():
+        for name in ("model.pt", "policy.onnx"):
+            if (path / name).is_file():
+                return path / name
+        raise FileNotFoundError(f"{label}={base}: the folder has no model.pt or policy.onnx; train a base with "
+                                "python -m upright.vla.train_bc --dataset DIR --out DIR")  # fmt: skip
+    if not path.is_file():
+        raise FileNotFoundError(f"{label}={base}: no such file or folder; train a base with "
+                                "python -m upright.vla.train_bc --dataset DIR --out DIR")  # fmt: skip
+    return path

@@ -125,6 +125,15 @@ class LiftEnvCfg:
     (Playground ``action_scale``)."""
     action_clip: float = 1.0
     """Actions are clipped to ±this before scaling (the bound of Playground's tanh-squashed policy)."""
+    action_mode: str = "delta"
+    """``delta`` (Playground): a ∈ [-1, 1]^8 moves the 7 arm targets and the finger target,
+    ctrl ← clip(ctrl + action_scale · a). ``ee_delta`` (not Playground; Isaac Lab's ``Isaac-Lift-Cube-Franka-IK-Rel``,
+    ManiSkill's ``pd_ee_delta_pos``): a ∈ [-1, 1]^4, the first three move the gripper site by ``ee_action_scale`` · a
+    (world frame, m) through differential IK with the hand's orientation held (:mod:`upright.tasks.lift.ik`), the
+    last moves the finger target by ``action_scale`` · a."""
+    ee_action_scale: float = 0.015
+    """``ee_delta``: the site's largest commanded step per env step, m (0.75 m/s; the scripted expert's
+    ``max_step``)."""
     cube_xy_range: float = 0.2
     """Half-width of the cube's start xy range around (0.7, 0) m (Playground ±0.2)."""
     target_xy_range: float = 0.2

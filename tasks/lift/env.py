@@ -2,8 +2,9 @@
 :mod:`upright.sim` backend, a batched ``rsl_rl`` ``VecEnv`` (MuJoCo Playground ``PandaPickCube``).
 
 One env step (0.02 s): the action a ∈ [-1, 1]^8 moves the position targets, ctrl ← clip(ctrl + 0.04·a, ctrl range),
-for the 7 arm actuators and the finger actuator; the targets are held for ``decimation`` = 4 physics steps of 0.005 s
-(delayed by 0-``action_delay_substeps`` substeps under domain randomisation); then state, rewards (3 groups),
+for the 7 arm actuators and the finger actuator (``env.action_mode=ee_delta``: a ∈ [-1, 1]^4 moves the gripper site
+by 0.015·a[:3] m through differential IK, :mod:`.ik`, and the finger target by 0.04·a[3]); the targets are held for
+``decimation`` = 4 physics steps of 0.005 s (delayed by 0-``action_delay_substeps`` substeps under domain randomisation); then state, rewards (3 groups),
 terminations, the curriculum's update of envs whose episode ended, resets and the next observation.
 
 Reset (Playground): the robot at keyframe ``home`` with its targets, the cube upright on the floor at
@@ -27,12 +28,15 @@ from upright.robots import panda
 from upright.sim import GEOMETRY_FIELDS, make_sim
 from upright.tasks.lift.config import LiftEnvCfg
 from upright.tasks.lift.curriculum import lift_curriculum, reset_ranges
-from upright.tasks.lift.observations import HISTORY_LENGTH, OBS_CLIP, OBSERVATION_DIMS, OBSERVATION_TERMS
+from upright.tasks.lift.observations import HISTORY_LENGTH, OBS_CLIP, OBSERVATION_TERMS, observation_dims
 from upright.tasks.lift.randomization import LiftRandomizer
 from upright.tasks.lift.rewards import REWARD_GROUPS, lift_reward_terms
 from upright.tasks.lift.scene import GRIPPER_QUAT_SENSOR, floor_sensor_slices, grasp_sensor_slices, lift_scene
 from upright.tasks.lift.state import LiftState
 from upright.tasks.lift.terminations import cube_out_of_bounds, joint_limit_violation, non_finite, success
+
+ACTION_MODES = ("delta", "ee_delta")
+"""Values of ``env.action_mode`` (:class:`~upright.tasks.lift.config.LiftEnvCfg`)."""
 
 
 class LiftEnv(VecEnv):
@@ -56,6 +60,10 @@ class LiftEnv(VecEnv):
             raise ValueError(f"env.num_envs must be >= 1, got {cfg.num_envs}")
         if cfg.action_scale <= 0 or cfg.action_clip <= 0:
             raise ValueError(f"env.action_scale and env.action_clip must be > 0, got {cfg.action_scale}, {cfg.action_clip}")
+        if cfg.action_mode not in ACTION_MODES:
+            raise ValueError(f"env.action_mode must be one of {list(ACTION_MODES)}, got {cfg.action_mode!r}")
+        if cfg.ee_action_scale <= 0:
+            raise ValueError(f"env.ee_action_scale must be > 0 (m per env step), got {cfg.ee_action_scale}")
         h0, h1 = cfg.target_height
         if not 0 <= h0 <= h1:
             raise ValueError(f"env.target_height must be [low, high] with 0 <= low <= high, got {list(cfg.target_height)}")
@@ -71,7 +79,17 @@ class LiftEnv(VecEnv):
         """Control period, s (0.02)."""
         self.max_episode_length = int(round(cfg.episode_length_s / self.step_dt))
         """Env steps per episode (150)."""
-        self.num_actions = len(panda.ACTUATOR_NAMES)
+        self.num_ctrl = len(panda.ACTUATOR_NAMES)
+        """Position targets (8: 7 arm joints, the finger)."""
+        self.num_actions = self.num_ctrl if cfg.action_mode == "delta" else 4
+        """Width of the policy's action: 8 (``delta``) or 4 (``ee_delta``: site dx, dy, dz, finger)."""
+        self.observation_dims = observation_dims(self.num_actions)
+        """Width of each observation term (:func:`~upright.tasks.lift.observations.observation_dims`)."""
+        self.ik = None
+        if cfg.action_mode == "ee_delta":
+            from upright.tasks.lift.ik import DifferentialIK
+
+            self.ik = DifferentialIK(self.model)
         self._init_indices()
         n, dev = self.num_envs, self.device
         self.reward_manager = RewardManager(lift_reward_terms(cfg.rewards), REWARD_GROUPS, dt=self.step_dt)
@@ -81,7 +99,7 @@ class LiftEnv(VecEnv):
         self.curriculum = lift_curriculum(cfg, n, dev)
         """Per-env levels widening the reset ranges (:mod:`upright.tasks.lift.curriculum`)."""
         self.randomizer = LiftRandomizer(cfg.domain_rand, self.sim, cfg.decimation, seed + 1_000_003)
-        self.ctrl = torch.zeros(n, self.num_actions, device=dev)
+        self.ctrl = torch.zeros(n, self.num_ctrl, device=dev)
         """(N, 8) position targets in force, rad / m."""
         self.actions = torch.zeros(n, self.num_actions, device=dev)
         self.last_actions = torch.zeros(n, self.num_actions, device=dev)
@@ -95,7 +113,7 @@ class LiftEnv(VecEnv):
         """(N,) the cube has been within the success threshold of the target at some env step of this episode."""
         self.success_step = torch.full((n,), -1, dtype=torch.long, device=dev)
         """(N,) int64 env step at which the episode first succeeded (-1: not yet)."""
-        self.obs_history = ObservationHistory(n, sum(OBSERVATION_DIMS), HISTORY_LENGTH, dev)
+        self.obs_history = ObservationHistory(n, sum(self.observation_dims), HISTORY_LENGTH, dev)
         self.renderer = None
         if cfg.camera.enabled:
             from upright.tasks.lift.camera import CameraRenderer
@@ -185,22 +203,23 @@ class LiftEnv(VecEnv):
         """Advance all envs by one env step.
 
         Args:
-            actions: (N, 8) float32 actions, clipped to ±``action_clip``.
+            actions: (N, A) float32 actions, clipped to ±``action_clip`` (A = :attr:`num_actions`).
 
         Returns:
             obs, rewards (N,) (sum over the groups, for logging), dones (N,) int64, and extras with ``time_outs`` (N,)
             bool, ``reward_groups`` (N, 3) float32 and ``episode`` log scalars.
 
         Raises:
-            ValueError: ``actions`` is not (N, 8).
+            ValueError: ``actions`` is not (N, A).
         """
         cfg = self.cfg
         if tuple(actions.shape) != (self.num_envs, self.num_actions):
-            raise ValueError(f"actions must be (N, 8) = ({self.num_envs}, {self.num_actions}), got {tuple(actions.shape)}")
+            raise ValueError(f"actions must be (N, {self.num_actions}) = ({self.num_envs}, {self.num_actions}) for "
+                             f"env.action_mode={cfg.action_mode}, got {tuple(actions.shape)}")
         a = actions.to(self.device, torch.float32).clamp(-cfg.action_clip, cfg.action_clip)
         self.last_actions.copy_(self.actions)
         self.actions.copy_(a)
-        self.ctrl = torch.minimum(torch.maximum(self.ctrl + cfg.action_scale * a, self.ctrl_lower), self.ctrl_upper)
+        self.ctrl = torch.minimum(torch.maximum(self.ctrl + self.ctrl_step(a), self.ctrl_lower), self.ctrl_upper)
         self.sim.step(self.randomizer.delay.push(self.ctrl), cfg.decimation)
         self.episode.length += 1
 
@@ -237,6 +256,17 @@ class LiftEnv(VecEnv):
         self._update_observation()
         extras = {"time_outs": time_outs, "reward_groups": group_rewards, "episode": log}
         return self.get_observations(), group_rewards.sum(dim=1), dones.long(), extras
+
+    def ctrl_step(self, actions: torch.Tensor) -> torch.Tensor:
+        """(N, 8) change of the position targets (rad, finger m) for clipped ``actions`` (N, A) in ``env.action_mode``
+        (module docstring), before the clip to the control range."""
+        cfg = self.cfg
+        if self.ik is None:
+            return cfg.action_scale * actions
+        step = torch.zeros(actions.shape[0], self.num_ctrl, device=self.device)
+        step[:, :7] = self.ik.joint_step(self.ctrl[:, :7], cfg.ee_action_scale * actions[:, :3])
+        step[:, 7] = cfg.action_scale * actions[:, 3]
+        return step
 
     def _log(self, state: LiftState, succ: torch.Tensor, dones: torch.Tensor) -> dict[str, torch.Tensor]:
         log = self.episode.finished_means(dones)

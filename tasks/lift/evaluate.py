@@ -145,8 +145,15 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     if args.episodes < 1 or args.num_envs < 1:
         parser.error("--episodes and --num-envs must be >= 1")
+    overrides = list(args.overrides)
+    if args.policy not in ("expert", "zero", "random") and not any(o.startswith("env.action_mode=") for o in overrides):
+        from upright.viewer.policy import policy_action_mode
+
+        mode = policy_action_mode(args.policy)  # actions mean what they meant in training (delta or ee_delta)
+        if mode in ("delta", "ee_delta"):
+            overrides.append(f"env.action_mode={mode}")
     try:
-        env, cfg = make_lift_eval_env(args.overrides, args.num_envs, not args.no_domain_rand, args.seed)
+        env, cfg = make_lift_eval_env(overrides, args.num_envs, not args.no_domain_rand, args.seed)
     except ValueError as err:
         parser.error(str(err))
     torch.set_num_threads(1)

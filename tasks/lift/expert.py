@@ -67,9 +67,15 @@ class ScriptedExpert:
         max_step: largest Cartesian step of the site per env step, m (0.015 m: 0.75 m/s).
         damping: λ of the damped least squares.
         null_gain: k_null of the posture term in the Jacobian's null space.
+
+    Raises:
+        ValueError: the env's actions are not the 8 position-target deltas (``env.action_mode=ee_delta``).
     """
 
     def __init__(self, env, max_step: float = 0.015, damping: float = 0.05, null_gain: float = 0.05):
+        if env.num_actions != 8:
+            raise ValueError(f"the scripted expert acts on the 8 position targets (env.action_mode=delta); the env "
+                             f"has env.action_mode={env.cfg.action_mode}: drop that override")  # fmt: skip
         self.env = env
         self.model = env.model
         self.data = mujoco.MjData(self.model)

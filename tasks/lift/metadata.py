@@ -7,16 +7,26 @@ from typing import Any
 
 from upright.robots import panda
 from upright.tasks.lift.observations import (
-    HISTORY_LENGTH, OBS_CLIP, OBSERVATION_DIMS, OBSERVATION_TERMS, ROBOT_MEASURABLE_TERMS,
+    HISTORY_LENGTH, OBS_CLIP, OBSERVATION_TERMS, ROBOT_MEASURABLE_TERMS,
 )  # fmt: skip
 from upright.tasks.metadata import POLICY_IO, observation_metadata
-from upright.tasks.policy_schema import ACTION_FORMULAS, DELTA_ACTION_MODE
+from upright.tasks.policy_schema import ACTION_FORMULAS
 
 
 def lift_policy_metadata(env) -> dict[str, Any]:
     """Metadata of a policy for the lift env ``env`` (:class:`~upright.tasks.lift.env.LiftEnv`); per-actuator arrays
-    in :data:`upright.robots.panda.ACTUATOR_NAMES` order (7 arm joints, then the finger)."""
+    in :data:`upright.robots.panda.ACTUATOR_NAMES` order (7 arm joints, then the finger). With
+    ``env.action_mode=ee_delta`` the file also names the IK's site, step scale and settings (``ee_*``, ``ik_*``)."""
     info = panda.panda_info()
+    mode = str(env.cfg.action_mode)
+    ee = {}
+    if mode == "ee_delta":
+        from upright.tasks.lift import ik
+
+        ee = {"ee_action_scale": float(env.cfg.ee_action_scale), "ee_site": panda.GRIPPER_SITE,
+              "ee_action_names": ["site_dx", "site_dy", "site_dz", "finger"],
+              "ik_damping": ik.IK_DAMPING, "ik_rotation_weights": list(ik.IK_ROTATION_WEIGHTS),
+              "ik_null_gain": ik.IK_NULL_GAIN}  # fmt: skip
     return {
         "task": "lift",
         "robot": "franka_emika_panda",
@@ -33,15 +43,16 @@ def lift_policy_metadata(env) -> dict[str, Any]:
         "held_torque_limit": [],
         "held_joint_pos": [],
         "action_scale": float(env.cfg.action_scale),
-        "action_mode": DELTA_ACTION_MODE,
-        "action_formula": ACTION_FORMULAS[DELTA_ACTION_MODE] + "; the finger target is one finger's opening in m "
+        "action_mode": mode,
+        "action_formula": ACTION_FORMULAS[mode] + "; the finger target is one finger's opening in m "
         "(finger_joint2 mirrors it)",
+        **ee,
         "action_clip": float(env.cfg.action_clip),
         "control_dt": env.step_dt,
         "sim_dt": env.sim_cfg.timestep,
         "decimation": int(env.cfg.decimation),
         **observation_metadata(
-            OBSERVATION_TERMS, OBSERVATION_DIMS, HISTORY_LENGTH, OBS_CLIP, ROBOT_MEASURABLE_TERMS
+            OBSERVATION_TERMS, env.observation_dims, HISTORY_LENGTH, OBS_CLIP, ROBOT_MEASURABLE_TERMS
         ),
         "unactuated_steps": 0,
         "training_assistance": (

@@ -53,7 +53,7 @@ def cube_orientation(state: LiftState) -> torch.Tensor:
 
 
 def last_action(state: LiftState) -> torch.Tensor:
-    """(N, 8) the policy's action of the last env step (dimensionless)."""
+    """(N, A) the policy's action of the last env step (dimensionless; A = 8, or 4 with ``ee_delta``)."""
     return state.action
 
 
@@ -70,7 +70,13 @@ OBSERVATION_TERMS: tuple[ObservationTerm, ...] = (
 """Terms in order, with scale and noise half-width (of the scaled value)."""
 
 OBSERVATION_DIMS: tuple[int, ...] = (9, 9, 8, 3, 3, 3, 6, 8)
-"""Width of each term (49 in all)."""
+"""Width of each term (49 in all) with ``env.action_mode=delta``; :func:`observation_dims` in general."""
+
+
+def observation_dims(num_actions: int = 8) -> tuple[int, ...]:
+    """Width of each term when the policy's action has ``num_actions`` values (8: ``delta``, 49 in all;
+    4: ``ee_delta``, 45 in all): only ``last_action`` depends on it."""
+    return OBSERVATION_DIMS[:-1] + (int(num_actions),)
 
 HISTORY_LENGTH = 1
 """Frames per observation (Playground uses the current one only)."""

@@ -26,9 +26,9 @@ class LiftState:
     ctrl: torch.Tensor
     """(N, 8) actuator position targets now in force: arm rad, finger m."""
     action: torch.Tensor
-    """(N, 8) policy action of the last env step (dimensionless, in [-1, 1])."""
+    """(N, A) policy action of the last env step (dimensionless, in [-1, 1]; A = 8, or 4 with ``ee_delta``)."""
     last_action: torch.Tensor
-    """(N, 8) the action before it."""
+    """(N, A) the action before it."""
     home_q: torch.Tensor
     """(9,) home joint positions (:data:`upright.robots.panda.HOME_QPOS`)."""
     gripper_pos: torch.Tensor

@@ -10,7 +10,7 @@ import numpy as np
 import onnxruntime as ort
 import pytest
 import torch
-from train_testlib import run_train
+from train_testlib import ROOT, run_train
 
 from upright.tasks.lift.config import LiftEnvCfg
 from upright.tasks.lift.env import LiftEnv
@@ -110,7 +110,7 @@ def test_train_cli_trains_a_residual_keeps_the_base_and_exports_the_pair(tmp_pat
     _base().save(base_dir / "model.pt")
     args = ["task=lift", "env.num_envs=8", "train.num_steps_per_env=8", "train.max_iterations=2", "train.save_interval=1",
             "sim.num_threads=1", "train.update_threads=1", f"policy.base={base_dir}", "policy.alpha=0.2",
-            f"run.root={tmp_path / 'logs'}", "run.name=res"]  # fmt: skip
+            f"run.root={tmp_path / 'logs'}", "run.name=res", "train.onnx_snapshots=true"]  # fmt: skip
     proc = run_train(args, tmp_path)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
     run_dir = tmp_path / "logs" / "lift" / "res"
@@ -141,6 +141,18 @@ def test_train_cli_trains_a_residual_keeps_the_base_and_exports_the_pair(tmp_pat
     evaluate(["--policy", str(run_dir), "--episodes", "2", "--num-envs", "2", "--out", str(tmp_path / "ev"),
               "sim.num_threads=1"])  # fmt: skip
     assert "residual alpha 0.2" in (tmp_path / "ev" / "eval.md").read_text()
+    # the learning-curve script evaluates a residual run from its policy_<it>.onnx snapshots
+    import csv
+    import sys
+
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import lift_learning
+
+    assert [i for i, _ in lift_learning.checkpoints(run_dir, 1)] == [1, 2]
+    lift_learning.main(["--run-dir", str(run_dir), "--every", "1", "--episodes", "2", "--num-envs", "2",
+                        "--out", str(tmp_path / "curve")])  # fmt: skip
+    rows = list(csv.DictReader(open(tmp_path / "curve.csv")))
+    assert [int(r["iteration"]) for r in rows] == [1, 2] and int(rows[1]["env_steps"]) == 2 * 8 * 8
     (run_dir / "base_model.pt").write_bytes(b"not the base")
     with pytest.raises(ValueError, match="not the base"):
         ResidualChunkPolicy(run_dir / "policy.onnx")

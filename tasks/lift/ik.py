@@ -1,0 +1,103 @@
+"""Differential inverse kinematics for the lift task's Cartesian action mode (``env.action_mode=ee_delta``).
+
+The policy commands a translation of the gripper site, d ∈ R³ (world frame, m), per env step; the arm's position
+targets move by the joint step that realises it while the hand keeps its home orientation (pointing down, fingers'
+closing axis along world y). This is Isaac Lab's ``DifferentialInverseKinematicsActionCfg`` in relative mode
+(``Isaac-Lift-Cube-Franka-IK-Rel-v0``) and ManiSkill's ``pd_ee_delta_pos`` controller, on MuJoCo's site Jacobians.
+
+With q_c the 7 commanded arm angles (the arm's current position targets, rad), J (6 x 7) the gripper site's
+Jacobian at q_c (``mj_jacSite``; rotation rows expressed in the site frame), e_r the site-frame rotation vector from
+the site's orientation at q_c to the home orientation, W = diag(1, 1, 1, w_tilt, w_tilt, w_yaw) and λ the damping:
+
+    Δq = (WJ)ᵀ (WJ (WJ)ᵀ + λ² I)⁻¹ W [d; e_r] + (I - J⁺J) k_null (q_home - q_c)
+
+(J⁺ the pseudo-inverse; damped least squares, Buss 2004 "Introduction to inverse kinematics with Jacobian transpose, pseudoinverse and
+damped least squares methods", section 6; the posture term stays in the Jacobian's null space). The tilt weight is
+small because the cubes and targets far out (x ≈ 0.85-0.9 m) are beyond the Panda's reach with the hand pointing
+straight down; the scripted expert (:mod:`upright.tasks.lift.expert`) uses the same weights.
+
+Everything is computed on the commanded configuration, not the measured one, so the PD's lag does not feed back into
+the IK and the result depends on nothing but the robot's own kinematic model and targets: a real Panda runs the same
+computation from its model (libfranka exposes the same Jacobian).
+"""
+
+from __future__ import annotations
+
+import mujoco
+import numpy as np
+import torch
+
+from upright.robots import panda
+
+IK_DAMPING = 0.05
+"""λ of the damped least squares (the expert's value)."""
+IK_ROTATION_WEIGHTS = (0.03, 0.03, 1.0)
+"""Weights of the orientation error about the site's (x, y, z) axes: tilts cheap, yaw held (the expert's
+``approach`` weights)."""
+IK_NULL_GAIN = 0.05
+"""k_null of the posture term toward the home arm angles, per env step."""
+
+
+def _orientation_error(r_cur: np.ndarray, r_des: np.ndarray) -> np.ndarray:
+    """(N, 3) world-frame small-angle rotation vectors taking ``r_cur`` to ``r_des`` ((N, 3, 3) each): ½ Σ_i c_i × d_i."""
+    return 0.5 * np.cross(r_cur, r_des, axis=1).sum(axis=2)
+
+
+class DifferentialIK:
+    """Batched differential IK of the Panda's gripper site (module docstring) on a private ``MjData``.
+
+    Args:
+        model: the lift scene (:func:`upright.tasks.lift.scene.lift_scene`); only its kinematics are used.
+        damping, rotation_weights, null_gain: λ, (w_tilt, w_tilt, w_yaw) and k_null (module constants by default).
+
+    Raises:
+        ValueError: the model lacks the gripper site.
+    """
+
+    def __init__(self, model: mujoco.MjModel, damping: float = IK_DAMPING,
+                 rotation_weights: tuple[float, float, float] = IK_ROTATION_WEIGHTS, null_gain: float = IK_NULL_GAIN):  # fmt: skip
+        self.model = model
+        self.data = mujoco.MjData(model)
+        self.site = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_SITE, panda.GRIPPER_SITE)
+        if self.site < 0:
+            raise ValueError(f"the model has no site '{panda.GRIPPER_SITE}'; load it with upright.tasks.lift.scene")
+        self.damping, self.null_gain = float(damping), float(null_gain)
+        self.weights = np.concatenate([np.ones(3), np.asarray(rotation_weights, dtype=np.float64)])
+        self.home = np.asarray(panda.HOME_QPOS[:7], dtype=np.float64)
+        self.home_rotation = self.site_frames(self.home[None])[1][0]
+        """(3, 3) the site's orientation at the home pose (site-to-world): the orientation the IK holds."""
+
+    def site_frames(self, q_arm: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Site positions (N, 3) m, orientations (N, 3, 3) and arm Jacobians (N, 6, 7) (translation rows in the world
+        frame, rotation rows in the site frame) at arm angles ``q_arm`` (N, 7) rad, float64."""
+        m, d = self.model, self.data
+        n = q_arm.shape[0]
+        pos, rot, jac = np.empty((n, 3)), np.empty((n, 3, 3)), np.empty((n, 6, 7))
+        jacp, jacr = np.zeros((3, m.nv)), np.zeros((3, m.nv))
+        for i in range(n):
+            d.qpos[:7] = q_arm[i]
+            mujoco.mj_kinematics(m, d)
+            mujoco.mj_comPos(m, d)
+            mujoco.mj_jacSite(m, d, jacp, jacr, self.site)
+            r = d.site_xmat[self.site].reshape(3, 3)
+            pos[i], rot[i] = d.site_xpos[self.site], r
+            jac[i, :3], jac[i, 3:] = jacp[:, :7], r.T @ jacr[:, :7]
+        return pos, rot, jac
+
+    def joint_step(self, q_arm: torch.Tensor, translation: torch.Tensor) -> torch.Tensor:
+        """Δq (N, 7) rad that moves the site by ``translation`` (N, 3) m (world frame) from arm angles ``q_arm``
+        (N, 7) rad and turns it toward the home orientation; float32 on ``q_arm``'s device."""
+        q = q_arm.detach().cpu().double().numpy()
+        dx = translation.detach().cpu().double().numpy()
+        _, rot, jac = self.site_frames(q)
+        world_err = _orientation_error(rot, np.broadcast_to(self.home_rotation, rot.shape))
+        rot_err = np.einsum("nji,nj->ni", rot, world_err)  # site frame
+        w = self.weights
+        e = w * np.concatenate([dx, rot_err], axis=1)
+        jw = w[None, :, None] * jac
+        gram = jw @ jw.transpose(0, 2, 1) + self.damping**2 * np.eye(6)
+        dq = (jw.transpose(0, 2, 1) @ np.linalg.solve(gram, e[..., None]))[..., 0]
+        jt = jac.transpose(0, 2, 1)  # J⁺ = Jᵀ (J Jᵀ)⁻¹ (a 1e-9 ridge for singular poses): 12x faster than an SVD
+        null = np.eye(7) - jt @ np.linalg.solve(jac @ jt + 1e-9 * np.eye(6), jac)
+        dq += (null @ (self.null_gain * (self.home - q))[..., None])[..., 0]
+        return torch.as_tensor(dq, dtype=torch.float32, device=q_arm.device)

@@ -1,0 +1,78 @@
+"""The lift task's Cartesian action mode (``env.action_mode=ee_delta``): the differential IK on the real Panda model
+moves the gripper site by the commanded step and holds the hand's orientation; the env takes 4-value actions."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from upright.tasks.lift.config import LiftEnvCfg
+from upright.tasks.lift.env import LiftEnv
+from upright.tasks.lift.ik import DifferentialIK
+from upright.tasks.lift.metadata import lift_policy_metadata
+from upright.tasks.lift.scene import lift_scene
+from upright.tasks.standup.config import SimCfg
+
+
+def _angle(r_a: np.ndarray, r_b: np.ndarray) -> float:
+    """Angle between two rotations, rad."""
+    return float(np.arccos(np.clip((np.trace(r_a.T @ r_b) - 1.0) / 2.0, -1.0, 1.0)))
+
+
+@pytest.mark.parametrize("step", [(0.01, 0.0, 0.0), (0.0, -0.01, 0.0), (0.0, 0.0, 0.01), (0.006, 0.004, -0.008)])
+def test_ik_step_moves_the_site_by_the_command(step):
+    ik = DifferentialIK(lift_scene(0.005))
+    rng = np.random.default_rng(0)
+    q = ik.home + rng.uniform(-0.03, 0.03, (8, 7))  # near home: little orientation error to correct alongside
+    p0, r0, _ = ik.site_frames(q)
+    d = np.tile(step, (8, 1))
+    dq = ik.joint_step(torch.tensor(q, dtype=torch.float32), torch.tensor(d, dtype=torch.float32)).double().numpy()
+    p1, _, _ = ik.site_frames(q + dq)
+    err = np.linalg.norm(p1 - p0 - d, axis=1)
+    assert (err < 0.15 * 0.01 + 5e-4).all(), err  # within 15 % of the 1 cm step, and float32 rounding
+
+
+def test_ik_turns_the_hand_back_to_its_home_orientation():
+    ik = DifferentialIK(lift_scene(0.005))
+    q = ik.home[None] + np.array([[0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.3]])  # yawed 0.3 rad at the flange
+    before = _angle(ik.site_frames(q)[1][0], ik.home_rotation)
+    for _ in range(20):
+        q = q + ik.joint_step(torch.tensor(q, dtype=torch.float32), torch.zeros(1, 3)).double().numpy()
+    after = _angle(ik.site_frames(q)[1][0], ik.home_rotation)
+    assert before > 0.25 and after < 0.3 * before, (before, after)
+
+
+def test_ee_delta_env_lifts_the_hand_on_command_and_keeps_it_pointing_down():
+    cfg = LiftEnvCfg(num_envs=2, action_mode="ee_delta")
+    cfg.domain_rand.enabled = False
+    env = LiftEnv(cfg, SimCfg(backend="native", num_threads=1))
+    assert env.num_actions == 4 and env.get_observations()["actor"].shape == (2, 45)
+    with pytest.raises(ValueError, match=r"\(N, 4\).*ee_delta"):
+        env.step(torch.zeros(2, 8))
+    start = env.state.gripper_pos.clone()
+    up = torch.tensor([[0.0, 0.0, 1.0, 0.0]]).repeat(2, 1)
+    for _ in range(10):  # 10 x 1.5 cm up
+        env.step(up)
+    for _ in range(15):
+        env.step(torch.zeros(2, 4))
+    moved = (env.state.gripper_pos - start)[0]
+    assert 0.10 < float(moved[2]) < 0.17 and float(moved[:2].norm()) < 0.03, moved
+    ik = env.ik
+    q = env.state.q[:1, :7].double().numpy()
+    assert _angle(ik.site_frames(q)[1][0], ik.home_rotation) < 0.15
+    meta = lift_policy_metadata(env)
+    assert meta["action_mode"] == "ee_delta" and sum(meta["observation_dims"]) == 45
+    assert meta["ee_site"] == "gripper" and len(meta["ik_rotation_weights"]) == 3
+    env.close()
+
+
+def test_bad_action_mode_and_the_expert_in_ee_mode_are_refused():
+    with pytest.raises(ValueError, match="env.action_mode must be one of"):
+        LiftEnv(LiftEnvCfg(num_envs=1, action_mode="cartesian"), SimCfg(backend="native", num_threads=1))
+    from upright.tasks.lift.expert import ScriptedExpert
+
+    env = LiftEnv(LiftEnvCfg(num_envs=1, action_mode="ee_delta"), SimCfg(backend="native", num_threads=1))
+    with pytest.raises(ValueError, match="env.action_mode=delta"):
+        ScriptedExpert(env)
+    env.close()
