@@ -11,7 +11,8 @@
 - ``viewer=auto`` (default): native when DISPLAY or WAYLAND_DISPLAY is set, else web.
 
 Evaluation settings: one env, β fixed (``beta=``, default ``env.curriculum.beta_init``), randomisation off
-(``randomize=true`` keeps it). Other keys: ``episodes``, ``duration``, ``speed``, ``variant``, ``seed``,
+(``randomize=true`` keeps it). A VLA on task=lift (TinyVLA folder, VLA ``.onnx``, residual run) plays with
+``instruction="lift the red cube"``. Other keys: ``episodes``, ``duration``, ``speed``, ``variant``, ``seed``,
 ``render.*``, ``web.*``, and every task key (``env.*``, ``sim.*``, ``train.*``) as for train.py.
 """
 

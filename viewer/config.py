@@ -88,6 +88,9 @@ class PlayConfig:
     """Sim seconds to play (overrides ``episodes``)."""
     beta: Optional[float] = None
     """Action scale β held fixed during play, as in evaluation (default: the task's ``env.curriculum.beta_init``)."""
+    instruction: Optional[str] = None
+    """Instruction for a VLA policy (task=lift: a TinyVLA, a VLA ``.onnx`` or a residual run), e.g.
+    ``instruction="lift the red cube"``; default: the demonstrations' task string."""
     randomize: bool = False
     """Keep the task's randomisation (observation noise and ``env.domain_rand``: HoST's domain randomisation and
     the reset joint scatter). Off by default: nominal model, clean start."""

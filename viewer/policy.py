@@ -237,14 +237,17 @@ def checkpoint_policy(path: str | pathlib.Path, env, train_cfg, device: str = "c
     return act
 
 
-def load_policy(spec: str, env, task_name: str, train_cfg=None, device: str = "cpu", seed: int = 0) -> PolicyFn:
+def load_policy(spec: str, env, task_name: str, train_cfg=None, device: str = "cpu", seed: int = 0,
+                instruction: str | None = None) -> PolicyFn:
     """Build the policy ``spec`` names for ``env``.
 
     Args:
-        spec: run directory, ``.pt``, ``.onnx``, ``zero`` or ``random``.
+        spec: run directory, ``.pt``, ``.onnx``, ``zero`` or ``random``; for task=lift also a VLA chunk policy
+            (:mod:`upright.viewer.vla_policy`: a TinyVLA, a VLA ``.onnx``, a residual run).
         env: the task env (its observation width and joints are what the policy must fit).
         task_name: the task (checked against ONNX metadata).
         train_cfg: the task's ``train`` config (actor layout of checkpoints; default :class:`TrainCfg`).
+        instruction: a VLA's instruction (``instruction=`` of play.py; default: the demonstrations' task string).
 
     Raises:
         PolicyLoadError: see :func:`resolve_policy_path`, :func:`onnx_policy`, :func:`checkpoint_policy`.
@@ -253,6 +256,14 @@ def load_policy(spec: str, env, task_name: str, train_cfg=None, device: str = "c
         return zero_policy(env.num_actions)
     if spec == "random":
         return random_policy(env.num_actions, seed)
+    if task_name == "lift":
+        from upright.viewer.vla_policy import VLAPolicyFn, is_vla
+
+        if is_vla(spec):
+            try:
+                return VLAPolicyFn(spec, env, instruction)
+            except (FileNotFoundError, ValueError) as err:
+                raise PolicyLoadError(str(err)) from None
     path = resolve_policy_path(spec)
     obs_dim = int(env.get_observations()["actor"].shape[-1])
     if path.suffix == ".onnx":

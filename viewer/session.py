@@ -233,7 +233,8 @@ class PolicySession(Session):
         self.env = self._make_env()
         default_groups = tuple(REWARD_GROUPS) if self.task_name == "standup" else ()
         self.group_names = tuple(getattr(self.env, "reward_group_names", default_groups))
-        self.policy = load_policy(str(cfg.policy), self.env, self.task_name, cfg.get("train"), str(cfg.device), int(cfg.seed))
+        self.policy = load_policy(str(cfg.policy), self.env, self.task_name, cfg.get("train"), str(cfg.device), int(cfg.seed),
+                                  instruction=cfg.get("instruction"))  # fmt: skip
         self.description = f"policy={cfg.policy} task={self.task_name}" + (f" β={self.beta:g}" if self.beta is not None else "") + (
             "" if not self.randomize else " (randomisation on)"
         )
