@@ -5,7 +5,9 @@ Modules, from the policy file to the motors:
 - ``metadata``: the policy contract read from the ONNX file alone; refuses files without metadata or
   whose joints do not match the robot.
 - ``observation``: the training env's observation terms (shared definitions) for one robot, with history.
-- ``policy``: onnxruntime, one thread.
+- ``policy``: onnxruntime, one thread (MLP files); ``chunk_policy`` + ``chunk_runner``: a chunked (VLA) policy
+  (ONNX, TinyVLA, or a remote openpi server) with its deploy contract, run off the real-time thread through an
+  action-chunk queue (``docs/deploy_chunked.md``).
 - ``controller``: per-cycle checks, the state machine's targets, logging; ``state_machine``, ``safety``.
 - ``loop``: absolute-deadline pacing, optional SCHED_FIFO/pinning, gc frozen, watchdog, damping on exit.
 - ``robot`` (abstract robot + ``SerialRobot``), ``bus`` (pyserial link), ``robot_config`` (motors, buses,
@@ -13,9 +15,11 @@ Modules, from the policy file to the motors:
 - ``logger_process`` + ``lerobot_dataset``: LeRobotDataset v3 episodes written by a separate process,
   crash-safe journal.
 - ``operator``: Unix-socket API and keyboard.
-- ``sim_robot`` + ``pty_device``: the G1 in MuJoCo answering the same bytes over pseudo-terminals
+- ``sim_robot`` + ``pty_device``: the G1 (standup scene) or the Panda (lift scene) in MuJoCo answering the same
+  bytes over pseudo-terminals
   (the only modules here that import MuJoCo and the robot/scene definitions; the daemon never imports them).
 
 Deploy imports only the shared observation term definitions (``upright.tasks.standup.observations``
-and ``.state``) from the rest of upright; never training, the simulator backends or the env.
+and ``.state``) and, for chunked policies, the VLA runtime (``upright.vla``: ONNX, TinyVLA, remote client) from the
+rest of upright; never training, the simulator backends or the env.
 """

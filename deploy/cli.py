@@ -9,13 +9,17 @@ import os
 import pathlib
 import sys
 
-REAL_TIMING = {"reply_timeout_ms": None, "max_sensor_age_ms": 50.0, "overruns": 5, "watchdog_s": 0.25}
-"""The timing checks' defaults (the real robot's); reply_timeout_ms None: the robot config's (2 ms for the G1)."""
-SIM_TIMING = {"reply_timeout_ms": 20.0, "max_sensor_age_ms": 1000.0, "overruns": None, "watchdog_s": 5.0}
+REAL_TIMING = {"reply_timeout_ms": None, "max_sensor_age_ms": 50.0, "overruns": 5, "watchdog_s": 0.25,
+               "max_chunk_age_s": None}
+"""The timing checks' defaults (the real robot's); reply_timeout_ms None: the robot config's (2 ms for the G1);
+max_chunk_age_s None: twice a chunked policy's horizon, 2·H·control_dt."""
+SIM_TIMING = {"reply_timeout_ms": 20.0, "max_sensor_age_ms": 1000.0, "overruns": None, "watchdog_s": 5.0,
+              "max_chunk_age_s": 5.0}
 """``run --sim``: defaults for ``sim-robot`` in lockstep on a loaded machine. sim-robot answers ~30 frames per
 I/O cycle from a second Python process over ptys (a 500 Hz exchange took p50 2.2 ms on a 2-core VM), so the
 loop cannot keep 500 Hz there; lockstep physics makes that harmless, so the wall-clock checks are relaxed:
-overruns are flagged in every frame but do not damp. Every flag given explicitly still wins."""
+overruns are flagged in every frame but do not damp, and a chunk may be 5 s old (wall clock) when the slowed-down
+ticks execute it. Every flag given explicitly still wins."""
 
 
 _UNSET = object()
@@ -44,7 +48,21 @@ def _ports(args, robot):
 
 def _add_run(sub) -> None:
     p = sub.add_parser("run", help="run a policy on the robot (or on sim-robot)")
-    p.add_argument("--policy", required=True, help="exported policy.onnx (metadata included)")
+    p.add_argument("--policy", required=True, help="exported policy.onnx (metadata included), or a chunked (VLA) "
+                   "policy: a VLA .onnx, a TinyVLA folder or model.pt, or ws://HOST:PORT (an openpi-protocol server)")
+    p.add_argument("--instruction", help="chunked policy: the instruction it is conditioned on (its batch's 'task'), "
+                   "e.g. --instruction 'lift the cube'")
+    p.add_argument("--policy-contract", metavar="FILE", help="chunked policy: JSON with joint_names, kp, kd, "
+                   "default_joint_pos, action_mode, action_scale, control_dt (wins over the policy's own; required "
+                   "for ws://)")
+    p.add_argument("--max-chunk-age-s", type=float, default=_UNSET, help="chunked policy: a chunk whose observation is "
+                   "older than this is not executed (default 2·H·control_dt; --sim: 5)")
+    p.add_argument("--prefetch-below", type=int, metavar="K", help="chunked policy: request the next chunk when fewer "
+                   "than K actions remain (1..H, default H/2; H: keep inference running)")
+    p.add_argument("--temporal-ensemble", type=float, metavar="M", help="chunked policy: ACT's temporal ensembling "
+                   "with coefficient M (default: the policy's setting, else queue mode)")
+    p.add_argument("--max-stale-ticks", type=_none_or_int, default=25, help="chunked policy: POLICY ticks in a row "
+                   "without a fresh action -> damping, or 'none' (default 25)")
     p.add_argument("--robot", default="unitree_g1_29dof", help="built-in robot name or robot config JSON")
     p.add_argument("--port", action="append", metavar="BUS=PATH", help="serial port of a bus (repeatable)")
     p.add_argument("--port-dir", help="folder with one serial port (or link) per bus name, e.g. sim-robot's --link-dir")
@@ -112,9 +130,36 @@ def _check_sim_ports(robot_cfg) -> None:
                              f"bus {bus.name} is not a pseudo-terminal ({real or 'unset'}); drop --sim on a real robot")
 
 
+def _chunk_runner(args, spec, vla):
+    """The :class:`~upright.deploy.chunk_runner.ChunkRunner` of a chunked policy, after one synchronous inference at
+    the default pose (a policy that cannot run is refused before anything moves).
+
+    Raises:
+        ValueError: a bad runner setting, or the policy failed on the default pose (one line).
+    """
+    import numpy as np
+
+    from upright.deploy.chunk_runner import ChunkRunner
+
+    coeff = args.temporal_ensemble
+    if coeff is None:
+        coeff = getattr(vla, "temporal_ensemble_coeff", None)
+    runner = ChunkRunner(vla, args.instruction, control_dt=spec.control_dt, max_chunk_age_s=args.max_chunk_age_s,
+                         prefetch_below=args.prefetch_below, temporal_ensemble_coeff=coeff)  # fmt: skip
+    state = np.concatenate([spec.default_joint_pos, np.zeros(spec.num_joints + 3), [0.0, 0.0, -1.0]]).astype(np.float32)
+    try:
+        runner.predict(state)
+    except Exception as err:  # noqa: BLE001 - any failure of the policy refuses the start
+        runner.close()
+        raise ValueError(f"the chunked policy failed on the default pose: {type(err).__name__}: "
+                         f"{str(err).splitlines()[0] if str(err) else ''}") from None  # fmt: skip
+    return runner
+
+
 def cmd_run(args) -> int:
     from dataclasses import replace
 
+    from upright.deploy.chunk_policy import is_chunk_policy_source, load_chunk_policy
     from upright.deploy.controller import Controller, ControllerConfig
     from upright.deploy.metadata import PolicyMetadataError, load_policy_spec
     from upright.deploy.operator import SocketSecurityError, resolve_group
@@ -122,6 +167,7 @@ def cmd_run(args) -> int:
     from upright.deploy.safety import SafetyConfig
 
     logging.basicConfig(level=logging.INFO, format="upright-deploy: %(message)s", stream=sys.stderr, force=True)
+    runner = None
     try:
         notes = _timing(args)
         robot_cfg = _ports(args, load_robot_config(args.robot))
@@ -129,9 +175,21 @@ def cmd_run(args) -> int:
             _check_sim_ports(robot_cfg)
         if args.reply_timeout_ms is not None:
             robot_cfg = replace(robot_cfg, reply_timeout_s=args.reply_timeout_ms / 1e3)
-        spec = load_policy_spec(args.policy, robot_cfg)
+        if is_chunk_policy_source(str(args.policy)):
+            if not args.instruction:
+                raise ValueError(f"{args.policy} is a chunked (VLA) policy: give the instruction it is conditioned on, "
+                                 "e.g. --instruction 'lift the cube'")  # fmt: skip
+            spec, vla = load_chunk_policy(str(args.policy), robot_cfg, args.policy_contract, task=args.instruction)
+            runner = _chunk_runner(args, spec, vla)
+        else:
+            if args.instruction or args.policy_contract:
+                raise ValueError(f"--instruction and --policy-contract are for chunked (VLA) policies; {args.policy} "
+                                 "is an MLP policy file (its metadata is its contract)")  # fmt: skip
+            spec = load_policy_spec(args.policy, robot_cfg)
         ctl_group = resolve_group(args.ctl_group)
     except (PolicyMetadataError, ValueError) as err:
+        if runner is not None:
+            runner.close()
         print(f"upright-deploy: refusing to start: {err}", file=sys.stderr)
         return 2
     from upright.deploy.logger_process import LoggerClient, frame_features
@@ -145,16 +203,19 @@ def cmd_run(args) -> int:
         max_imu_age_s=args.max_sensor_age_ms / 1e3, max_target_delta=args.max_target_delta,
         clamp_torque=not args.no_torque_clamp, tilt_limit_rad=args.tilt_limit, max_consecutive_overruns=args.overruns,
         overrun_threshold_s=args.overrun_ms / 1e3, damping_kd=args.damping_kd, watchdog_s=args.watchdog_s,
+        max_consecutive_stale=args.max_stale_ticks,
     )  # fmt: skip
     cfg = ControllerConfig(
         io_rate_hz=args.io_rate, ramp_s=args.ramp_s, policy_ramp_s=args.policy_ramp_s, auto_start=args.auto_start,
         auto_engage_s=args.auto_engage, exit_after_damping_s=args.exit_after_damping, safety=safety,
     )  # fmt: skip
-    policy = OnnxPolicy(spec)
+    policy = runner if runner is not None else OnnxPolicy(spec)
     # the operator socket and the dataset first: either can refuse to start, and nothing has opened a port yet
     try:
         operator = OperatorServer(args.socket or default_socket_path(), group=ctl_group)
     except (SocketSecurityError, OSError) as err:
+        if runner is not None:
+            runner.close()
         print(f"upright-deploy: refusing to start: {err}", file=sys.stderr)
         return 2
     logger = None
@@ -167,6 +228,8 @@ def cmd_run(args) -> int:
             )  # fmt: skip
         except RuntimeError as err:
             operator.close()
+            if runner is not None:
+                runner.close()
             print(f"upright-deploy: refusing to start: {err}", file=sys.stderr)
             return 2
     robot = SerialRobot(robot_cfg)
@@ -177,12 +240,19 @@ def cmd_run(args) -> int:
         operator.close()
         if logger is not None:
             logger.close()
+        if runner is not None:
+            runner.close()
         print(f"upright-deploy: cannot open the robot's serial ports: {err}", file=sys.stderr)
         return 2
     keyboard = None if args.no_keyboard else Keyboard()
     controller = Controller(spec, robot_cfg, policy, cfg, logger=logger, operator=operator, keyboard=keyboard)
     for note in notes + setup_realtime(args.rt_priority, set(args.cpu) if args.cpu else None, args.mlock):
         print(f"upright-deploy: {note}", file=sys.stderr)
+    if runner is not None:
+        print(f"upright-deploy: chunked policy: H = {runner.chunk_size} actions per chunk, action_mode "
+              f"{spec.action_mode} (β {spec.action_scale:g}), prefetch below {runner.prefetch_below}, max chunk age "
+              f"{runner.max_chunk_age_s:g} s, {'ACT ensembling' if runner.queue.ensembling else 'queue mode'}, "
+              f"instruction {args.instruction!r}", file=sys.stderr)  # fmt: skip
     print(
         f"upright-deploy: policy {args.policy} ({spec.task}, {spec.num_joints} joints, {1 / spec.control_dt:.0f} Hz), "
         f"robot {robot_cfg.name}, I/O {args.io_rate:.0f} Hz, socket {operator.path}, "
@@ -293,14 +363,17 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="upright-deploy", description=__doc__)
     sub = parser.add_subparsers(dest="sub", required=True)
     _add_run(sub)
-    p = sub.add_parser("sim-robot", help="the G1 in MuJoCo behind pseudo-terminals (the daemon's test robot)")
-    p.add_argument("--robot", default="unitree_g1_29dof", help="built-in robot name or robot config JSON")
+    p = sub.add_parser("sim-robot", help="a robot in MuJoCo behind pseudo-terminals (the daemon's test robot): the G1 "
+                       "in the standup scene, or the Panda in the lift scene (--robot franka_emika_panda)")
+    p.add_argument("--robot", default="unitree_g1_29dof", help="built-in robot name or robot config JSON (its name "
+                   "picks the scene: unitree_g1_29dof, franka_emika_panda)")
     p.add_argument("--link-dir", default=f"/tmp/upright-sim-{os.getuid()}", help="folder for one pty link per bus")
     p.add_argument("--lockstep-dt", type=float, default=0.002,
                    help="advance physics to tick·DT per IMU request; DT = 1/the daemon's --io-rate (default 0.002)")
     p.add_argument("--free-running", action="store_true", help="physics follows the wall clock instead of lockstep")
     p.add_argument("--init-state", help=".npz with qpos (and qvel) of the initial state")
-    p.add_argument("--record", help=".npz for the physics trace (time, qpos, qvel, head_height), written at exit")
+    p.add_argument("--record", help=".npz for the physics trace (time, qpos, qvel, and head_height for the G1 or "
+                   "cube_height for the Panda), written at exit")
     p.add_argument("--fault", action="append", help="inject kind:joint:start[:end[:value]] (see pty_device.Fault)")
     p.add_argument("--duration", type=float, help="stop after this many seconds")
     p = sub.add_parser("ctl", help="send an operator command to a running daemon")

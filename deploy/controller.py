@@ -11,8 +11,13 @@ Targets per mode (joint side, robot joint order):
 - RAMP_TO_DEFAULT: linear from the measured pose at entry to the default pose over ``ramp_s``.
 - HOLD: the default pose (policy joints: ``default_joint_pos``, held joints: ``held_joint_pos``).
 - POLICY: the training env's rule for the policy joints, by the file's ``action_mode``: ``relative``
-  ``q_measured + β·a``, ``absolute`` ``default_joint_pos + β·a`` (:meth:`Controller.policy_targets`). On
-  entry the targets blend from the measured pose at entry to the policy's over ``policy_ramp_s``.
+  ``q_measured + β·a``, ``absolute`` ``default_joint_pos + β·a``, ``delta`` (the lift task's rule, chunked VLA
+  policies) ``clip(previous target + β·a, joint limits)`` (:meth:`Controller.policy_targets`). On entry the targets
+  blend from the measured pose at entry to the policy's over ``policy_ramp_s`` (not for ``delta``: its targets start
+  at the held ones, so they are continuous already). A policy call that returns None (a chunked policy,
+  :class:`~upright.deploy.chunk_runner.ChunkRunner`, without a fresh action) holds the current targets and raises
+  ``STALE_ACTION``; ``max_consecutive_stale`` such POLICY ticks in a row fault (``STALE_FAULT``), and a
+  :class:`~upright.deploy.policy.PolicyFault` (its inference worker died) faults at once (``EXCEPTION``).
 - HUMAN: the operator's targets, starting from the current ones (bumpless), rate-limited.
 - PAUSED: the targets at the moment of the pause.
 - DAMPING: kp = 0, kd = ``damping_kd``; terminal.
@@ -38,12 +43,13 @@ import numpy as np
 from upright.deploy import safety as S
 from upright.deploy.metadata import PolicySpec
 from upright.deploy.observation import ObservationBuilder, projected_gravity
+from upright.deploy.policy import PolicyFault
 from upright.deploy.protocol.go_m8010 import MotorMode
 from upright.deploy.robot import JointCommand, RobotReading
 from upright.deploy.robot_config import RobotConfig
 from upright.deploy.safety import SafetyConfig, SafetyFlag
 from upright.deploy.state_machine import Mode, StateMachine
-from upright.tasks.policy_schema import ACTION_MODES
+from upright.tasks.policy_schema import DAEMON_ACTION_MODES
 
 
 @dataclass
@@ -55,7 +61,8 @@ class ControllerConfig:
     ramp_s: float = 2.0
     """RAMP_TO_DEFAULT duration."""
     policy_ramp_s: float = 0.5
-    """Blend from the measured pose into the policy's targets when POLICY is entered (0: none)."""
+    """Blend from the measured pose into the policy's targets when POLICY is entered (0: none; ``delta`` policies
+    never blend: their targets start at the held ones)."""
     auto_start: bool = False
     """Leave ZERO_TORQUE at once (no operator ``start``)."""
     auto_engage_s: float | None = None
@@ -73,7 +80,10 @@ class Controller:
     Args:
         spec: the policy contract (checked against ``robot``).
         robot: motors, limits.
-        policy: callable (1, obs_dim) float32 -> (J,) actions.
+        policy: callable (1, obs_dim) float32 -> (J,) float32 actions, or None when it has no fresh action this tick
+            (a chunked policy, :class:`~upright.deploy.chunk_runner.ChunkRunner`); it may raise
+            :class:`~upright.deploy.policy.PolicyFault` (damping, with its message as the reason) and may have
+            ``reset()`` (called when POLICY is entered from HOLD) and ``close()`` (called by :meth:`close`).
         cfg: rates and ramps.
         logger: a :class:`~upright.deploy.logger_process.LoggerClient` or None.
         operator: an :class:`~upright.deploy.operator.OperatorServer` or None.
@@ -114,10 +124,12 @@ class Controller:
         self.tilt = S.TiltGuard(sc.tilt_limit_rad, int(round(sc.tilt_arm_s * tick_hz)))
         self.beta = float(spec.action_scale)
         """β of the action rule (the file's ``action_scale``)."""
-        if spec.action_mode not in ACTION_MODES:
-            raise ValueError(f"action_mode {spec.action_mode!r} is not supported: load the file with load_policy_spec")
+        if spec.action_mode not in DAEMON_ACTION_MODES:
+            raise ValueError(f"action_mode {spec.action_mode!r} is not supported (only {list(DAEMON_ACTION_MODES)}): "
+                             "load the file with load_policy_spec or load_chunk_policy")
         self.action_mode = spec.action_mode
-        """``relative``: targets around the measured pose; ``absolute``: around ``default_joint_pos``."""
+        """``relative``: targets around the measured pose; ``absolute``: around ``default_joint_pos``; ``delta``:
+        around the previous targets."""
         j = spec.num_joints
         self.last_action = np.zeros(j, np.float32)
         self.proposal = np.zeros(j, np.float32)
@@ -132,7 +144,9 @@ class Controller:
         self.ramp_k = 0
         self.ramp_ticks = max(1, int(round(cfg.ramp_s * tick_hz)))
         self.policy_ramp_k = 0
-        self.policy_ramp_ticks = int(round(cfg.policy_ramp_s * tick_hz))
+        self.policy_ramp_ticks = 0 if self.action_mode == "delta" else int(round(cfg.policy_ramp_s * tick_hz))
+        self.stale = S.ConsecutiveCounter(sc.max_consecutive_stale)
+        """POLICY ticks in a row without a fresh action (chunked policies)."""
         self.hold_ticks = 0
         self.damping_ticks = 0
         self.tick = 0
@@ -164,20 +178,31 @@ class Controller:
 
     def action_origin(self, q_pol: np.ndarray) -> np.ndarray:
         """(J,) float64 the pose, rad, that action 0 targets: the measured policy-joint angles ``q_pol`` (J,)
-        (``relative``) or the policy's ``default_joint_pos`` (``absolute``)."""
+        (``relative``), the policy's ``default_joint_pos`` (``absolute``) or the policy joints' current PD targets
+        (``delta``: the previous tick's targets, the held default pose on entry from HOLD; a copy)."""
         if self.action_mode == "absolute":
             return self.default[self.pol]
+        if self.action_mode == "delta":
+            return self.target[self.pol].copy()
         return np.asarray(q_pol, dtype=np.float64)
 
-    def policy_targets(self, a: np.ndarray, q_pol: np.ndarray) -> np.ndarray:
-        """(J,) float64 PD targets of the policy joints, rad, for the (clipped) action ``a`` (J,): the training env's
-        rule, origin + β·a (:meth:`action_origin`), before any ramp or clamp."""
-        return self.action_origin(q_pol) + self.beta * np.asarray(a, dtype=np.float64)
+    def policy_targets(self, a: np.ndarray, q_pol: np.ndarray, origin: np.ndarray | None = None) -> np.ndarray:
+        """(J,) float64 PD targets of the policy joints, rad (m for a prismatic joint), for the (clipped) action ``a``
+        (J,): the training env's rule, origin + β·a (``origin`` (J,), default :meth:`action_origin`), before any ramp
+        or clamp; ``delta`` clips it to the joint limits as part of the rule (the lift env clips to its ctrl range,
+        which equals the Panda's joint limits)."""
+        origin = self.action_origin(q_pol) if origin is None else origin
+        tgt = origin + self.beta * np.asarray(a, dtype=np.float64)
+        if self.action_mode == "delta":
+            np.clip(tgt, self.lower[self.pol], self.upper[self.pol], out=tgt)
+        return tgt
 
-    def executed_action(self, targets: np.ndarray, q_pol: np.ndarray) -> np.ndarray:
+    def executed_action(self, targets: np.ndarray, q_pol: np.ndarray, origin: np.ndarray | None = None) -> np.ndarray:
         """(J,) float32 the action, in policy units, that :meth:`policy_targets` maps to ``targets`` (J,) rad:
-        (targets - origin) / β."""
-        return ((np.asarray(targets, dtype=np.float64) - self.action_origin(q_pol)) / self.beta).astype(np.float32)
+        (targets - origin) / β, ``origin`` (J,) as there (default :meth:`action_origin`; pass the one taken before
+        the targets were sent in ``delta`` mode, whose origin is the targets)."""
+        origin = self.action_origin(q_pol) if origin is None else origin
+        return ((np.asarray(targets, dtype=np.float64) - origin) / self.beta).astype(np.float32)
 
     def start(self, now_ns: int) -> None:
         """Call once before the first cycle."""
@@ -257,6 +282,9 @@ class Controller:
             if before == Mode.HOLD:  # a fresh start: the env's first actuated step
                 self.obs.reset()
                 self.last_action[:] = 0.0
+                if hasattr(self.policy, "reset"):  # a chunked policy forgets its queued actions
+                    self.policy.reset()
+            self.stale.count = 0
             self.anchor[:] = q_pol
             self.policy_ramp_k = 0
         elif after == Mode.HUMAN:
@@ -372,17 +400,36 @@ class Controller:
             return
         self.frame[:] = frame
         obs_in = self.obs.push(frame)
-        action = np.asarray(self.policy(obs_in), dtype=np.float32).reshape(-1)
-        if action.shape != (spec.num_joints,) or not S.all_finite(action):
+        try:
+            out = self.policy(obs_in)
+        except PolicyFault as err:
             self.proposal[:] = 0.0
-            self.fault(SafetyFlag.NONFINITE_ACTION, "NaN/inf (or a wrong shape) in the policy's action")
+            self.fault(SafetyFlag.EXCEPTION, str(err))
             return
-        self.proposal[:] = action
-        a = np.clip(action, -spec.action_clip, spec.action_clip)
         mode = self.sm.mode
+        fresh = out is not None
+        if fresh:
+            action = np.asarray(out, dtype=np.float32).reshape(-1)
+            if action.shape != (spec.num_joints,) or not S.all_finite(action):
+                self.proposal[:] = 0.0
+                self.fault(SafetyFlag.NONFINITE_ACTION, "NaN/inf (or a wrong shape) in the policy's action")
+                return
+            self.proposal[:] = action
+            a = np.clip(action, -spec.action_clip, spec.action_clip)
+        else:  # a chunked policy without a fresh action: hold (POLICY), N ticks in a row -> damping
+            self.proposal[:] = 0.0
+            self.flags |= SafetyFlag.STALE_ACTION
+        if self.stale.update(not fresh and mode == Mode.POLICY):
+            why = getattr(self.policy, "miss_reason", "") or "no action"
+            self.fault(SafetyFlag.STALE_FAULT, f"chunked policy: no fresh action for {self.stale.count} policy "
+                       f"ticks in a row ({why})")  # fmt: skip
+            return
+        origin = self.action_origin(q_pol)
         ramping = False
-        if mode == Mode.POLICY:
-            tgt = self.policy_targets(a, q_pol)
+        if mode == Mode.POLICY and not fresh:
+            tgt = self.target[pol].copy()  # hold the current targets
+        elif mode == Mode.POLICY:
+            tgt = self.policy_targets(a, q_pol, origin)
             if self.policy_ramp_k < self.policy_ramp_ticks:
                 self.policy_ramp_k += 1
                 alpha = self.policy_ramp_k / self.policy_ramp_ticks
@@ -398,15 +445,16 @@ class Controller:
         full = self.default.copy()
         full[pol] = tgt
         clamped = self._send_targets(full, reading)
-        if mode == Mode.POLICY and not ramping and not clamped:
+        own = mode == Mode.POLICY and fresh and not ramping  # the policy's action made these targets
+        if own and not clamped:
             self.executed[:] = a
         else:
-            self.executed[:] = self.executed_action(self.target[pol], q_pol)
+            self.executed[:] = self.executed_action(self.target[pol], q_pol, origin)
         # The observation's last action follows training: under the policy it is the policy's (clipped) action,
         # even when a deploy-only clamp (joint limits, delta, torque) changed the target; the training env
-        # never clamps, so the executed action would put the policy out of distribution. After a ramp or an
-        # intervention it is the executed one, so a resumed policy sees what really happened.
-        self.last_action[:] = a if mode == Mode.POLICY and not ramping else self.executed
+        # never clamps, so the executed action would put the policy out of distribution. After a ramp, a held
+        # (stale) tick or an intervention it is the executed one, so a resumed policy sees what really happened.
+        self.last_action[:] = a if own else self.executed
 
     def _send_targets(self, full: np.ndarray, reading: RobotReading) -> bool:
         """Clamp ``full`` (limits, delta from the last position command, torque), make it the command."""
@@ -591,6 +639,8 @@ class Controller:
             self.operator.close()
         if self.keyboard is not None:
             self.keyboard.close()
+        if hasattr(self.policy, "close"):  # a chunked policy's inference thread
+            self.policy.close()
 
     def _check_finished(self) -> None:
         if self.sm.mode != Mode.DAMPING:

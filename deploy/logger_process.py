@@ -98,7 +98,7 @@ def extra_info(task: str, policy: str) -> dict:
             "fault_flags": int(FAULT_FLAGS),
             "notes": "action = executed action in policy units, the policy file's action rule inverted "
             "((target - q) / action_scale for action_mode relative, (target - default_joint_pos) / action_scale "
-            "for absolute); "
+            "for absolute, (target - previous target) / action_scale for delta); "
             "observation.policy_action = the policy's proposal; intervention = control_source == human; "
             "a fault (safety_flags & fault_flags) ends its episode on that frame, the episode's "
             "upright/reason says why",

@@ -47,8 +47,9 @@ class PolicySpec:
     held_joint_pos: np.ndarray
     action_mode: str
     """How an action a (J,) becomes the PD targets of the policy joints (rad), one of
-    :data:`~upright.tasks.policy_schema.ACTION_MODES`: ``"relative"`` p_target = q_measured + β·a (HoST),
-    ``"absolute"`` p_target = default_joint_pos + β·a."""
+    :data:`~upright.tasks.policy_schema.ACTION_MODES` for an MLP file: ``"relative"`` p_target = q_measured + β·a
+    (HoST), ``"absolute"`` p_target = default_joint_pos + β·a; a chunked policy's contract may also say ``"delta"``
+    p_target = clip(previous p_target + β·a, joint limits) (:mod:`upright.deploy.chunk_policy`)."""
     action_scale: float
     """β of :attr:`action_mode`'s formula."""
     action_clip: float

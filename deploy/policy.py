@@ -1,10 +1,19 @@
-"""onnxruntime inference of a policy file: one thread, sequential execution, warmed up."""
+"""onnxruntime inference of a policy file: one thread, sequential execution, warmed up.
+
+Chunked (VLA) policies run through :class:`~upright.deploy.chunk_runner.ChunkRunner` instead; both are callables
+the controller calls once per policy tick.
+"""
 
 from __future__ import annotations
 
 import numpy as np
 
 from upright.deploy.metadata import PolicySpec
+
+
+class PolicyFault(RuntimeError):
+    """The policy cannot produce actions any more (e.g. a chunked policy's inference worker raised). The controller
+    sends the robot to DAMPING with this exception's message (one line) as the reason."""
 
 
 class OnnxPolicy:

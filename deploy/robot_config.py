@@ -2,10 +2,11 @@
 
 The policy file says which joints a policy drives and how (:mod:`upright.deploy.metadata`); this
 module says which motors exist, on which serial bus and id, with which gear, direction, zero offset
-and limits. Deploy never imports the training-side robot model: the default G1 table below is a
-copy, and ``tests/deploy/test_robot_config.py`` checks it against :mod:`upright.robots.g1` and the
-compiled MuJoCo model. Another robot (or another wiring) is a JSON file of the same shape
-(:func:`load_robot_config`, ``upright-deploy run --robot-config FILE``).
+and limits. Deploy never imports the training-side robot model: the built-in tables below (the G1, and
+the Panda of the lift task) are copies, and ``tests/deploy/test_robot_config.py`` checks them against
+:mod:`upright.robots.g1` / :mod:`upright.robots.panda` and the compiled MuJoCo models. Another robot (or
+another wiring) is a JSON file of the same shape (:func:`load_robot_config`, :func:`robot_config_to_json`;
+``upright-deploy run --robot FILE``).
 """
 
 from __future__ import annotations
@@ -195,7 +196,43 @@ def g1_29dof(port_prefix: str = "/dev/ttyUSB") -> RobotConfig:
     return cfg
 
 
-ROBOTS = {"unitree_g1_29dof": g1_29dof}
+# joint, lower, upper (rad, m for the finger; ctrlrange = joint range in Menagerie's franka_emika_panda/mjx_panda.xml),
+# force limit (N·m, N: forcerange there), velocity limit (rad/s, m/s: upright.robots.panda.VELOCITY_LIMIT, from
+# Franka's datasheet / franka_ros). The finger is finger_joint1, the one actuated slide of mjx_panda.xml (position
+# servo actuator8, m of one finger's opening); finger_joint2 mirrors it through the file's joint equality, so one
+# "motor" drives the gripper, as in the lift task's actions.
+_PANDA_JOINTS: tuple[tuple[str, float, float, float, float], ...] = (
+    ("joint1", -2.8973, 2.8973, 100.0, 2.175),
+    ("joint2", -1.7628, 1.7628, 100.0, 2.175),
+    ("joint3", -2.8973, 2.8973, 100.0, 2.175),
+    ("joint4", -3.0718, -0.0698, 100.0, 2.175),
+    ("joint5", -2.8973, 2.8973, 12.0, 2.61),
+    ("joint6", -0.0175, 3.7525, 12.0, 2.61),
+    ("joint7", -2.8973, 2.8973, 12.0, 2.61),
+    ("finger_joint1", 0.0, 0.04, 200.0, 0.2),
+)  # fmt: skip
+
+
+def franka_emika_panda(port_prefix: str = "/dev/ttyUSB") -> RobotConfig:
+    """The Franka Panda of the lift task as the daemon drives it in simulation (``upright-deploy sim-robot --robot
+    franka_emika_panda``): the 7 arm joints and the finger as GO-M8010-6-framed motors (ids 0-7, default gear) on
+    one bus ``bus0`` (``{port_prefix}0``) that also answers the IMU (a fixed base: identity orientation, zero gyro).
+
+    A real Panda is driven through libfranka (FCI), not this protocol: this table serves the simulated arm behind the
+    same pty/serial machinery as the G1, so the daemon's chunked-policy path is tested on the lift task's robot.
+    The joint-side Kp of the lift task (up to 1000 N·m/rad) fits the frame's rotor-side 0-25.6 range at gear 6.33.
+    """
+    motors = tuple(
+        MotorConfig(joint=j, motor_id=k, lower=lo, upper=hi, torque_limit=tl, velocity_limit=vl)
+        for k, (j, lo, hi, tl, vl) in enumerate(_PANDA_JOINTS)
+    )
+    cfg = RobotConfig(name="franka_emika_panda", buses=(BusConfig(name="bus0", port=f"{port_prefix}0", motors=motors,
+                                                                  has_imu=True),))  # fmt: skip
+    cfg.validate()
+    return cfg
+
+
+ROBOTS = {"unitree_g1_29dof": g1_29dof, "franka_emika_panda": franka_emika_panda}
 """Built-in robot configs by name."""
 
 

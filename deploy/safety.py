@@ -46,13 +46,18 @@ class SafetyFlag(IntFlag):
     IMU_TIMEOUT = 1 << 18
     IMU_CRC = 1 << 19
     EXCEPTION = 1 << 20
-    """The loop raised (policy, robot link, ...): damping."""
+    """The loop raised (policy, robot link, ...), or a chunked policy's inference worker failed: damping."""
+    STALE_ACTION = 1 << 21
+    """A chunked policy had no fresh action for this tick (queue empty, or its chunk older than
+    ``max_chunk_age_s``): the policy joints held their targets."""
+    STALE_FAULT = 1 << 22
+    """``max_consecutive_stale`` POLICY ticks in a row had no fresh action: damping."""
 
 
 FAULT_FLAGS = (
     SafetyFlag.LINK_FAULT | SafetyFlag.IMU_STALE | SafetyFlag.NONFINITE_OBS | SafetyFlag.NONFINITE_ACTION
     | SafetyFlag.TILT | SafetyFlag.OVERTEMP | SafetyFlag.MOTOR_ERROR | SafetyFlag.OVERRUN_FAULT | SafetyFlag.WATCHDOG
-    | SafetyFlag.EXCEPTION
+    | SafetyFlag.EXCEPTION | SafetyFlag.STALE_FAULT
 )  # fmt: skip
 """Flags that send the robot to DAMPING."""
 
@@ -87,6 +92,9 @@ class SafetyConfig:
     """The loop must come back this often (SIGALRM), else an exception sends damping (None: off)."""
     human_max_delta: float = 0.02
     """Per-tick rate limit on human (takeover) targets, rad."""
+    max_consecutive_stale: int | None = 25
+    """N: POLICY ticks in a row without a fresh action from a chunked policy -> damping (None: never; the joints
+    keep holding). 25 ticks = 0.5 s at 50 Hz, which also covers the first chunk's inference after ``resume``."""
 
 
 def all_finite(x: np.ndarray) -> bool:

@@ -1,10 +1,17 @@
-"""``upright-deploy sim-robot``: the G1 in MuJoCo, answering the GO-M8010-6 and IMU frames over ptys.
+"""``upright-deploy sim-robot``: a robot in MuJoCo, answering the GO-M8010-6 and IMU frames over ptys.
 
 The daemon drives it exactly as it drives the real robot, byte for byte, through
 :class:`~upright.deploy.robot.SerialRobot`. Each motor command sets that joint's MuJoCo position
 actuator to the commanded PD law (joint side: kp, kd, target; ``tau + kd·dq*`` as an applied
-force), with the actuator's torque limit, so the physics is the training scene's
-(:func:`upright.tasks.standup.scene.standup_scene`, dt 0.005 s).
+force), with the actuator's torque limit, so the physics is the training scene's (dt 0.005 s).
+The scene follows the robot config's name (:data:`SCENES`):
+
+- ``unitree_g1_29dof``: the G1 in :func:`upright.tasks.standup.scene.standup_scene`, lying on its back; the IMU is the
+  pelvis IMU (orientation of the free joint, the scene's gyro and accelerometer); the trace records the head height.
+- ``franka_emika_panda``: the Panda in :func:`upright.tasks.lift.scene.lift_scene` at keyframe ``home`` (arm at
+  home, fingers open, cube on the floor); 7 arm joints and ``finger_joint1`` are the motors (the finger's actuator is
+  the position servo of ``finger_joint1``; ``finger_joint2`` mirrors it by the model's joint equality); the IMU
+  answers a fixed base (identity orientation, zero gyro, +9.81 m/s² up); the trace records the cube height.
 
 Time. Lockstep (default, ``--lockstep-dt 0.002``, the period of the daemon's default 500 Hz I/O):
 physics advances to ``tick · DT`` when an IMU request for I/O tick ``tick`` arrives, so a loaded
@@ -26,6 +33,8 @@ import pathlib
 import signal
 import sys
 import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 import mujoco
 import numpy as np
@@ -38,6 +47,96 @@ from upright.deploy.robot_config import RobotConfig
 SUPINE_QUAT = (math.sqrt(0.5), 0.0, -math.sqrt(0.5), 0.0)
 """Lying on the back (the standup task's reset orientation)."""
 
+ImuReading = tuple[tuple[float, ...], tuple[float, ...], tuple[float, ...]]
+"""(quat wxyz, gyro rad/s, acc m/s²) of the IMU."""
+
+
+@dataclass
+class SimScene:
+    """What the simulated robot needs from a MuJoCo scene.
+
+    Attributes:
+        model: the compiled scene; every robot joint of the config must have a joint actuator in it.
+        init_qpos: (nq,) the default initial state (``--init-state`` replaces it).
+        imu: the IMU reading of the current ``MjData``.
+        metrics: name -> scalar of the current ``MjData``, recorded in the trace after every physics step.
+    """
+
+    model: mujoco.MjModel
+    init_qpos: np.ndarray
+    imu: Callable[[mujoco.MjData], ImuReading]
+    metrics: dict[str, Callable[[mujoco.MjData], float]] = field(default_factory=dict)
+
+
+def g1_standup_scene(timestep: float = 0.005) -> SimScene:
+    """The G1 in the standup scene, supine at 0.5 m with its default joint angles; the pelvis IMU; head height."""
+    from upright.robots import g1
+    from upright.sim.options import PhysicsOptions
+    from upright.tasks.standup.scene import standup_scene
+
+    m = standup_scene(PhysicsOptions(timestep=timestep))
+    qpos = np.zeros(m.nq)
+    qpos[2] = 0.5
+    qpos[3:7] = SUPINE_QUAT
+    info = g1.robot_info()
+    for name, pos in zip(info.joint_names, info.default_pose):
+        qpos[m.jnt_qposadr[mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_JOINT, name)]] = pos
+    head = mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_SITE, "head")
+    feet = [mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_SITE, f"{s}_foot") for s in ("left", "right")]
+    sens = {mujoco.mj_id2name(m, mujoco.mjtObj.mjOBJ_SENSOR, i): i for i in range(m.nsensor)}
+    gyro = slice(m.sensor_adr[sens["imu_ang_vel"]], m.sensor_adr[sens["imu_ang_vel"]] + 3)
+    acc = slice(m.sensor_adr[sens["imu_lin_acc"]], m.sensor_adr[sens["imu_lin_acc"]] + 3)
+
+    def imu(d: mujoco.MjData) -> ImuReading:
+        return (tuple(float(v) for v in d.qpos[3:7]), tuple(float(v) for v in d.sensordata[gyro]),
+                tuple(float(v) for v in d.sensordata[acc]))  # fmt: skip
+
+    def head_height(d: mujoco.MjData) -> float:
+        """Head site height above the mean foot height, m (the standup task's measure)."""
+        x = d.site_xpos
+        return float(x[head, 2] - 0.5 * (x[feet[0], 2] + x[feet[1], 2]))
+
+    return SimScene(m, qpos, imu, {"head_height": head_height})
+
+
+FIXED_BASE_IMU: ImuReading = ((1.0, 0.0, 0.0, 0.0), (0.0, 0.0, 0.0), (0.0, 0.0, 9.81))
+"""The IMU of a robot bolted to the world: identity orientation, zero gyro, the accelerometer reading +g up."""
+
+
+def panda_lift_scene(timestep: float = 0.005) -> SimScene:
+    """The Panda in the lift scene at keyframe ``home`` (cube on the floor); a fixed-base IMU; the cube's height."""
+    from upright.robots import panda
+    from upright.tasks.lift.scene import lift_scene
+
+    m = lift_scene(timestep)
+    cube_z = m.jnt_qposadr[m.body_jntadr[mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_BODY, panda.CUBE_BODY)]] + 2
+
+    def cube_height(d: mujoco.MjData) -> float:
+        """Cube centre height above the floor, m."""
+        return float(d.qpos[cube_z])
+
+    return SimScene(m, np.array(m.keyframe("home").qpos, dtype=np.float64), lambda d: FIXED_BASE_IMU,
+                    {"cube_height": cube_height})  # fmt: skip
+
+
+SCENES: dict[str, Callable[[float], SimScene]] = {
+    "unitree_g1_29dof": g1_standup_scene,
+    "franka_emika_panda": panda_lift_scene,
+}
+"""The scene of each robot config name."""
+
+
+def scene_for(config: RobotConfig, timestep: float = 0.005) -> SimScene:
+    """The scene of ``config.name`` (:data:`SCENES`).
+
+    Raises:
+        ValueError: no scene for that robot (the message lists the known ones).
+    """
+    if config.name not in SCENES:
+        raise ValueError(f"sim-robot has no scene for robot '{config.name}'; known: {sorted(SCENES)} (the robot "
+                         "config's 'name' picks the scene)")  # fmt: skip
+    return SCENES[config.name](timestep)
+
 
 class MujocoRobotModel:
     """The device model of :class:`~upright.deploy.pty_device.PtyDeviceServer`, backed by MuJoCo.
@@ -46,10 +145,14 @@ class MujocoRobotModel:
         config: the robot's buses and motors (joint names must exist in the scene).
         timestep: physics dt, s.
         lockstep_dt: None for free-running, else the daemon's I/O period (advance per IMU request).
-        init_qpos: initial qpos (nq,); default supine at 0.5 m with the G1's default joint angles.
+        init_qpos: initial qpos (nq,); default the scene's (:class:`SimScene`).
         init_qvel: initial qvel (nv,); default zeros.
-        record: keep (time, qpos, qvel, head height) after every physics step (see :meth:`save`).
+        record: keep (time, qpos, qvel, the scene's metrics) after every physics step (see :meth:`save`).
         temperature: reported motor temperature, °C.
+        scene: the MuJoCo scene; default :func:`scene_for` ``config``.
+
+    Raises:
+        ValueError: no scene for the robot, or scene joints missing.
     """
 
     def __init__(
@@ -61,12 +164,10 @@ class MujocoRobotModel:
         init_qvel: np.ndarray | None = None,
         record: bool = False,
         temperature: float = 35.0,
+        scene: SimScene | None = None,
     ):
-        from upright.robots import g1
-        from upright.sim.options import PhysicsOptions
-        from upright.tasks.standup.scene import standup_scene
-
-        self.model = m = standup_scene(PhysicsOptions(timestep=timestep))
+        self.scene = scene = scene or scene_for(config, timestep)
+        self.model = m = scene.model
         self.data = d = mujoco.MjData(m)
         self.config = config
         self.lockstep_dt = lockstep_dt
@@ -93,21 +194,9 @@ class MujocoRobotModel:
         # motors start unpowered: zero gains
         m.actuator_gainprm[:, 0] = 0.0
         m.actuator_biasprm[:, 1:3] = 0.0
-        if init_qpos is None:
-            init_qpos = np.zeros(m.nq)
-            init_qpos[2] = 0.5
-            init_qpos[3:7] = SUPINE_QUAT
-            info = g1.robot_info()
-            for name, pos in zip(info.joint_names, info.default_pose):
-                init_qpos[m.jnt_qposadr[mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_JOINT, name)]] = pos
-        d.qpos[:] = init_qpos
+        d.qpos[:] = scene.init_qpos if init_qpos is None else init_qpos
         d.qvel[:] = 0.0 if init_qvel is None else init_qvel
         mujoco.mj_forward(m, d)
-        self._head = mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_SITE, "head")
-        self._feet = [mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_SITE, f"{s}_foot") for s in ("left", "right")]
-        sens = {mujoco.mj_id2name(m, mujoco.mjtObj.mjOBJ_SENSOR, i): i for i in range(m.nsensor)}
-        self._gyro = slice(m.sensor_adr[sens["imu_ang_vel"]], m.sensor_adr[sens["imu_ang_vel"]] + 3)
-        self._acc = slice(m.sensor_adr[sens["imu_lin_acc"]], m.sensor_adr[sens["imu_lin_acc"]] + 3)
         # cached views (attribute access on MjModel/MjData creates a new array each time)
         self._gainprm, self._biasprm = m.actuator_gainprm, m.actuator_biasprm
         self._ctrl, self._qpos, self._qvel, self._force = d.ctrl, d.qpos, d.qvel, d.actuator_force
@@ -115,18 +204,14 @@ class MujocoRobotModel:
         self._imu_time = -1
         self._t0 = time.monotonic()
         self.recording = record
-        self.trace: list[tuple[float, np.ndarray, np.ndarray, float]] = []
+        self.trace: list[tuple[float, np.ndarray, np.ndarray, tuple[float, ...]]] = []
         if record:
             self._record()
 
     # --------------------------------------------------------------- physics
-    def head_height(self) -> float:
-        """Head site height above the mean foot height, m (the standup task's measure)."""
-        x = self.data.site_xpos
-        return float(x[self._head, 2] - 0.5 * (x[self._feet[0], 2] + x[self._feet[1], 2]))
-
     def _record(self) -> None:
-        self.trace.append((self.data.time, self.data.qpos.copy(), self.data.qvel.copy(), self.head_height()))
+        d = self.data
+        self.trace.append((d.time, d.qpos.copy(), d.qvel.copy(), tuple(f(d) for f in self.scene.metrics.values())))
 
     def _step(self) -> None:
         self.data.qfrc_applied[self.vadr] = self.ff
@@ -189,20 +274,20 @@ class MujocoRobotModel:
         if t_us != self._imu_time:
             self._imu_seq += 1
             self._imu_time = t_us
-        d = self.data
+        quat, gyro, acc = self.scene.imu(self.data)
         return imu_frame.ImuSample(
-            address=imu_frame.DEFAULT_ADDRESS, seq=self._imu_seq, t_us=t_us,
-            quat=tuple(float(v) for v in d.qpos[3:7]),
-            gyro=tuple(float(v) for v in d.sensordata[self._gyro]),
-            acc=tuple(float(v) for v in d.sensordata[self._acc]),
+            address=imu_frame.DEFAULT_ADDRESS, seq=self._imu_seq, t_us=t_us, quat=quat, gyro=gyro, acc=acc,
         )  # fmt: skip
 
     def save(self, path: str | pathlib.Path) -> None:
-        """Write the recorded trace: ``time`` (T,), ``qpos`` (T, nq), ``qvel`` (T, nv), ``head_height`` (T,)."""
+        """Write the recorded trace: ``time`` (T,), ``qpos`` (T, nq), ``qvel`` (T, nv) and one (T,) array per scene
+        metric (``head_height`` for the G1, ``cube_height`` for the Panda)."""
         if not self.trace:
             return
-        t, qpos, qvel, head = zip(*self.trace)
-        np.savez(path, time=np.array(t), qpos=np.array(qpos), qvel=np.array(qvel), head_height=np.array(head))
+        t, qpos, qvel, metrics = zip(*self.trace)
+        values = np.array(metrics, dtype=np.float64).reshape(len(t), -1)
+        named = {name: values[:, i] for i, name in enumerate(self.scene.metrics)}
+        np.savez(path, time=np.array(t), qpos=np.array(qpos), qvel=np.array(qvel), **named)
 
 
 def run_sim_robot(

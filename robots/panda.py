@@ -80,6 +80,12 @@ CTRL_RANGE: tuple[tuple[float, float], ...] = (
 (``actuator7`` inherits class ``panda``'s ±2.8973). Equal to the joint ranges, which are the Franka datasheet's
 joint limits."""
 
+VELOCITY_LIMIT: tuple[float, ...] = (2.175, 2.175, 2.175, 2.175, 2.61, 2.61, 2.61, 0.2)
+"""Velocity limits of :data:`ACTUATOR_NAMES`' joints: rad/s for the arm (Franka Emika's "Robot and interface
+specifications", also ``panda.urdf`` of franka_ros: 2.1750 for joints 1-4, 2.6100 for 5-7), m/s for a finger
+(franka_ros' hand URDF: ``velocity="0.2"``). Not in the MJCF (MuJoCo has no joint velocity limit); the deploy
+daemon's robot table stores them (``velocity_limit``), no check reads them."""
+
 JOINT_RANGE: tuple[tuple[float, float], ...] = CTRL_RANGE + ((0.0, 0.04),)
 """Range of each of :data:`JOINT_NAMES`, rad or m (``range`` in ``mjx_panda.xml``; ``finger_joint2`` 0-0.04 m)."""
 

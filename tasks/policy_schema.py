@@ -9,7 +9,9 @@ to run the policy with nothing but the file (:func:`upright.tasks.registry.polic
   ``held_torque_limit``, ``held_joint_pos``;
 - action: ``action_mode``, one of :data:`ACTION_MODES`: ``"relative"`` (HoST) PD target = measured q +
   ``action_scale`` · action, ``"absolute"`` PD target = ``default_joint_pos`` + ``action_scale`` · action (the
-  default pose is the offset; no separate key); ``action_formula`` (the same in words, for people);
+  default pose is the offset; no separate key); the lift task's files say ``"delta"`` (PD target = clip(previous
+  target + ``action_scale`` · action, limits)) or ``"ee_delta"`` (:data:`ENV_ACTION_MODES`); ``action_formula``
+  (the same in words, for people);
   ``action_scale`` (β), ``action_clip``; ``control_dt`` (s), ``decimation`` and ``sim_dt`` (the PD/physics substeps);
 - observation: ``observation_names`` in order with ``observation_dims`` (widths), ``observation_scales``,
   ``observation_descriptions`` (units, frames), ``observation_clip``; ``observation_history_length`` H and
@@ -46,8 +48,23 @@ EE_DELTA_ACTION_MODE = "ee_delta"
 differential IK, and the finger target."""
 
 ENV_ACTION_MODES = (*ACTION_MODES, DELTA_ACTION_MODE, EE_DELTA_ACTION_MODE)
-"""Every ``action_mode`` an upright env may write. The deploy daemon runs :data:`ACTION_MODES` only (joint-PD
-humanoid control) and refuses a ``delta`` file in one line; simulation (play, evaluation) runs all of them."""
+"""Every ``action_mode`` an upright env may write. Simulation (play, evaluation) runs all of them. The deploy daemon
+runs :data:`DAEMON_ACTION_MODES`: an MLP policy file (this schema) must be :data:`ACTION_MODES` (a lift MLP file is
+refused in one line: it reads the cube's position, which a robot does not measure), and a chunked (VLA) policy may
+also be ``delta`` (:data:`CHUNK_CONTRACT_KEYS`); ``ee_delta`` (IK in the loop) runs in simulation only."""
+
+DAEMON_ACTION_MODES = (*ACTION_MODES, DELTA_ACTION_MODE)
+"""The action rules the deploy daemon's controller implements (:class:`upright.deploy.controller.Controller`)."""
+
+CHUNK_CONTRACT_KEYS = (
+    "joint_names", "kp", "kd", "default_joint_pos", "action_mode", "action_scale", "control_dt",
+)  # fmt: skip
+"""What the deploy daemon needs to run a chunked (VLA) policy beside the VLA metadata (:mod:`upright.vla.onnx_policy`):
+joints in action order, Kp/Kd, default pose, ``action_mode`` (one of :data:`DAEMON_ACTION_MODES`) and
+``action_scale``, ``control_dt`` (s). Optional: ``action_clip`` (default: no clip), ``held_joint_names`` with
+``held_kp``, ``held_kd``, ``held_joint_pos`` (default: none), ``task``. A VLA ONNX file carries them as top-level
+metadata keys (``python -m upright.vla.train_bc --deploy-contract lift``); any policy can take them from a JSON file
+(``upright-deploy run --policy-contract FILE``). Same names and units as the MLP schema above."""
 
 ACTION_FORMULAS = {
     "relative": "p_target = q_measured + action_scale * action, held for one control period",
@@ -109,7 +126,8 @@ def action_mode_of(
         return "relative"
     if mode not in allowed:
         hint = (
-            "a delta-mode (manipulation) policy runs in simulation only (play.py, evaluate)"
+            "a delta-mode (manipulation) MLP policy runs in simulation only (play.py, evaluate); the daemon runs "
+            "delta for chunked VLA policies (docs/deploy_chunked.md)"
             if mode in (DELTA_ACTION_MODE, EE_DELTA_ACTION_MODE)
             else "re-export it with python -m upright.training.export --checkpoint <run>/model_<it>.pt --out <dir>"
         )

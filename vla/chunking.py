@@ -72,26 +72,42 @@ class ActionChunkQueue:
             return torch.ones(self.num_envs, dtype=torch.bool)
         return self._next >= self.n_action_steps
 
-    def push(self, chunk: torch.Tensor, env_ids: torch.Tensor | None = None) -> None:
+    def push(self, chunk: torch.Tensor, env_ids: torch.Tensor | None = None, offset: int = 0) -> None:
         """Store a predicted chunk (M, H, A) for ``env_ids`` (M,) (all envs when None).
 
+        ``offset`` (0..H-1): the chunk was predicted ``offset`` steps ago, so its first ``offset`` actions belong to
+        steps already executed and are dropped; its action ``offset`` is the one for the current step (the latency
+        compensation of asynchronous inference, :mod:`upright.deploy.chunk_runner`). 0: predicted for this step.
+
         Raises:
-            ValueError: the chunk's shape is not (M, H, A).
+            ValueError: the chunk's shape is not (M, H, A), or ``offset`` is outside 0..H-1.
         """
         ids = torch.arange(self.num_envs) if env_ids is None else env_ids.to(torch.long).cpu()
         chunk = chunk.detach().to("cpu", torch.float32)
         if chunk.shape != (len(ids), self.chunk_size, self.action_dim):
             raise ValueError(f"chunk shape {tuple(chunk.shape)} != ({len(ids)}, {self.chunk_size}, {self.action_dim})")
+        offset = int(offset)
+        if not 0 <= offset < self.chunk_size:
+            raise ValueError(f"offset must be in 0..chunk_size-1={self.chunk_size - 1}, got {offset}")
         if not self.ensembling:
             self._chunk[ids] = chunk
-            self._next[ids] = 0
+            self._next[ids] = offset
             return
         # the new chunk is the newest prediction for each future step: the step-i slot already holds count[i]
-        # older predictions, so its weight is exp(-m * count[i])
-        w = torch.exp(-self.coeff * self._count[ids].float())  # (M, H)
-        self._sum[ids] += w.unsqueeze(-1) * chunk
-        self._weight[ids] += w
-        self._count[ids] += 1
+        # older predictions, so its weight is exp(-m * count[i]); with an offset, slot i gets action i + offset
+        n = self.chunk_size - offset
+        w = torch.exp(-self.coeff * self._count[ids, :n].float())  # (M, n)
+        self._sum[ids, :n] += w.unsqueeze(-1) * chunk[:, offset:]
+        self._weight[ids, :n] += w
+        self._count[ids, :n] += 1
+
+    def remaining(self) -> torch.Tensor:
+        """(B,) int64: the steps, from the current one on, that :meth:`pop` can still serve without a new chunk
+        (queue mode: the actions left in the chunk, ignoring ``n_action_steps``; ensembling: the leading steps that
+        hold at least one prediction)."""
+        if not self.ensembling:
+            return (self.chunk_size - self._next).clamp_min(0)
+        return (self._count > 0).long().cumprod(dim=1).sum(dim=1)
 
     def pop(self) -> torch.Tensor:
         """(B, A) float32: the action of every env for this step; advances time by one step.

@@ -60,9 +60,22 @@ def example_inputs(model: TinyVLA, batch: int = 2, seed: int = 0) -> tuple[torch
 
 def vla_metadata(model: TinyVLA, tasks: list[str] | None = None) -> dict[str, Any]:
     """The ``metadata_props`` of ``model``'s policy file (:data:`~upright.vla.onnx_policy.REQUIRED_VLA_KEYS` and
-    more); ``tasks``: the instructions seen in training (``training_tasks``)."""
+    more); ``tasks``: the instructions seen in training (``training_tasks``). A model trained with a deploy contract
+    (``cfg.extra["deploy_contract"]``, ``train_bc --deploy-contract``) also carries its keys
+    (:data:`upright.tasks.policy_schema.CHUNK_CONTRACT_KEYS`: joints, Kp/Kd, default pose, action mode and scale)
+    at the top level, so the deploy daemon runs the file alone.
+
+    Raises:
+        ValueError: the contract's ``control_dt`` differs from the model's.
+    """
     cfg = model.cfg
+    contract = dict(cfg.extra.get("deploy_contract") or {})
+    if "control_dt" in contract and abs(float(contract["control_dt"]) - cfg.control_dt) > 1e-9:
+        raise ValueError(f"deploy contract control_dt {contract['control_dt']} s != the model's {cfg.control_dt} s "
+                         "(the dataset's 1/fps); fix the contract")  # fmt: skip
+    contract.pop("control_dt", None)
     return {
+        **contract,
         "upright_vla_metadata_version": VLA_METADATA_VERSION,
         "policy_type": "tiny_vla",
         "cameras": list(cfg.cameras),

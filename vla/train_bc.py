@@ -2,7 +2,7 @@
 
     python -m upright.vla.train_bc --dataset data/lift_demos [--dataset DIR2 ...] --out runs/tiny_vla
         [--steps 3000] [--chunk-size 10] [--seed 0] [--batch-size 64] [--lr 3e-4] [--cameras front | --no-images]
-        [--state-key observation.state | observation.policy_obs] [--max-episodes N]
+        [--state-key observation.state | observation.policy_obs] [--max-episodes N] [--deploy-contract lift | FILE]
 
 Datasets come from :mod:`upright.tasks.lift.record_demos` (``--cameras`` for images, ``--paraphrases`` for several
 instructions). The loss is the L1 distance between the predicted chunk and the next H actions of the same episode,
@@ -15,6 +15,11 @@ to ±4 px (DrQ's augmentation). Writes into ``--out``:
 
 ``--state-key observation.policy_obs`` trains on the lift task's 49-value observation (cube and target positions
 included) instead of the proprioceptive ``observation.state``: a state-only policy that needs no camera.
+
+``--deploy-contract lift`` (the lift task's, :func:`upright.tasks.lift.metadata.lift_deploy_contract`) or a JSON file
+stores what the deploy daemon needs beside the VLA metadata (joints, Kp/Kd, default pose, action mode and scale;
+:data:`upright.tasks.policy_schema.CHUNK_CONTRACT_KEYS`) in ``model.pt`` and ``policy.onnx``, so that
+``upright-deploy run --policy`` runs either alone (``docs/deploy_chunked.md``).
 """
 
 from __future__ import annotations
@@ -82,24 +87,55 @@ def random_shift(images: torch.Tensor, pad: int, generator: torch.Generator) -> 
     return out.gather(3, cols)
 
 
-def build_model(data: BCData, cfg: TrainBCConfig, state_key: str = STATE_KEY) -> TinyVLA:
-    """A TinyVLA sized for ``data`` (its cameras, image size, state and action dims) with its normalisation stats."""
+def read_deploy_contract(source: str, data: BCData | None = None) -> dict:
+    """The deploy contract ``source`` names: ``lift`` (:func:`upright.tasks.lift.metadata.lift_deploy_contract`,
+    with the dataset's 1/fps as ``control_dt``) or a JSON file of
+    :data:`~upright.tasks.policy_schema.CHUNK_CONTRACT_KEYS`.
+
+    Raises:
+        ValueError: an unknown name, a file that is not a JSON object, or joints that are not the dataset's actions.
+    """
+    import json
+
+    if source == "lift":
+        from upright.tasks.lift.metadata import lift_deploy_contract
+
+        contract = lift_deploy_contract(control_dt=None if data is None else 1.0 / data.fps)
+    else:
+        path = pathlib.Path(source)
+        if not path.is_file():
+            raise ValueError(f"--deploy-contract {source!r} is neither 'lift' nor a JSON file")
+        contract = json.loads(path.read_text())
+        if not isinstance(contract, dict):
+            raise ValueError(f"--deploy-contract {source}: expected a JSON object of the contract keys")
+    joints = list(contract.get("joint_names", []))
+    if data is not None and data.action_names and joints != list(data.action_names):
+        raise ValueError(f"--deploy-contract {source}: joint_names {joints} are not the dataset's action names "
+                         f"{list(data.action_names)}")  # fmt: skip
+    return contract
+
+
+def build_model(data: BCData, cfg: TrainBCConfig, state_key: str = STATE_KEY,
+                deploy_contract: dict | None = None) -> TinyVLA:  # fmt: skip
+    """A TinyVLA sized for ``data`` (its cameras, image size, state and action dims) with its normalisation stats;
+    ``deploy_contract`` (:func:`read_deploy_contract`) goes into ``cfg.extra["deploy_contract"]``."""
     cams = tuple(data.images)
     h, w = (data.images[cams[0]].shape[2:] if cams else (64, 64))
     model = TinyVLA(TinyVLAConfig(
         cameras=cams, image_height=int(h), image_width=int(w), chunk_size=cfg.chunk_size,
         state_dim=data.state.shape[1], action_dim=data.action.shape[1], state_key=state_key,
         state_names=tuple(data.state_names), action_names=tuple(data.action_names), control_dt=1.0 / data.fps,
-        extra={"datasets": data.sources, "frames": len(data), "episodes": data.num_episodes, "steps": cfg.steps},
+        extra={"datasets": data.sources, "frames": len(data), "episodes": data.num_episodes, "steps": cfg.steps,
+               **({"deploy_contract": dict(deploy_contract)} if deploy_contract else {})},
     ))  # fmt: skip
     model.set_stats(data.state, data.action)
     return model
 
 
 def train(data: BCData, out: str | pathlib.Path | None, cfg: TrainBCConfig, state_key: str = STATE_KEY,
-          log=print) -> tuple[TinyVLA, list[float]]:  # fmt: skip
+          log=print, deploy_contract: dict | None = None) -> tuple[TinyVLA, list[float]]:  # fmt: skip
     """Behaviour cloning of a new TinyVLA on ``data``; writes ``model.pt``, ``train_log.csv`` and (``cfg.export``)
-    ``policy.onnx`` into ``out`` (nothing when ``out`` is None).
+    ``policy.onnx`` into ``out`` (nothing when ``out`` is None); ``deploy_contract``: see :func:`build_model`.
 
     Returns:
         The trained model (eval mode) and the loss of every step.
@@ -112,7 +148,7 @@ def train(data: BCData, out: str | pathlib.Path | None, cfg: TrainBCConfig, stat
                          f"{cfg.chunk_size}")  # fmt: skip
     torch.manual_seed(cfg.seed)
     g = torch.Generator().manual_seed(cfg.seed)
-    model = build_model(data, cfg, state_key)
+    model = build_model(data, cfg, state_key, deploy_contract)
     targets, is_pad = chunk_targets(data.action, data.episode, cfg.chunk_size)
     targets = (targets - model.action_mean) / model.action_std  # normalised units
     valid = (~is_pad).float().unsqueeze(-1)  # (N, H, 1)
@@ -180,6 +216,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--state-key", default=STATE_KEY, help="observation.state or observation.policy_obs")
     parser.add_argument("--max-episodes", type=int, default=None, help="first N episodes of each dataset")
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads")
+    parser.add_argument("--deploy-contract", help="'lift' or a JSON file: what upright-deploy needs to run the policy "
+                        "(joints, Kp/Kd, default pose, action mode/scale), stored with the model")
     args = parser.parse_args(argv)
     if args.no_images and args.cameras:
         parser.error("--cameras and --no-images exclude each other; pass one")
@@ -194,7 +232,8 @@ def main(argv: list[str] | None = None) -> None:
                         seed=args.seed, log_every=max(1, args.log_every))  # fmt: skip
     try:
         data = concat([load_dataset(p, cams, args.state_key, args.max_episodes) for p in args.dataset])
-        train(data, args.out, cfg, args.state_key)
+        contract = read_deploy_contract(args.deploy_contract, data) if args.deploy_contract else None
+        train(data, args.out, cfg, args.state_key, deploy_contract=contract)
     except (FileNotFoundError, ValueError) as err:
         parser.exit(2, f"train_bc: {err}\n")
 

@@ -13,6 +13,35 @@ from upright.tasks.metadata import POLICY_IO, observation_metadata
 from upright.tasks.policy_schema import ACTION_FORMULAS
 
 
+def lift_deploy_contract(action_scale: float | None = None, action_clip: float | None = None,
+                         control_dt: float | None = None) -> dict[str, Any]:
+    """What the deploy daemon needs to run a chunked lift policy in the ``delta`` action mode
+    (:data:`upright.tasks.policy_schema.CHUNK_CONTRACT_KEYS`): the 8 actuated Panda joints (7 arm joints, then
+    ``finger_joint1``), Kp/Kd and the home targets of :mod:`upright.robots.panda`, and the lift env's action rule.
+
+    Args:
+        action_scale, action_clip: β and the clip of the rule (default:
+            :class:`~upright.tasks.lift.config.LiftEnvCfg`'s, 0.04 and 1).
+        control_dt: s per action (default: the env's decimation x the physics step, 4 x 0.005 = 0.02 s).
+    """
+    from upright.tasks.lift.config import LiftEnvCfg
+    from upright.tasks.standup.config import SimCfg  # the physics settings every task trains with
+
+    cfg = LiftEnvCfg()
+    info = panda.panda_info()
+    return {
+        "joint_names": list(panda.ARM_JOINT_NAMES) + [panda.FINGER_JOINT_NAMES[0]],
+        "kp": info.kp.tolist(),
+        "kd": info.kd.tolist(),
+        "default_joint_pos": info.home_ctrl.tolist(),
+        "action_mode": "delta",
+        "action_scale": float(cfg.action_scale if action_scale is None else action_scale),
+        "action_clip": float(cfg.action_clip if action_clip is None else action_clip),
+        "control_dt": float(cfg.decimation * SimCfg().timestep if control_dt is None else control_dt),
+        "task": "lift",
+    }
+
+
 def lift_policy_metadata(env) -> dict[str, Any]:
     """Metadata of a policy for the lift env ``env`` (:class:`~upright.tasks.lift.env.LiftEnv`); per-actuator arrays
     in :data:`upright.robots.panda.ACTUATOR_NAMES` order (7 arm joints, then the finger). With

@@ -218,7 +218,40 @@ class ConstantPolicy:
         return np.full(self.n, self.value, np.float32)
 
 
-__all__ = ["Fault", "Harness", "ConstantPolicy", "write_linear_policy", "small_robot", "small_spec"]
+def goal_seeking_tiny_vla(goal, contract: dict, gain: float = 2.0, chunk_size: int = 10, embed: bool = True):
+    """A state-only TinyVLA (``observation.state`` = q, dq, gyro, gravity of the contract's J joints) whose weights are
+    set by hand so that every action of its chunk is clip(gain·(goal - q), ±1): under the ``delta`` rule its targets
+    integrate the error, so the arm settles at ``goal`` (J,) whatever gravity does. A real TinyVLA (instruction
+    encoder, normalisation, MLP head), exportable with :func:`upright.vla.export.export_onnx`; ``embed``: store the
+    deploy contract in the model (False: a model without one)."""
+    import torch
+
+    from upright.deploy.chunk_policy import state_names
+    from upright.vla.tiny import TinyVLA, TinyVLAConfig
+
+    joints = list(contract["joint_names"])
+    j = len(joints)
+    cfg = TinyVLAConfig(cameras=(), state_dim=2 * j + 6, action_dim=j, chunk_size=chunk_size, hidden_dim=2 * j,
+                        text_dim=8, vocab_size=64, state_names=tuple(state_names(joints)), action_names=tuple(joints),
+                        extra={"deploy_contract": dict(contract)} if embed else {})  # fmt: skip
+    model = TinyVLA(cfg)
+    lin1, lin2, lin3 = model.head[0], model.head[2], model.head[4]
+    with torch.no_grad():
+        for p in model.parameters():
+            p.zero_()
+        off = cfg.text_dim  # the head's input: the instruction's features, then the (normalised) state
+        for i, g in enumerate(goal):
+            lin1.weight[2 * i, off + i], lin1.bias[2 * i] = 1.0, -float(g)  # relu(q - goal)
+            lin1.weight[2 * i + 1, off + i], lin1.bias[2 * i + 1] = -1.0, float(g)  # relu(goal - q)
+        lin2.weight.copy_(torch.eye(2 * j))
+        for h in range(chunk_size):
+            for i in range(j):
+                lin3.weight[h * j + i, 2 * i], lin3.weight[h * j + i, 2 * i + 1] = -gain, gain
+    return model.eval()
+
+
+__all__ = ["Fault", "Harness", "ConstantPolicy", "write_linear_policy", "small_robot", "small_spec",
+           "goal_seeking_tiny_vla"]
 
 
 # ------------------------------------------------------------------ processes: sim-robot and the daemon
@@ -233,7 +266,8 @@ E2E_SAFETY = ["--sim"]
 a training run) slows the run down without changing it; the real-robot timing checks are tested in test_loop.py."""
 
 
-def start_sim_robot(tmp: pathlib.Path, *extra: str) -> tuple[_subprocess.Popen, pathlib.Path]:
+def start_sim_robot(tmp: pathlib.Path, *extra: str, buses: int = 5) -> tuple[_subprocess.Popen, pathlib.Path]:
+    """``upright-deploy sim-robot`` in its own session; waits for its ``buses`` links (5: the G1, 1: the Panda)."""
     links = tmp / "links"
     log = open(tmp / "sim_robot.log", "w")
     proc = _subprocess.Popen(
@@ -241,7 +275,7 @@ def start_sim_robot(tmp: pathlib.Path, *extra: str) -> tuple[_subprocess.Popen, 
         stdout=log, stderr=_subprocess.STDOUT, start_new_session=True,
     )  # fmt: skip
     deadline = time.monotonic() + 60
-    while not all((links / f"bus{i}").exists() for i in range(5)):
+    while not all((links / f"bus{i}").exists() for i in range(buses)):
         if proc.poll() is not None or time.monotonic() > deadline:
             raise RuntimeError("sim-robot did not start: " + (tmp / "sim_robot.log").read_text())
         time.sleep(0.1)

@@ -1,5 +1,6 @@
 """Controller logic on fabricated readings (no I/O): entering POLICY ramps from the measured pose, bumpless
-takeover, executed vs proposed actions, in both action modes (relative: q + β·a, absolute: default + β·a)."""
+takeover, executed vs proposed actions, in the three action modes (relative: q + β·a, absolute: default + β·a,
+delta: clip(previous target + β·a, limits))."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ def make(policy_ramp_s: float, action: float = 0.4, action_mode: str = "relative
     c.command.kp[:] = c.kp
     c.command.kd[:] = c.kd
     c.command.q[:] = c.default
+    c.target[:] = c.default
     rd = RobotReading(4)
     rd.ok[:] = True
     rd.imu_ok, rd.imu_seq, rd.t_ns = True, 1, now
@@ -129,3 +131,39 @@ def test_absolute_mode_targets_still_pass_the_joint_limit_clamp():
     np.testing.assert_allclose(c.executed, (c.command.q[c.pol] - c.spec.default_joint_pos) / c.spec.action_scale,
                                atol=1e-6)  # fmt: skip
     assert (c.executed < 3.0).all() and np.allclose(c.proposal, 3.0)
+
+
+def test_delta_mode_moves_the_previous_targets_within_the_limits_and_never_blends():
+    c, rd = make(policy_ramp_s=0.1, action=0.4, action_mode="delta")  # a ramp is set, but delta starts at the held pose
+    beta = c.spec.action_scale
+    expect = c.default[c.pol].copy()  # HOLD's targets: the env's p_target at the episode's start
+    for k in range(8):
+        rd.q[c.pol] = c.command.q[c.pol]  # the arm has reached the previous targets
+        tick(c, rd, k)
+        assert c.mode == Mode.POLICY
+        expect = np.clip(expect + beta * 0.4, c.lower[c.pol], c.upper[c.pol])
+        np.testing.assert_allclose(c.command.q[c.pol], expect, atol=1e-7)
+        np.testing.assert_allclose(c.executed, 0.4)  # the rule's own clip is the env's, not a deploy clamp
+        assert not c.flags & (SafetyFlag.TARGET_LIMIT_CLAMPED | SafetyFlag.RAMPING)
+        np.testing.assert_allclose(c.command.q[c.held], c.spec.held_joint_pos)
+    np.testing.assert_array_equal(expect, c.upper[c.pol])  # the targets ran into the limits and stayed there
+    rel, _ = make(policy_ramp_s=0.0)
+    q = rd.q[c.pol]
+    assert np.abs(rel.policy_targets(np.full(3, 0.4), q) - c.policy_targets(np.full(3, 0.4), q)).max() > 0.05
+
+
+def test_delta_mode_logs_a_takeover_as_increments_of_the_targets():
+    c, rd = make(policy_ramp_s=0.0, action=0.1, action_mode="delta")
+    tick(c, rd, 0)
+    assert c._enter("takeover", rd) and c.mode == Mode.HUMAN
+    c.human_goal[0] += 1.0
+    before = c.command.q[c.pol].copy()
+    tick(c, rd, 1)
+    step = c.command.q[c.pol] - before
+    assert np.isclose(step[0], c.cfg.safety.human_max_delta) and np.allclose(step[1:], 0.0)
+    np.testing.assert_allclose(c.executed, step / c.spec.action_scale, atol=1e-6)  # policy units of the delta rule
+    np.testing.assert_allclose(c.proposal, 0.1)
+    assert c._enter("release", rd) and c.mode == Mode.POLICY
+    before = c.command.q[c.pol].copy()
+    tick(c, rd, 2)  # the policy continues from the human's last targets
+    np.testing.assert_allclose(c.command.q[c.pol], before + c.spec.action_scale * 0.1, atol=1e-7)

@@ -70,3 +70,23 @@ def test_bad_batches_name_the_key():
         validate_batch({"observation.state": torch.zeros(1, 3)}, cameras=("front",))
     with pytest.raises(ValueError, match="list of 2"):
         validate_batch({"observation.state": torch.zeros(2, 3), "task": "lift"})
+
+
+def test_push_with_an_offset_drops_the_actions_of_elapsed_steps_in_both_modes():
+    """A chunk predicted ``offset`` steps ago (asynchronous inference, deploy/chunk_runner.py): its action ``offset``
+    is the one for now; ``remaining`` counts the steps the queue can still serve."""
+    q = ActionChunkQueue(2, 4, 1)
+    assert q.remaining().tolist() == [0, 0]
+    q.push(_chunk(1), offset=2)
+    assert q.remaining().tolist() == [2, 2]
+    assert [q.pop()[:, 0].tolist() for _ in range(2)] == [[12.0, -12.0], [13.0, -13.0]]
+    assert q.remaining().tolist() == [0, 0]
+    e = ActionChunkQueue(2, 4, 1, temporal_ensemble_coeff=0.0)  # m = 0: the plain mean of the predictions
+    e.push(_chunk(1), offset=1)  # predicted last step: 11, 12, 13 for now, +1, +2
+    assert e.remaining().tolist() == [3, 3]
+    e.push(_chunk(2))  # predicted now: 20, 21, 22, 23
+    assert e.remaining().tolist() == [4, 4]
+    assert [e.pop()[0, 0].item() for _ in range(4)] == [15.5, 16.5, 17.5, 23.0]
+    for bad in (-1, 4):
+        with pytest.raises(ValueError, match="offset"):
+            q.push(_chunk(1), offset=bad)

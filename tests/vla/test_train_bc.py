@@ -83,3 +83,27 @@ def test_onnx_policy_refuses_a_file_without_the_vla_metadata(tmp_path):
         OnnxChunkPolicy(path)
     with pytest.raises(FileNotFoundError):
         OnnxChunkPolicy(tmp_path / "missing.onnx")
+
+
+def test_deploy_contract_travels_with_the_model_to_the_daemon(tiny_dataset, tmp_path):
+    """``train_bc --deploy-contract lift``: model.pt and policy.onnx carry what the daemon needs, and its loader
+    builds the controller's spec from either file alone (state-only: the daemon has no cameras)."""
+    from upright.deploy.chunk_policy import load_chunk_policy
+    from upright.deploy.robot_config import load_robot_config
+    from upright.tasks.lift.metadata import lift_deploy_contract
+    from upright.vla.train_bc import main
+
+    out = tmp_path / "run"
+    main(["--dataset", str(tiny_dataset["root"]), "--out", str(out), "--steps", "5", "--no-images",
+          "--deploy-contract", "lift"])  # fmt: skip
+    contract = lift_deploy_contract()
+    meta = read_vla_metadata(out / "policy.onnx")
+    assert {k: meta[k] for k in contract} == contract
+    robot = load_robot_config("franka_emika_panda")
+    for source in (out / "policy.onnx", out):  # the ONNX file, and the folder (model.pt)
+        spec, policy = load_chunk_policy(str(source), robot)
+        assert spec.joint_names == tuple(contract["joint_names"]) and spec.action_mode == "delta"
+        assert spec.kd.tolist() == contract["kd"] and spec.obs_dim == 22 and policy.chunk_size == 10
+    with pytest.raises(SystemExit):
+        main(["--dataset", str(tiny_dataset["root"]), "--out", str(tmp_path / "x"), "--steps", "1",
+              "--deploy-contract", str(tmp_path / "missing.json")])  # fmt: skip
