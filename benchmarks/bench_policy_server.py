@@ -36,7 +36,7 @@ import numpy as np
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from machine import cpu_model  # noqa: E402  (benchmarks/machine.py)
+from machine import cpu_model, latency_percentiles  # noqa: E402  (benchmarks/machine.py)
 
 from upright.vla.keymap import observation_to_batch  # noqa: E402
 from upright.vla.linear import LinearChunkPolicy  # noqa: E402
@@ -44,8 +44,8 @@ from upright.vla.remote import RemotePolicy  # noqa: E402
 
 
 def _stats(ms: list[float]) -> tuple[float, float, float, float]:
-    a = np.asarray(ms)
-    return float(a.min()), float(np.median(a)), float(np.percentile(a, 90)), float(np.percentile(a, 99))
+    p = latency_percentiles(ms)
+    return p["min"], p["p50"], p["p90"], p["p99"]
 
 
 def _time_interleaved(fns: dict, n: int, warmup: int) -> dict[str, list[float]]:

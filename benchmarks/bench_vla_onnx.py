@@ -26,18 +26,10 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from machine import CpuMeter, cpu_model  # noqa: E402
+from machine import CpuMeter, cpu_model, latency_percentiles  # noqa: E402
 
 CONFIGS = {"state only": (), "front camera 64x64": ("front",), "front + wrist 64x64": ("front", "wrist")}
 """Configurations timed: name -> cameras."""
-
-
-def _percentiles(ms: list[float]) -> dict[str, float]:
-    import numpy as np
-
-    a = np.asarray(ms)
-    return {"min": float(a.min()), "p50": float(np.percentile(a, 50)), "p90": float(np.percentile(a, 90)),
-            "p99": float(np.percentile(a, 99))}  # fmt: skip
 
 
 def measure(cameras: tuple[str, ...], calls: int, warmup: int, model_path: str | None = None) -> dict:
@@ -73,7 +65,7 @@ def measure(cameras: tuple[str, ...], calls: int, warmup: int, model_path: str |
                 if k >= warmup:
                     times[name].append(1e3 * (time.perf_counter() - t0))
     return {"parameters": model.num_parameters(), "chunk": model.cfg.chunk_size, "action_dim": model.cfg.action_dim,
-            **{name: _percentiles(ms) for name, ms in times.items()}}  # fmt: skip
+            **{name: latency_percentiles(ms) for name, ms in times.items()}}  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> None:

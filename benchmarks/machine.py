@@ -54,3 +54,19 @@ class CpuMeter:
         wall = time.perf_counter() - self._t0
         others = (self._busy() - self._busy0) - (self._own() - self._own0)
         return max(0.0, others / (wall * (os.cpu_count() or 1)))
+
+
+def latency_percentiles(ms) -> dict[str, float]:
+    """``{"min", "p50", "p90", "p99"}`` of a list of latencies (ms in, ms out; p50 is the median). Shared by the
+    latency benchmarks (``bench_vla_onnx.py``, ``bench_policy_server.py``) so that their tables mean the same.
+
+    Raises:
+        ValueError: ``ms`` is empty.
+    """
+    import numpy as np
+
+    a = np.asarray(ms, dtype=np.float64)
+    if a.size == 0:
+        raise ValueError("latency_percentiles: no samples")
+    return {"min": float(a.min()), "p50": float(np.percentile(a, 50)), "p90": float(np.percentile(a, 90)),
+            "p99": float(np.percentile(a, 99))}  # fmt: skip

@@ -18,7 +18,9 @@ import sys
 
 import torch
 
-from upright.vla.intervention import WEIGHTINGS, WeightingCfg, add_lora, finetune, load_intervention_flags, merge_lora, sample_weights
+from upright.vla.intervention import (
+    WEIGHTINGS, WeightingCfg, add_lora, finetune, load_episode_success, load_intervention_flags, merge_lora, sample_weights,
+)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -48,7 +50,8 @@ def main(argv: list[str] | None = None) -> None:
         datas = [load_dataset(p, c.cameras, c.state_key, args.max_episodes) for p in args.dataset]
         flags = torch.cat([load_intervention_flags(p, args.max_episodes) for p in args.dataset])
         data = concat(datas)
-        weights = sample_weights(flags, data.episode, args.weighting, WeightingCfg())
+        success = torch.cat([load_episode_success(p, args.max_episodes) for p in args.dataset])
+        weights = sample_weights(flags, data.episode, args.weighting, WeightingCfg(), success)
         trainable = model if args.lora_rank == 0 else add_lora(model, args.lora_rank)
         n_train = sum(p.numel() for p in trainable.parameters() if p.requires_grad)
         losses = finetune(trainable, data, weights, args.steps, args.batch_size, args.lr, args.seed)
@@ -68,6 +71,7 @@ def main(argv: list[str] | None = None) -> None:
         "frames": len(data), "intervention_frames": int(flags.sum()),
         "pre_intervention_frames": int(((weights == w.pre_intervention_weight) & ~flags).sum())
         if args.weighting == "sirius" else None,
+        "failed_episode_robot_frames": int((~success & ~flags).sum()),
     }  # fmt: skip
     (out / "finetune.json").write_text(json.dumps(report, indent=1) + "\n")
     print(f"finetune: wrote {out / 'model.pt'} and {out / 'policy.onnx'} (onnxruntime vs torch {err:.2g}); "

@@ -8,7 +8,11 @@ steps just before an intervention down-weighted, the rest of the robot's autonom
 - ``bc``: every frame weight 1 (plain behaviour cloning on the mixed data);
 - ``intervention``: human frames ``intervention_weight``, every other frame 1;
 - ``sirius``: human frames ``intervention_weight``; the ``pre_intervention_steps`` robot frames before each
-  intervention starts ``pre_intervention_weight``; every other robot frame 1.
+  intervention starts ``pre_intervention_weight``; the other robot frames 1 in episodes that succeeded (the
+  autonomous successes Sirius keeps) and ``failure_weight`` in episodes that did not. Sirius' operator makes every
+  deployment episode succeed, so its data hold no autonomous failures; an operator that hands back and lets the
+  policy fail (``sim_operator --hand-back-height``) records some, and cloning them copies the base's own mistakes
+  (``docs/vla_residual.md``, session 11). Without outcomes (``success=None``) every episode counts as a success.
 
 The weight values are upright's defaults (``WeightingCfg``), not Sirius's tuned numbers. Frames are drawn with
 probability proportional to their weight (as Sirius' weighted sampling).
@@ -52,6 +56,8 @@ class WeightingCfg:
     """Robot frames before an intervention that count as pre-intervention (0.3 s at 50 Hz)."""
     pre_intervention_weight: float = 0.1
     """Weight of a pre-intervention frame under ``sirius``."""
+    failure_weight: float = 0.0
+    """Weight under ``sirius`` of a robot frame (not pre-intervention) in an episode whose outcome is not ``success``."""
 
 
 def load_intervention_flags(root: str | pathlib.Path, max_episodes: int | None = None) -> torch.Tensor:
@@ -78,14 +84,43 @@ def load_intervention_flags(root: str | pathlib.Path, max_episodes: int | None =
     return torch.from_numpy(table.column("intervention").to_numpy(zero_copy_only=False).astype(bool))
 
 
+def load_episode_success(root: str | pathlib.Path, max_episodes: int | None = None) -> torch.Tensor:
+    """(N,) bool per frame: the frame's episode has ``upright/outcome`` ``success`` (the episodes table of a LeRobot v3
+    dataset written by :class:`upright.deploy.lerobot_dataset.LeRobotV3Writer`), in the frame order of
+    :func:`load_intervention_flags`.
+
+    Raises:
+        ValueError: the dataset has no ``upright/outcome`` episode column (record it with the daemon's writer).
+    """
+    root = pathlib.Path(root)
+    outcome = {}
+    for f in sorted(root.glob("meta/episodes/chunk-*/file-*.parquet")):
+        t = pq.read_table(f)
+        if "upright/outcome" not in t.column_names:
+            raise ValueError(f"dataset {root} has no 'upright/outcome' episode column; record it with the daemon's "
+                             "writer (python -m upright.tasks.lift.record_demos, the deploy daemon or sim_operator)")
+        outcome.update(zip(t.column("episode_index").to_pylist(), t.column("upright/outcome").to_pylist()))
+    tables = []
+    for f in sorted(root.glob("data/chunk-*/file-*.parquet")):
+        t = pq.read_table(f, columns=["index", "episode_index"])
+        if max_episodes is not None:
+            t = t.filter(pc.less(t.column("episode_index"), max_episodes))
+        if t.num_rows:
+            tables.append(t)
+    episodes = pa.concat_tables(tables).sort_by("index").column("episode_index").to_pylist()
+    return torch.tensor([outcome.get(e) == "success" for e in episodes], dtype=torch.bool)
+
+
 def sample_weights(intervention: torch.Tensor, episode: torch.Tensor, scheme: str,
-                   cfg: WeightingCfg | None = None) -> torch.Tensor:  # fmt: skip
+                   cfg: WeightingCfg | None = None, success: torch.Tensor | None = None) -> torch.Tensor:  # fmt: skip
     """(N,) float32 sample weight of each frame (module docstring).
 
     Args:
         intervention: (N,) bool, the frame was under human control.
         episode: (N,) int64 episode of each frame; an episode's frames are consecutive and in time order.
         scheme: one of :data:`WEIGHTINGS`.
+        success: (N,) bool, the frame's episode succeeded (:func:`load_episode_success`); None: every episode did.
+            Only ``sirius`` reads it.
 
     Raises:
         ValueError: an unknown scheme, or shapes that differ.
@@ -93,7 +128,8 @@ def sample_weights(intervention: torch.Tensor, episode: torch.Tensor, scheme: st
     cfg = cfg or WeightingCfg()
     if scheme not in WEIGHTINGS:
         raise ValueError(f"unknown weighting '{scheme}'; choose one of {', '.join(WEIGHTINGS)}")
-    if intervention.shape != episode.shape or intervention.ndim != 1:
+    if intervention.shape != episode.shape or intervention.ndim != 1 or (
+            success is not None and success.shape != episode.shape):
         raise ValueError(f"intervention and episode must both be (N,), got {tuple(intervention.shape)}, "
                          f"{tuple(episode.shape)}")  # fmt: skip
     human = intervention.bool()
@@ -103,6 +139,8 @@ def sample_weights(intervention: torch.Tensor, episode: torch.Tensor, scheme: st
     w[human] = cfg.intervention_weight
     if scheme == "intervention":
         return w
+    if success is not None:
+        w[~human & ~success.bool()] = cfg.failure_weight  # autonomous frames of failed episodes
     # pre-intervention: robot frames within K steps before a frame where human control starts, same episode
     n = human.shape[0]
     prev_human = torch.zeros_like(human)

@@ -33,7 +33,7 @@ from rsl_rl.env import VecEnv
 from tensordict import TensorDict
 
 from upright.vla.policy import ChunkPolicy
-from upright.vla.residual_config import ResidualCfg, check_residual_cfg, resolve_base_file  # noqa: F401 (re-export)
+from upright.vla.residual_config import ResidualCfg, check_residual_cfg, resolve_base_file
 
 BASE_ACTION_TERM = "base_action"
 """Name of the observation term appended for the residual (the base's action of this step, (A,) in [-1, 1])."""

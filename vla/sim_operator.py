@@ -5,7 +5,13 @@ Rule (HIL-SERL / Sirius style "about to fail" test, upright's thresholds): at en
 1.0 s into the 3 s episode) an env whose cube is not grasped (both finger pads on it, the task's contact sensors)
 is handed to the expert for the rest of the episode; the expert starts its pick from the current state.
 
+With ``--hand-back-height H`` the operator corrects and hands back, as a human does in HG-DAgger (Kelly et al.,
+ICRA 2019) and Sirius (Liu et al., RSS 2023): the expert gives control back as soon as the cube is grasped and
+``H`` (m) above its start, and takes over again if the policy then drops it (not grasped, less than 1 cm up). The
+intervention frames are then the corrections themselves, in the states the policy reaches.
+
     python -m upright.vla.sim_operator --policy runs/tiny_vla --episodes 100 --out data/interventions [--check-step 50]
+        [--hand-back-height 0.03]
 """
 
 from __future__ import annotations
@@ -24,24 +30,38 @@ class TakeoverController:
             :func:`upright.vla.evaluate_lift.load_chunk_policy` returns them).
         check_step: env step of the grasp check.
         instruction: the policy's instruction.
+        hand_back_height: None: the expert keeps the episode. Else the expert hands back once the cube is grasped and
+            this high above its start (m), and retakes an episode whose cube the policy drops.
+
+    Raises:
+        ValueError: ``hand_back_height`` <= 0.
     """
 
-    def __init__(self, env, policy, spec: dict, check_step: int = 50, instruction: str | None = None):
+    def __init__(self, env, policy, spec: dict, check_step: int = 50, instruction: str | None = None,
+                 hand_back_height: float | None = None):
         from upright.tasks.lift.expert import ScriptedExpert
         from upright.tasks.lift.record_demos import TASK
 
+        if hand_back_height is not None and hand_back_height <= 0:
+            raise ValueError(f"hand_back_height must be > 0 m (e.g. 0.03), got {hand_back_height}")
         self.env, self.policy, self.spec = env, policy, spec
         self.expert = ScriptedExpert(env)
         self.check_step = int(check_step)
         self.instruction = instruction or TASK
+        self.hand_back_height = hand_back_height
         self.human = torch.zeros(env.num_envs, dtype=torch.bool)
-        """(N,) the expert has taken over this env's episode."""
+        """(N,) the expert controls this env now."""
+        self.handed_back = torch.zeros(env.num_envs, dtype=torch.bool)
+        """(N,) the expert has handed this env's episode back to the policy (``hand_back_height`` only)."""
+        self.handbacks = 0
+        """Hand-backs so far."""
         self.takeovers = 0
         """Episodes taken over so far."""
 
     def reset(self, env_ids: torch.Tensor) -> None:
         """New episodes in ``env_ids``: the policy drives again."""
         self.human[env_ids] = False
+        self.handed_back[env_ids] = False
         self.policy.reset(env_ids)
         self.expert.reset(env_ids)
 
@@ -49,7 +69,17 @@ class TakeoverController:
         from upright.vla.evaluate_lift import make_batch
 
         step = env.episode_length_buf.cpu()
-        take = (~self.human) & (step == self.check_step) & ~env.state.grasped.cpu()
+        grasped = env.state.grasped.cpu()
+        take = (~self.human) & (step == self.check_step) & ~grasped
+        if self.hand_back_height is not None:
+            lift = env.state.cube_lift.cpu()
+            back = self.human & grasped & (lift > self.hand_back_height)
+            self.human &= ~back
+            self.handed_back |= back
+            self.handbacks += int(back.sum())
+            if back.any():
+                self.policy.reset(back.nonzero().flatten())  # its next chunk starts from the handed-back state
+            take |= self.handed_back & (~self.human) & (~grasped) & (lift < 0.01)
         if take.any():
             ids = take.nonzero().flatten()
             self.expert.reset(ids)
@@ -72,7 +102,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--num-envs", type=int, default=25)
     parser.add_argument("--seed", type=int, default=100)
     parser.add_argument("--check-step", type=int, default=50)
+    parser.add_argument("--hand-back-height", type=float, default=None,
+                        help="m: hand back once the cube is grasped this high (default: the expert keeps the episode)")
     args = parser.parse_args(argv)
+    if args.hand_back_height is not None and args.hand_back_height <= 0:
+        parser.error("--hand-back-height must be > 0 m (e.g. 0.03)")
     torch.set_num_threads(1)
     try:
         policy, spec = load_chunk_policy(args.policy)
@@ -84,12 +118,12 @@ def main(argv: list[str] | None = None) -> None:
     made = []
 
     def factory(env):
-        made.append(TakeoverController(env, policy, spec, args.check_step))
+        made.append(TakeoverController(env, policy, spec, args.check_step, hand_back_height=args.hand_back_height))
         return made[0]
 
     summary = record(args.out, args.episodes, args.num_envs, args.seed, controller=factory)
     print(f"{args.out}: {summary['episodes']} episodes, {summary['frames']} frames, {summary['successes']} "
-          f"successful; the expert took over {made[0].takeovers} episodes")  # fmt: skip
+          f"successful; the expert took over {made[0].takeovers} times, handed back {made[0].handbacks} times")  # fmt: skip
 
 
 if __name__ == "__main__":

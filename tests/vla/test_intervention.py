@@ -31,6 +31,13 @@ def test_weightings_up_weight_humans_and_down_weight_the_steps_before():
     assert s[10] == 3.0 and s[11:] == [1.0] * 5
     with pytest.raises(ValueError, match="unknown weighting"):
         sample_weights(human, episode, "dagger")
+    # episode 1 failed: its autonomous frames get failure_weight under sirius only; human frames keep their weight
+    success = episode == 0
+    f = sample_weights(human, episode, "sirius", WeightingCfg(3.0, 3, 0.25, failure_weight=0.5), success).tolist()
+    assert f[:10] == s[:10] and f[10] == 3.0 and f[11:] == [0.5] * 5
+    assert sample_weights(human, episode, "bc", cfg, success).tolist() == [1.0] * 16
+    with pytest.raises(ValueError, match="must both be"):
+        sample_weights(human, episode, "sirius", cfg, success[:3])
 
 
 @pytest.fixture(scope="module")
@@ -115,7 +122,51 @@ def test_simulated_operator_logs_takeovers_with_the_daemons_columns(tmp_path):
     np.testing.assert_array_equal(human, frame >= 5)
     np.testing.assert_array_equal(source, np.where(human, int(ControlSource.HUMAN), int(ControlSource.POLICY)))
     flags = load_intervention_flags(out)
+    from upright.vla.intervention import load_episode_success
+
+    success = load_episode_success(out)
+    assert success.shape == flags.shape and not success.any()  # 0.3 s episodes cannot succeed
     data = load_dataset(out, (), "observation.policy_obs")
     w = sample_weights(flags, data.episode, "sirius", WeightingCfg(pre_intervention_steps=3))
     expected = np.where(frame >= 5, 2.0, np.where(frame >= 2, 0.1, 1.0))
     np.testing.assert_allclose(w.numpy(), expected, rtol=1e-6)
+
+
+def test_simulated_operator_hands_back_after_the_correction(tmp_path):
+    """With hand_back_height the expert corrects (grasps and lifts) and gives the episode back to the policy."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from upright.tasks.lift.record_demos import record
+    from upright.vla.sim_operator import TakeoverController
+    from upright.vla.tiny import TinyVLA, TinyVLAConfig
+
+    torch.manual_seed(0)
+    base = TinyVLA(TinyVLAConfig(cameras=(), chunk_size=4, state_dim=49, state_key="observation.policy_obs")).eval()
+    spec = {"state_key": "observation.policy_obs", "cameras": []}
+    made = []
+
+    def factory(env):
+        made.append(TakeoverController(env, base, spec, check_step=1, hand_back_height=0.01))
+        return made[0]
+
+    out = tmp_path / "int"
+    record(out, episodes=2, num_envs=2, seed=1, overrides=["sim.num_threads=1", "env.domain_rand.enabled=false"],
+           controller=factory)  # fmt: skip
+    op = made[0]
+    assert op.takeovers >= 2 and op.handbacks >= 1
+    files = sorted(out.glob("data/chunk-*/file-*.parquet"))
+    table = pa.concat_tables([pq.read_table(f, columns=["episode_index", "frame_index", "intervention"])
+                              for f in files]).sort_by([("episode_index", "ascending"), ("frame_index", "ascending")])
+    ep = np.asarray(table.column("episode_index"))
+    human = np.asarray(table.column("intervention"))
+    handed = 0
+    for e in np.unique(ep):
+        h = human[ep == e]
+        assert not h[0] and h[1]  # the policy drives frame 0, the expert from the check step
+        # a hand-back is a human frame followed by a policy frame
+        handed += int(np.any(h[1:-1] & ~h[2:]))
+    assert handed >= 1
+    with pytest.raises(ValueError, match="hand_back_height"):
+        TakeoverController(None, base, spec, hand_back_height=0.0)
