@@ -34,6 +34,9 @@ class LiftRewardsCfg:
     tracking term with std 0.05 m; not Playground's; 0 = off)."""
     fine_sharpness: float = 20.0
     """Sharpness of ``box_target_fine``, 1/m: 1 - tanh(20 · 0.025) = 0.54 at the success radius, 0.24 at 5 cm."""
+    carry: float = 0.0
+    """Group ``lift``: the fraction of the start-to-target distance covered while grasped (linear; ManiSkill's
+    grasp-gated place reward; not Playground's; 0 = off)."""
     at_target: float = 0.0
     """Group ``lift``: the cube centre within ``at_target_threshold`` of the target (a success bonus; not Playground's;
     0 = off)."""

@@ -68,6 +68,21 @@ def lifted(state: LiftState, min_height: float = 0.02) -> torch.Tensor:
     return (state.grasped & (state.cube_lift > min_height)).float()
 
 
+def carry(state: LiftState, min_distance: float = 0.05) -> torch.Tensor:
+    """``grasped * clip(1 - |target - cube| / |target - cube_start|, 0, 1)``: the fraction of the way from the cube's
+    start to the target covered so far, while the cube is held (dimensionless, 0 on the floor, 1 at the target).
+
+    Linear in the distance, so each cm of carry earns the same, where ``lifted`` pays a flat bonus for any lift above
+    2 cm (holding the cube low then pays as much as carrying it up; ``docs/lift_learning.md``, sessions 9-10) and
+    ``box_target``'s tanh is nearly flat 20-40 cm from the target. The start distance is floored at ``min_distance``
+    (m) so that a target near the start does not blow the slope up. The grasp gate is ManiSkill ``PickCube``'s
+    (``place_reward * is_grasped``); not in Playground (weight 0 by default).
+    """
+    start = (state.target_pos - state.cube_start).norm(dim=-1).clamp_min(min_distance)
+    frac = (1.0 - state.cube_to_target.norm(dim=-1) / start).clamp(0.0, 1.0)
+    return frac * state.grasped.float()
+
+
 def at_target(state: LiftState, threshold: float = 0.025) -> torch.Tensor:
     """1 while the cube centre is within ``threshold`` (m) of the target, the success test, else 0 (ManiSkill
     ``PickCube``'s dense reward is highest once the goal is reached). Not in Playground; weight 0 by default."""
@@ -87,6 +102,7 @@ def lift_reward_terms(weights) -> list[RewardTerm]:
         RewardTerm("box_target", box_target, "lift", weights.box_target),
         RewardTerm("box_target_fine", box_target, "lift", weights.box_target_fine, {"sharpness": weights.fine_sharpness}),
         RewardTerm("lifted", lifted, "lift", weights.lifted, {"min_height": weights.lift_height}),
+        RewardTerm("carry", carry, "lift", weights.carry),
         RewardTerm("at_target", at_target, "lift", weights.at_target, {"threshold": weights.at_target_threshold}),
         RewardTerm("no_floor_collision", no_floor_collision, "regularization", weights.no_floor_collision),
         RewardTerm("robot_target_qpos", robot_target_qpos, "regularization", weights.robot_target_qpos),

@@ -68,7 +68,7 @@ def test_reward_terms_use_config_weights_and_groups():
     by_key = {t.key: t.weight for t in terms}
     assert by_key == {"reach/gripper_box": 1.5, "lift/box_target": 8.0, "regularization/no_floor_collision": 0.25,
                       "regularization/robot_target_qpos": 0.3, "regularization/action_rate": 0.0,
-                      "reach/grasp": 4.0, "lift/lifted": 8.0, "lift/at_target": 0.0, "lift/box_target_fine": 0.0}  # fmt: skip
+                      "reach/grasp": 4.0, "lift/lifted": 8.0, "lift/at_target": 0.0, "lift/carry": 0.0, "lift/box_target_fine": 0.0}  # fmt: skip
     lifted = next(t for t in rewards.lift_reward_terms(LiftRewardsCfg(lift_height=0.05)) if t.name == "lifted")
     assert lifted.params == {"min_height": 0.05}
     fine = next(t for t in rewards.lift_reward_terms(LiftRewardsCfg(fine_sharpness=30.0)) if t.name == "box_target_fine")
@@ -87,6 +87,18 @@ def test_at_target_is_the_success_test():
     s.cube_pos[:] = torch.tensor([[0.7, 0.0, 0.3], [0.7, 0.024, 0.3], [0.7, 0.0, 0.274]])
     assert rewards.at_target(s, threshold=0.025).tolist() == [1.0, 1.0, 0.0]
     assert rewards.at_target(s, threshold=0.01).tolist() == [1.0, 0.0, 0.0]
+
+
+def test_carry_is_the_fraction_covered_while_grasped():
+    s = LiftState.zeros(5)
+    s.target_pos[:, 2] = 0.3  # start 0.3 m below the target
+    s.cube_pos[:, 2] = torch.tensor([0.0, 0.15, 0.3, 0.45, 0.15])
+    s.pad_contact[:4] = True  # env 4 not grasped
+    close(rewards.carry(s), [0.0, 0.5, 1.0, 0.5, 0.0])
+    s2 = LiftState.zeros(1)
+    s2.target_pos[:, 2] = 0.01  # start 1 cm from the target: the slope uses the 5 cm floor
+    s2.pad_contact[:] = True
+    close(rewards.carry(s2, min_distance=0.05), [1.0 - 0.01 / 0.05])
 
 
 def test_lifted_needs_a_grasp_and_the_height():
