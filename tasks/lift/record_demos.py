@@ -168,8 +168,10 @@ def record(
     obs = env.get_observations()
     while written < episodes:
         proprio = proprio_state(env)
-        policy_obs = obs["actor"].cpu().numpy()
-        images = obs["rgb"].cpu().numpy() if cams else None
+        # copies: env.step writes the reset envs' observations into these buffers in place (on the CPU .numpy()
+        # shares memory), which overwrote the last frame of every episode with the next episode's first one
+        policy_obs = obs["actor"].cpu().numpy().copy()
+        images = obs["rgb"].cpu().numpy().copy() if cams else None
         ctrl_before = env.ctrl.clone()
         actions, human = controller(env, obs)
         human = human.cpu().numpy()

@@ -170,3 +170,41 @@ def test_simulated_operator_hands_back_after_the_correction(tmp_path):
     assert handed >= 1
     with pytest.raises(ValueError, match="hand_back_height"):
         TakeoverController(None, base, spec, hand_back_height=0.0)
+
+
+def test_a_policy_can_play_the_operator(tmp_path):
+    """--operator: the human frames carry the operator policy's actions for the recorded observation."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from upright.tasks.lift.record_demos import record
+    from upright.vla.linear import LinearChunkPolicy
+    from upright.vla.sim_operator import TakeoverController
+    from upright.vla.tiny import TinyVLA, TinyVLAConfig
+
+    torch.manual_seed(0)
+    base = TinyVLA(TinyVLAConfig(cameras=(), chunk_size=4, state_dim=49, state_key="observation.policy_obs")).eval()
+    spec = {"state_key": "observation.policy_obs", "cameras": []}
+    op = LinearChunkPolicy(state_dim=49, chunk_size=1, action_dim=8, seed=3)
+    made = []
+
+    def factory(env):
+        made.append(TakeoverController(env, base, spec, check_step=3, operator=(op, spec)))
+        return made[0]
+
+    out = tmp_path / "int"
+    record(out, episodes=2, num_envs=2, seed=1, overrides=["sim.num_threads=1", "env.episode_length_s=0.2"],
+           controller=factory)  # fmt: skip
+    assert made[0].expert is None and made[0].takeovers == 2
+    files = sorted(out.glob("data/chunk-*/file-*.parquet"))
+    t = pa.concat_tables([pq.read_table(f, columns=["index", "intervention", "observation.policy_obs", "action"])
+                          for f in files]).sort_by("index")  # fmt: skip
+    human = np.asarray(t.column("intervention"))
+    obs = np.stack(t.column("observation.policy_obs").to_numpy(zero_copy_only=False)).astype(np.float32)
+    act = np.stack(t.column("action").to_numpy(zero_copy_only=False)).astype(np.float32)
+    from upright.tasks.lift.record_demos import TASK
+
+    expected = op.select_action({"observation.state": torch.from_numpy(obs), "task": [TASK] * len(obs)}).numpy()
+    np.testing.assert_allclose(np.clip(act[human], -1, 1), np.clip(expected[human], -1, 1), atol=1e-4)
+    assert not np.allclose(np.clip(act[~human], -1, 1), np.clip(expected[~human], -1, 1), atol=1e-2)
