@@ -36,11 +36,19 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--lr", type=float, default=3e-4)
     parser.add_argument("--seed", type=int, default=0)
+    d = WeightingCfg()
+    parser.add_argument("--intervention-weight", type=float, default=d.intervention_weight,
+                        help=f"weight of a human frame (intervention, sirius; default {d.intervention_weight})")
+    parser.add_argument("--pre-intervention-weight", type=float, default=d.pre_intervention_weight,
+                        help=f"weight of a pre-intervention frame (sirius; default {d.pre_intervention_weight})")
     parser.add_argument("--max-episodes", type=int, default=None)
     parser.add_argument("--out", required=True)
     args = parser.parse_args(argv)
     if args.steps < 1 or args.lora_rank < 0:
         parser.error("--steps must be >= 1 and --lora-rank >= 0")
+    if args.intervention_weight < 0 or args.pre_intervention_weight < 0:
+        parser.error("--intervention-weight and --pre-intervention-weight must be >= 0")
+    wcfg = WeightingCfg(intervention_weight=args.intervention_weight, pre_intervention_weight=args.pre_intervention_weight)
     torch.set_num_threads(1)
     base_path = pathlib.Path(args.base)
     base_path = base_path / "model.pt" if base_path.is_dir() else base_path
@@ -51,7 +59,7 @@ def main(argv: list[str] | None = None) -> None:
         flags = torch.cat([load_intervention_flags(p, args.max_episodes) for p in args.dataset])
         data = concat(datas)
         success = torch.cat([load_episode_success(p, args.max_episodes) for p in args.dataset])
-        weights = sample_weights(flags, data.episode, args.weighting, WeightingCfg(), success)
+        weights = sample_weights(flags, data.episode, args.weighting, wcfg, success)
         trainable = model if args.lora_rank == 0 else add_lora(model, args.lora_rank)
         n_train = sum(p.numel() for p in trainable.parameters() if p.requires_grad)
         losses = finetune(trainable, data, weights, args.steps, args.batch_size, args.lr, args.seed)
@@ -64,9 +72,10 @@ def main(argv: list[str] | None = None) -> None:
     from upright.vla.export import export_onnx
 
     err = export_onnx(model, out / "policy.onnx", data.tasks)
-    w = WeightingCfg()
+    w = wcfg
     report = {
-        "base": str(base_path), "datasets": args.dataset, "weighting": args.weighting, "lora_rank": args.lora_rank,
+        "base": str(base_path), "datasets": args.dataset, "weighting": args.weighting,
+        "intervention_weight": w.intervention_weight, "pre_intervention_weight": w.pre_intervention_weight, "lora_rank": args.lora_rank,
         "trainable_parameters": n_train, "steps": args.steps, "final_loss": sum(losses[-50:]) / len(losses[-50:]),
         "frames": len(data), "intervention_frames": int(flags.sum()),
         "pre_intervention_frames": int(((weights == w.pre_intervention_weight) & ~flags).sum())
