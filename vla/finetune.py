@@ -72,13 +72,12 @@ def main(argv: list[str] | None = None) -> None:
     from upright.vla.export import export_onnx
 
     err = export_onnx(model, out / "policy.onnx", data.tasks)
-    w = wcfg
     report = {
         "base": str(base_path), "datasets": args.dataset, "weighting": args.weighting,
-        "intervention_weight": w.intervention_weight, "pre_intervention_weight": w.pre_intervention_weight, "lora_rank": args.lora_rank,
+        "intervention_weight": wcfg.intervention_weight, "pre_intervention_weight": wcfg.pre_intervention_weight, "lora_rank": args.lora_rank,
         "trainable_parameters": n_train, "steps": args.steps, "final_loss": sum(losses[-50:]) / len(losses[-50:]),
         "frames": len(data), "intervention_frames": int(flags.sum()),
-        "pre_intervention_frames": int(((weights == w.pre_intervention_weight) & ~flags).sum())
+        "pre_intervention_frames": int(((weights == wcfg.pre_intervention_weight) & ~flags).sum())
         if args.weighting == "sirius" else None,
         "failed_episode_robot_frames": int((~success & ~flags).sum()),
     }  # fmt: skip

@@ -69,19 +69,25 @@ def load_intervention_flags(root: str | pathlib.Path, max_episodes: int | None =
             ``record_demos`` or the deploy daemon's logger).
     """
     root = pathlib.Path(root)
-    tables = []
     for f in sorted(root.glob("data/chunk-*/file-*.parquet")):
-        names = pq.read_schema(f).names
-        if "intervention" not in names:
+        if "intervention" not in pq.read_schema(f).names:
             raise ValueError(f"dataset {root} has no 'intervention' column; record it with the daemon's schema "
                              "(python -m upright.tasks.lift.record_demos or the deploy daemon)")  # fmt: skip
-        t = pq.read_table(f, columns=["index", "episode_index", "intervention"])
+    table = _frame_table(root, ["intervention"], max_episodes)
+    return torch.from_numpy(table.column("intervention").to_numpy(zero_copy_only=False).astype(bool))
+
+
+def _frame_table(root: pathlib.Path, columns: list[str], max_episodes: int | None) -> pa.Table:
+    """``index``, ``episode_index`` and ``columns`` of every frame of a LeRobot v3 dataset, sorted by ``index``, the
+    episodes below ``max_episodes`` only (the frame order and filter of :func:`upright.vla.dataset.load_dataset`)."""
+    tables = []
+    for f in sorted(root.glob("data/chunk-*/file-*.parquet")):
+        t = pq.read_table(f, columns=["index", "episode_index", *columns])
         if max_episodes is not None:
             t = t.filter(pc.less(t.column("episode_index"), max_episodes))
         if t.num_rows:
             tables.append(t)
-    table = pa.concat_tables(tables).sort_by("index")
-    return torch.from_numpy(table.column("intervention").to_numpy(zero_copy_only=False).astype(bool))
+    return pa.concat_tables(tables).sort_by("index")
 
 
 def load_episode_success(root: str | pathlib.Path, max_episodes: int | None = None) -> torch.Tensor:
@@ -100,14 +106,7 @@ def load_episode_success(root: str | pathlib.Path, max_episodes: int | None = No
             raise ValueError(f"dataset {root} has no 'upright/outcome' episode column; record it with the daemon's "
                              "writer (python -m upright.tasks.lift.record_demos, the deploy daemon or sim_operator)")
         outcome.update(zip(t.column("episode_index").to_pylist(), t.column("upright/outcome").to_pylist()))
-    tables = []
-    for f in sorted(root.glob("data/chunk-*/file-*.parquet")):
-        t = pq.read_table(f, columns=["index", "episode_index"])
-        if max_episodes is not None:
-            t = t.filter(pc.less(t.column("episode_index"), max_episodes))
-        if t.num_rows:
-            tables.append(t)
-    episodes = pa.concat_tables(tables).sort_by("index").column("episode_index").to_pylist()
+    episodes = _frame_table(root, [], max_episodes).column("episode_index").to_pylist()
     return torch.tensor([outcome.get(e) == "success" for e in episodes], dtype=torch.bool)
 
 
