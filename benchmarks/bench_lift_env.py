@@ -1,7 +1,7 @@
 """Throughput of the lift env against the physics limit of the machine it runs on, and camera frames/s per core.
 
     python benchmarks/bench_lift_env.py [--num-envs 256] [--threads 1] [--steps 100] [--backends native[,mjx]]
-        [--camera-frames 20] [--out docs/bench_lift_env.md]
+        [--action-modes delta[,ee_delta]] [--camera-frames 20] [--out docs/bench_lift_env.md]
 
 Every env figure is divided by a *physical limit* measured in the same process just before it:
 
@@ -13,7 +13,11 @@ in contact with both pads) is restored before each measurement, so every measure
 
 Figures: the bare backend (``BatchedSim.step(ctrl, 4)``) and the full ``LiftEnv.step`` with random actions in
 [-1, 1] (rewards, terminations, resets, observation), N envs, on each backend asked for (MJX compiles for minutes on
-a CPU; its figure excludes the compile). Camera: one ``mujoco.Renderer`` on one thread, the ``front`` camera at
+a CPU; its figure excludes the compile), in each action mode asked for (``env.action_mode``: ``delta``, the joint
+targets, and ``ee_delta``, the gripper site through differential IK), with the full step's time (ms per env step of N
+envs) and its cost as a multiple of the ``delta`` step's on the same backend. The two modes' random actions drive the
+arm differently, so their physics differs too; the IK alone (``DifferentialIK.joint_step`` at the env's last targets)
+is timed as well. Camera: one ``mujoco.Renderer`` on one thread, the ``front`` camera at
 64 x 64 (and 128 x 128), shadows/reflections off as the ``rgb`` group renders, frames/s. The CPU model and the share
 of the CPU other processes used during the run are printed with the figures.
 
@@ -71,17 +75,18 @@ def mj_step_rate(model, qpos, qvel, ctrl, steps: int = 2000) -> float:
     return steps / (time.perf_counter() - t)
 
 
-def env_rates(backend: str, num_envs: int, threads: int, steps: int) -> dict[str, float]:
-    """env-steps/s of the bare backend and of the full env step (random actions)."""
+def env_rates(backend: str, num_envs: int, threads: int, steps: int, action_mode: str = "delta") -> dict[str, float]:
+    """env-steps/s of the bare backend and of the full env step (random actions in ``action_mode``) and, for
+    ``ee_delta``, seconds per call of the IK (``ik``)."""
     from upright.tasks.lift.config import LiftEnvCfg
     from upright.tasks.lift.env import LiftEnv
     from upright.tasks.standup.config import SimCfg
 
-    cfg = LiftEnvCfg(num_envs=num_envs)
+    cfg = LiftEnvCfg(num_envs=num_envs, action_mode=action_mode)
     sim_cfg = SimCfg(backend=backend, num_threads=threads)
     env = LiftEnv(cfg, sim_cfg, seed=0)
     gen = torch.Generator().manual_seed(0)
-    actions = [torch.rand(num_envs, 8, generator=gen) * 2 - 1 for _ in range(steps)]
+    actions = [torch.rand(num_envs, env.num_actions, generator=gen) * 2 - 1 for _ in range(steps)]
     for a in actions[:5]:  # warm-up (MJX: compile)
         env.step(a)
     t = time.perf_counter()
@@ -95,8 +100,14 @@ def env_rates(backend: str, num_envs: int, threads: int, steps: int) -> dict[str
         env.sim.step(ctrl, cfg.decimation)
         env.sim.state.qpos.sum()  # the state reaches torch (MJX is asynchronous)
     bare = num_envs * steps / (time.perf_counter() - t)
+    out = {"bare": bare, "full": full}
+    if env.ik is not None:
+        t = time.perf_counter()
+        for a in actions:
+            env.ik.joint_step(ctrl[:, :7], cfg.ee_action_scale * a[:, :3])
+        out["ik"] = (time.perf_counter() - t) / steps
     env.close()
-    return {"bare": bare, "full": full}
+    return out
 
 
 def camera_rate(model, qpos, size: int, frames: int) -> float:
@@ -127,6 +138,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--steps", type=int, default=100)
     p.add_argument("--backends", default="native", help="comma-separated: native, mjx")
+    p.add_argument("--action-modes", default="delta,ee_delta", help="comma-separated env.action_mode values")
     p.add_argument("--camera-frames", type=int, default=20, help="0 skips the camera figure")
     p.add_argument("--out", default=None, help="append the table to this markdown file")
     args = p.parse_args(argv)
@@ -135,12 +147,24 @@ def main(argv: list[str] | None = None) -> None:
     model, qpos, qvel, ctrl = grasp_state()
     lines = [f"lift env, {datetime.date.today()}, {cpu_model()}, {os.cpu_count()} CPUs, N = {args.num_envs}, "
              f"{args.threads} thread(s), {args.steps} env steps", "",
-             "| backend | physical limit (env-steps/s) | bare backend | full env step | full / limit |",
-             "|---|---|---|---|---|"]  # fmt: skip
+             "| backend | action mode | physical limit (env-steps/s) | bare backend | full env step | full / limit | "
+             "full step (ms) | cost / delta |",
+             "|---|---|---|---|---|---|---|---|"]  # fmt: skip
+    notes = []
     for backend in args.backends.split(","):
         limit = mj_step_rate(model, qpos, qvel, ctrl) * args.threads / 4
-        r = env_rates(backend, args.num_envs, args.threads, args.steps)
-        lines.append(f"| {backend} | {limit:,.0f} | {r['bare']:,.0f} | {r['full']:,.0f} | {r['full'] / limit:.2f} |")
+        delta_full = None
+        for mode in args.action_modes.split(","):
+            r = env_rates(backend, args.num_envs, args.threads, args.steps, mode)
+            delta_full = r["full"] if mode == "delta" else delta_full
+            ratio = f"{delta_full / r['full']:.2f}" if delta_full else "-"
+            lines.append(f"| {backend} | {mode} | {limit:,.0f} | {r['bare']:,.0f} | {r['full']:,.0f} | "
+                         f"{r['full'] / limit:.2f} | {1e3 * args.num_envs / r['full']:.1f} | {ratio} |")  # fmt: skip
+            if "ik" in r:
+                notes.append(f"{backend} {mode}: the IK alone takes {1e3 * r['ik']:.1f} ms per env step of "
+                             f"{args.num_envs} envs.")  # fmt: skip
+    if notes:
+        lines += ["", *notes]
     if args.camera_frames > 0:
         lines += ["", "| camera | frames/s per core |", "|---|---|"]
         for size in (64, 128):

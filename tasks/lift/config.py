@@ -37,6 +37,9 @@ class LiftRewardsCfg:
     carry: float = 0.0
     """Group ``lift``: the fraction of the start-to-target distance covered while grasped (linear; ManiSkill's
     grasp-gated place reward; not Playground's; 0 = off)."""
+    carry_off_floor: bool = True
+    """``carry`` pays nothing while the hand or a fingertip touches the floor (false: session 11's ungated term, under
+    which 2 of 4 seeds learnt to lean the hand on the table and tilt the cube up; ``docs/lift_learning.md``)."""
     at_target: float = 0.0
     """Group ``lift``: the cube centre within ``at_target_threshold`` of the target (a success bonus; not Playground's;
     0 = off)."""

@@ -32,6 +32,7 @@ import numpy as np
 import torch
 
 from upright.robots import panda
+from upright.tasks.lift.ik import orientation_error
 from upright.tasks.quat import quat_to_matrix
 
 APPROACH, DESCEND, GRASP, LIFT = 0, 1, 2, 3
@@ -52,11 +53,6 @@ the Panda's reach with the hand pointing straight down (they need 27-60 deg of t
 this scene)."""
 DESCEND_DEPTH = 0.0
 """The descend waypoint is this far below the cube centre, m (the pads close around the cube's middle)."""
-
-
-def _orientation_error(r_cur: np.ndarray, r_des: np.ndarray) -> np.ndarray:
-    """World-frame rotation vector (small-angle) taking ``r_cur`` to ``r_des`` (3 x 3 each): ½ Σ_i c_i × d_i."""
-    return 0.5 * sum(np.cross(r_cur[:, i], r_des[:, i]) for i in range(3))
 
 
 class ScriptedExpert:
@@ -148,7 +144,7 @@ class ScriptedExpert:
             measured = self._site_frame(q[i])[0]
             pos, rot, jac, _ = self._site_frame(np.concatenate([self.q_cmd[i], q[i, 7:]]))
             r_des = self._desired_rotation(rot, cube_rot[i])
-            rot_err = rot.T @ _orientation_error(rot, r_des)  # site frame
+            rot_err = rot.T @ orientation_error(rot[None], r_des[None])[0]  # site frame
             phase = self.phase[i]
             if phase == APPROACH:
                 goal = cube[i] + np.array([0.0, 0.0, APPROACH_HEIGHT])

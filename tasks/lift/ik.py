@@ -38,7 +38,7 @@ IK_NULL_GAIN = 0.05
 """k_null of the posture term toward the home arm angles, per env step."""
 
 
-def _orientation_error(r_cur: np.ndarray, r_des: np.ndarray) -> np.ndarray:
+def orientation_error(r_cur: np.ndarray, r_des: np.ndarray) -> np.ndarray:
     """(N, 3) world-frame small-angle rotation vectors taking ``r_cur`` to ``r_des`` ((N, 3, 3) each): ½ Σ_i c_i × d_i."""
     return 0.5 * np.cross(r_cur, r_des, axis=1).sum(axis=2)
 
@@ -90,7 +90,7 @@ class DifferentialIK:
         q = q_arm.detach().cpu().double().numpy()
         dx = translation.detach().cpu().double().numpy()
         _, rot, jac = self.site_frames(q)
-        world_err = _orientation_error(rot, np.broadcast_to(self.home_rotation, rot.shape))
+        world_err = orientation_error(rot, np.broadcast_to(self.home_rotation, rot.shape))
         rot_err = np.einsum("nji,nj->ni", rot, world_err)  # site frame
         w = self.weights
         e = w * np.concatenate([dx, rot_err], axis=1)

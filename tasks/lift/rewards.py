@@ -68,19 +68,26 @@ def lifted(state: LiftState, min_height: float = 0.02) -> torch.Tensor:
     return (state.grasped & (state.cube_lift > min_height)).float()
 
 
-def carry(state: LiftState, min_distance: float = 0.05) -> torch.Tensor:
-    """``grasped * clip(1 - |target - cube| / |target - cube_start|, 0, 1)``: the fraction of the way from the cube's
-    start to the target covered so far, while the cube is held (dimensionless, 0 on the floor, 1 at the target).
+def carry(state: LiftState, min_distance: float = 0.05, off_floor: bool = True) -> torch.Tensor:
+    """``grasped * off_floor * clip(1 - |target - cube| / |target - cube_start|, 0, 1)``: the fraction of the way from
+    the cube's start to the target covered so far, while the cube is held (dimensionless, 0 on the floor, 1 at the
+    target).
 
     Linear in the distance, so each cm of carry earns the same, where ``lifted`` pays a flat bonus for any lift above
     2 cm (holding the cube low then pays as much as carrying it up; ``docs/lift_learning.md``, sessions 9-10) and
     ``box_target``'s tanh is nearly flat 20-40 cm from the target. The start distance is floored at ``min_distance``
     (m) so that a target near the start does not blow the slope up. The grasp gate is ManiSkill ``PickCube``'s
     (``place_reward * is_grasped``); not in Playground (weight 0 by default).
+
+    With ``off_floor`` the term is also 0 while the hand or a fingertip touches the floor
+    (:attr:`LiftState.floor_contact`): without that gate, half of the seeds settled in a pose that pressed the hand
+    capsule onto the table (~150 N) and tilted the cube 5-7 cm up between the fingers, earning a quarter of the carry
+    without ever leaving the floor (``docs/lift_learning.md``, session 12).
     """
     start = (state.target_pos - state.cube_start).norm(dim=-1).clamp_min(min_distance)
     frac = (1.0 - state.cube_to_target.norm(dim=-1) / start).clamp(0.0, 1.0)
-    return frac * state.grasped.float()
+    held = state.grasped & ~state.floor_contact if off_floor else state.grasped
+    return frac * held.float()
 
 
 def at_target(state: LiftState, threshold: float = 0.025) -> torch.Tensor:
@@ -102,7 +109,7 @@ def lift_reward_terms(weights) -> list[RewardTerm]:
         RewardTerm("box_target", box_target, "lift", weights.box_target),
         RewardTerm("box_target_fine", box_target, "lift", weights.box_target_fine, {"sharpness": weights.fine_sharpness}),
         RewardTerm("lifted", lifted, "lift", weights.lifted, {"min_height": weights.lift_height}),
-        RewardTerm("carry", carry, "lift", weights.carry),
+        RewardTerm("carry", carry, "lift", weights.carry, {"off_floor": weights.carry_off_floor}),
         RewardTerm("at_target", at_target, "lift", weights.at_target, {"threshold": weights.at_target_threshold}),
         RewardTerm("no_floor_collision", no_floor_collision, "regularization", weights.no_floor_collision),
         RewardTerm("robot_target_qpos", robot_target_qpos, "regularization", weights.robot_target_qpos),

@@ -101,6 +101,16 @@ def test_carry_is_the_fraction_covered_while_grasped():
     close(rewards.carry(s2, min_distance=0.05), [1.0 - 0.01 / 0.05])
 
 
+def test_carry_pays_nothing_while_the_hand_touches_the_floor():
+    s = LiftState.zeros(3)
+    s.target_pos[:, 2] = 0.3
+    s.cube_pos[:, 2] = 0.075  # a quarter of the way up, grasped in every env
+    s.pad_contact[:] = True
+    s.floor_contact[:] = torch.tensor([False, True, True])  # envs 1-2: the hand leans on the table
+    close(rewards.carry(s), [0.25, 0.0, 0.0])
+    close(rewards.carry(s, off_floor=False), [0.25, 0.25, 0.25])  # session 11's ungated term
+
+
 def test_lifted_needs_a_grasp_and_the_height():
     s = LiftState.zeros(4)
     s.cube_start[:, 2] = 0.03

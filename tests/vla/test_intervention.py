@@ -88,22 +88,28 @@ def test_finetune_cli_writes_an_evaluable_policy(base, tiny_dataset, tmp_path):
         main(["--base", str(tmp_path / "nothing.pt"), "--dataset", str(tiny_dataset["root"]), "--out", str(out)])
 
 
-def test_simulated_operator_logs_takeovers_with_the_daemons_columns(tmp_path):
+@pytest.fixture
+def untrained_base():
+    """The operator tests' base: an untrained state-only TinyVLA (per test: ``select_action`` keeps a chunk queue)."""
+    from upright.vla.tiny import TinyVLA, TinyVLAConfig
+
+    torch.manual_seed(0)
+    return TinyVLA(TinyVLAConfig(cameras=(), chunk_size=4, state_dim=49, state_key="observation.policy_obs")).eval()
+
+
+def test_simulated_operator_logs_takeovers_with_the_daemons_columns(untrained_base, tmp_path):
     import numpy as np
     import pyarrow.parquet as pq
 
     from upright.deploy.state_machine import ControlSource
     from upright.tasks.lift.record_demos import record
     from upright.vla.sim_operator import TakeoverController
-    from upright.vla.tiny import TinyVLA, TinyVLAConfig
 
-    torch.manual_seed(0)
-    base = TinyVLA(TinyVLAConfig(cameras=(), chunk_size=4, state_dim=49, state_key="observation.policy_obs")).eval()
     spec = {"state_key": "observation.policy_obs", "cameras": []}
     made = []
 
     def factory(env):
-        made.append(TakeoverController(env, base, spec, check_step=5))
+        made.append(TakeoverController(env, untrained_base, spec, check_step=5))
         return made[0]
 
     out = tmp_path / "int"
@@ -132,7 +138,7 @@ def test_simulated_operator_logs_takeovers_with_the_daemons_columns(tmp_path):
     np.testing.assert_allclose(w.numpy(), expected, rtol=1e-6)
 
 
-def test_simulated_operator_hands_back_after_the_correction(tmp_path):
+def test_simulated_operator_hands_back_after_the_correction(untrained_base, tmp_path):
     """With hand_back_height the expert corrects (grasps and lifts) and gives the episode back to the policy."""
     import numpy as np
     import pyarrow as pa
@@ -140,15 +146,12 @@ def test_simulated_operator_hands_back_after_the_correction(tmp_path):
 
     from upright.tasks.lift.record_demos import record
     from upright.vla.sim_operator import TakeoverController
-    from upright.vla.tiny import TinyVLA, TinyVLAConfig
 
-    torch.manual_seed(0)
-    base = TinyVLA(TinyVLAConfig(cameras=(), chunk_size=4, state_dim=49, state_key="observation.policy_obs")).eval()
     spec = {"state_key": "observation.policy_obs", "cameras": []}
     made = []
 
     def factory(env):
-        made.append(TakeoverController(env, base, spec, check_step=1, hand_back_height=0.01))
+        made.append(TakeoverController(env, untrained_base, spec, check_step=1, hand_back_height=0.01))
         return made[0]
 
     out = tmp_path / "int"
@@ -169,10 +172,10 @@ def test_simulated_operator_hands_back_after_the_correction(tmp_path):
         handed += int(np.any(h[1:-1] & ~h[2:]))
     assert handed >= 1
     with pytest.raises(ValueError, match="hand_back_height"):
-        TakeoverController(None, base, spec, hand_back_height=0.0)
+        TakeoverController(None, untrained_base, spec, hand_back_height=0.0)
 
 
-def test_a_policy_can_play_the_operator(tmp_path):
+def test_a_policy_can_play_the_operator(untrained_base, tmp_path):
     """--operator: the human frames carry the operator policy's actions for the recorded observation."""
     import numpy as np
     import pyarrow as pa
@@ -181,16 +184,13 @@ def test_a_policy_can_play_the_operator(tmp_path):
     from upright.tasks.lift.record_demos import record
     from upright.vla.linear import LinearChunkPolicy
     from upright.vla.sim_operator import TakeoverController
-    from upright.vla.tiny import TinyVLA, TinyVLAConfig
 
-    torch.manual_seed(0)
-    base = TinyVLA(TinyVLAConfig(cameras=(), chunk_size=4, state_dim=49, state_key="observation.policy_obs")).eval()
     spec = {"state_key": "observation.policy_obs", "cameras": []}
     op = LinearChunkPolicy(state_dim=49, chunk_size=1, action_dim=8, seed=3)
     made = []
 
     def factory(env):
-        made.append(TakeoverController(env, base, spec, check_step=3, operator=(op, spec)))
+        made.append(TakeoverController(env, untrained_base, spec, check_step=3, operator=(op, spec)))
         return made[0]
 
     out = tmp_path / "int"
