@@ -2,6 +2,8 @@
 
     python benchmarks/bench_lift_env.py [--num-envs 256] [--threads 1] [--steps 100] [--backends native[,mjx]]
         [--action-modes delta[,ee_delta]] [--camera-frames 20] [--out docs/bench_lift_env.md]
+        [--train-iters K [--train-warmup-iters 1] [--train-envs 1024] [--train-threads 2]
+         [--train-override KEY=VALUE]...]
 
 Every env figure is divided by a *physical limit* measured in the same process just before it:
 
@@ -21,16 +23,39 @@ is timed as well. Camera: one ``mujoco.Renderer`` on one thread, the ``front`` c
 64 x 64 (and 128 x 128), shadows/reflections off as the ``rgb`` group renders, frames/s. The CPU model and the share
 of the CPU other processes used during the run are printed with the figures.
 
+Training (``--train-iters K`` > 0; skipped by default): real PPO iterations of the lift task as ``python train.py
+task=lift`` runs them, once per action mode of ``--action-modes``, so that the modes' seconds per iteration come from
+the same run. The config is composed through Hydra exactly as ``train.py`` composes it (``task=lift`` with the standup-
+only groups off, every ``env.*``/``sim.*``/``train.*`` default of the task: 24 steps per env, the task's PPO settings,
+curriculum and domain randomisation as configured), plus the ``--train-override`` values (e.g. ``env.rewards.carry=16``)
+and ``env.num_envs`` = ``--train-envs`` (1024), ``env.action_mode`` = the mode, ``sim.num_threads`` =
+``train.update_threads`` = ``--train-threads`` (2). Env and ``UprightRunner`` are built as
+``upright.training.train_loop.train`` builds them (same seeding, metadata, update threads) and run ``W + K`` iterations
+(``--train-warmup-iters W``, default 1, not counted); its logs and checkpoints go to a temporary directory deleted
+afterwards. From the runner's own per-iteration times: collection (the 24 env steps of all envs with the policy's
+actions; rsl-rl's ``collect_time``), update (returns + PPO epochs; ``learn_time``) and their sum, each the median over
+the K timed iterations; env-steps/s overall = N x 24 / median total; its ratio to the physical limit with
+``--train-threads`` threads (the single-thread ``mj_step`` rate measured again just before each mode, x threads /
+decimation); the total seconds per iteration of each mode as a multiple of ``delta``'s; the share of the CPU other
+processes used during that mode's iterations. Checkpoint saves and ONNX export happen outside both times.
+
+The figures are only comparable on an idle machine: a run on a shared CPU must say so (the share of the CPU other
+processes used is printed per training row and for the whole run).
+
 Needs ``MENAGERIE_ROOT``; the camera needs ``MUJOCO_GL=egl`` or ``osmesa`` (chosen automatically when unset).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
+import io
 import os
 import pathlib
+import statistics
 import sys
+import tempfile
 import time
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
@@ -110,6 +135,86 @@ def env_rates(backend: str, num_envs: int, threads: int, steps: int, action_mode
     return out
 
 
+TRAIN_OWN_KEYS = ("task", "env.num_envs", "env.action_mode", "sim.num_threads", "train.update_threads", "resume",
+                  "policy.base")
+"""Keys the training section sets itself (or does not run: a resumed or residual run); ``--train-override`` may not."""
+
+
+def train_overrides(mode: str, num_envs: int, threads: int, extra: list[str]) -> list[str]:
+    """The ``train.py`` command-line overrides of the training section for ``mode`` (without the standup groups)."""
+    return ["task=lift", *extra, f"env.num_envs={num_envs}", f"env.action_mode={mode}", f"sim.num_threads={threads}",
+            f"train.update_threads={threads}"]  # fmt: skip
+
+
+def check_train_overrides(modes: list[str], num_envs: int, threads: int, extra: list[str]) -> str | None:
+    """None if every mode's overrides compose into a valid ``task=lift`` config (as ``train.py`` checks them), else
+    the error."""
+    from upright.conf.validate import validate_overrides
+
+    for arg in extra:
+        key = arg.lstrip("+~").split("=", 1)[0]
+        if key in TRAIN_OWN_KEYS or key.startswith("policy."):
+            return (f"--train-override {arg}: the training section sets {key} itself (--train-envs, --action-modes, "
+                    "--train-threads) or does not run it (resume, residual policy.*)")  # fmt: skip
+    for mode in modes:
+        problem = validate_overrides(train_overrides(mode, num_envs, threads, extra))
+        if problem:
+            return problem
+    return None
+
+
+def training_times(mode: str, args, mj_rate) -> dict:
+    """Run ``--train-warmup-iters`` + ``--train-iters`` PPO iterations of ``python train.py task=lift`` in ``mode``
+    (env + runner built as ``upright.training.train_loop.train`` does, logs in a temporary directory); return the
+    physical limit and per-iteration collection/update seconds of the timed iterations."""
+    from hydra import compose, initialize
+
+    from upright.conf import register_configs, with_task_groups
+    from upright.tasks.registry import make_env, policy_metadata
+    from upright.training.runner import UprightRunner
+    from upright.training.train_loop import rsl_rl_config, seed_everything
+
+    register_configs()
+    with initialize(version_base=None, config_path=None):
+        cfg = compose("config", overrides=with_task_groups(train_overrides(
+            mode, args.train_envs, args.train_threads, args.train_override)))  # fmt: skip
+    limit = mj_rate() * args.train_threads / cfg.env.decimation  # just before this mode's iterations
+    seed_everything(cfg.seed)
+    env = make_env(cfg.task_name, cfg.env, cfg.sim, device=cfg.device, seed=cfg.seed)
+    times: list[tuple[float, float]] = []
+    total = args.train_warmup_iters + args.train_iters
+    with tempfile.TemporaryDirectory(prefix="bench_lift_train_") as log_dir:
+        meta = policy_metadata(cfg.task_name, env) | {"run_path": log_dir}
+        quiet = io.StringIO()  # model printouts and the progress lines
+        with contextlib.redirect_stdout(quiet):
+            runner = UprightRunner(
+                env, rsl_rl_config(cfg.train), log_dir=log_dir, device=cfg.device, onnx_metadata=meta,
+                update_threads=cfg.train.update_threads, onnx_snapshots=bool(cfg.train.get("onnx_snapshots", False)),
+            )  # fmt: skip
+        log = runner.logger.log
+
+        def timed_log(*a, **kw):
+            times.append((kw["collect_time"], kw["learn_time"]))
+            tag = "warm-up" if len(times) <= args.train_warmup_iters else "timed"
+            print(f"  {mode}: PPO iteration {len(times)}/{total} ({tag}): collection {kw['collect_time']:.2f} s, "
+                  f"update {kw['learn_time']:.2f} s", file=sys.__stderr__, flush=True)  # fmt: skip
+            return log(*a, **kw)
+
+        runner.logger.log = timed_log
+        meter = CpuMeter().start()
+        with contextlib.redirect_stdout(quiet):
+            runner.learn_until(total, init_at_random_ep_len=cfg.train.init_at_random_ep_len)
+        others = meter.stop()
+    env.close()
+    measured = times[args.train_warmup_iters :]
+    collect = statistics.median(c for c, _ in measured)
+    update = statistics.median(u for _, u in measured)
+    total_s = statistics.median(c + u for c, u in measured)
+    steps = cfg.env.num_envs * cfg.train.num_steps_per_env
+    return {"limit": limit, "collect": collect, "update": update, "total": total_s, "rate": steps / total_s,
+            "steps_per_env": int(cfg.train.num_steps_per_env), "others": others}
+
+
 def camera_rate(model, qpos, size: int, frames: int) -> float:
     """Frames/s of one renderer on one thread (``front`` camera, shadows/reflections/skybox off)."""
     r = mujoco.Renderer(model, size, size)
@@ -141,7 +246,20 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--action-modes", default="delta,ee_delta", help="comma-separated env.action_mode values")
     p.add_argument("--camera-frames", type=int, default=20, help="0 skips the camera figure")
     p.add_argument("--out", default=None, help="append the table to this markdown file")
+    p.add_argument("--train-iters", type=int, default=0,
+                   help="timed PPO iterations of `train.py task=lift` per action mode (0 skips the training section)")
+    p.add_argument("--train-warmup-iters", type=int, default=1, help="PPO iterations before the timed ones")
+    p.add_argument("--train-envs", type=int, default=1024, help="env.num_envs of the training section")
+    p.add_argument("--train-threads", type=int, default=2,
+                   help="sim.num_threads and train.update_threads of the training section")
+    p.add_argument("--train-override", action="append", default=[], metavar="KEY=VALUE",
+                   help="a train.py override of the lift config (repeatable), e.g. env.rewards.carry=16")
     args = p.parse_args(argv)
+    modes = args.action_modes.split(",")
+    if args.train_iters > 0:
+        problem = check_train_overrides(modes, args.train_envs, args.train_threads, args.train_override)
+        if problem:
+            p.error(problem)
     torch.set_num_threads(1)
     meter = CpuMeter().start()
     model, qpos, qvel, ctrl = grasp_state()
@@ -154,7 +272,7 @@ def main(argv: list[str] | None = None) -> None:
     for backend in args.backends.split(","):
         limit = mj_step_rate(model, qpos, qvel, ctrl) * args.threads / 4
         delta_full = None
-        for mode in args.action_modes.split(","):
+        for mode in modes:
             r = env_rates(backend, args.num_envs, args.threads, args.steps, mode)
             delta_full = r["full"] if mode == "delta" else delta_full
             ratio = f"{delta_full / r['full']:.2f}" if delta_full else "-"
@@ -170,6 +288,25 @@ def main(argv: list[str] | None = None) -> None:
         for size in (64, 128):
             lines.append(f"| front {size} x {size} ({os.environ.get('MUJOCO_GL', '?')}) | "
                          f"{camera_rate(model, qpos, size, args.camera_frames):.1f} |")  # fmt: skip
+    if args.train_iters > 0:
+        rows = {}
+        for mode in modes:
+            rows[mode] = training_times(mode, args, lambda: mj_step_rate(model, qpos, qvel, ctrl))
+        spe = next(iter(rows.values()))["steps_per_env"]
+        extra = " ".join(args.train_override) or "none"
+        lines += ["", f"Training: `python train.py task=lift` PPO iterations, N = {args.train_envs} envs x {spe} "
+                  f"steps, {args.train_threads} sim thread(s) + {args.train_threads} update thread(s), "
+                  f"{args.train_warmup_iters} warm-up + {args.train_iters} timed iteration(s) (medians), "
+                  f"overrides: {extra}", "",
+                  "| action mode | physical limit (env-steps/s) | collection (s/it) | update (s/it) | total (s/it) | "
+                  "env-steps/s overall | overall / limit | total / delta | others' CPU |",
+                  "|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
+        delta = rows.get("delta")
+        for mode, r in rows.items():
+            ratio = f"{r['total'] / delta['total']:.2f}" if delta else "-"
+            lines.append(f"| {mode} | {r['limit']:,.0f} | {r['collect']:.2f} | {r['update']:.2f} | {r['total']:.2f} | "
+                         f"{r['rate']:,.0f} | {r['rate'] / r['limit']:.2f} | {ratio} | "
+                         f"{100 * r['others']:.0f} % |")  # fmt: skip
     lines += ["", f"Other processes used {100 * meter.stop():.0f} % of the CPU during the run."]
     text = "\n".join(lines)
     print(text)
