@@ -155,6 +155,44 @@ TASKS = {"standup": StandupTaskCfg, "lift": LiftTaskCfg}
 """Registered tasks (``task=<name>``)."""
 
 
+BEHAVIOUR_BEFORE_SETTING: dict[str, Any] = {"env.rewards.carry_off_floor": False}
+"""Settings whose default is not what runs saved before the setting existed did: a saved config without the key gets
+this value (the behaviour it was trained with), not the default. ``carry_off_floor``: the carry term was ungated
+until session 12."""
+
+
+def load_run_config(path) -> Any:
+    """A run's saved ``config_<n>.yaml`` (or an exported ``config.yaml``) as a DictConfig whose ``env``, ``sim`` and
+    ``train`` sit on their task's typed schema, so that a setting added after the run was saved gets its default
+    instead of a missing-key error, or, where that default changed the behaviour, the value of
+    :data:`BEHAVIOUR_BEFORE_SETTING`.
+
+    Raises:
+        FileNotFoundError: no file at ``path``.
+        ValueError: the file names no registered task (``task_name``), or holds a key the schema no longer has.
+    """
+    import pathlib
+
+    if not pathlib.Path(path).is_file():
+        raise FileNotFoundError(f"run config {path} does not exist")
+    cfg = OmegaConf.load(path)
+    absent = [key for key in BEHAVIOUR_BEFORE_SETTING if OmegaConf.select(cfg, key) is None]
+    task = TASKS.get(str(cfg.get("task_name", "standup")))
+    if task is None:
+        raise ValueError(f"{path}: task_name={cfg.get('task_name')!r} is not one of {sorted(TASKS)}")
+    schema = task()
+    try:
+        for key in ("env", "sim", "train"):
+            if key in cfg:
+                cfg[key] = OmegaConf.merge(OmegaConf.structured(getattr(schema, key)), cfg[key])
+    except Exception as err:  # omegaconf's ConfigKeyError / ValidationError
+        raise ValueError(f"{path}: {str(err).splitlines()[0]}; the config predates a change of its schema") from None
+    for key in absent:
+        if OmegaConf.select(cfg, key) is not None:  # the schema has it: the run predates it
+            OmegaConf.update(cfg, key, BEHAVIOUR_BEFORE_SETTING[key])
+    return cfg
+
+
 def _nested(dotted: dict[str, Any]) -> dict[str, Any]:
     """``{"a.b": 1}`` -> ``{"a": {"b": 1}}``."""
     out: dict[str, Any] = {}

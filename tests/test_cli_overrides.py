@@ -32,3 +32,46 @@ def test_progress_line_prints_a_dash_when_no_episode_ended(tmp_path):
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     line = next(ln for ln in proc.stdout.splitlines() if ln.startswith("it 1/1"))
     assert "task=- regularization=- style=- post_task=-" in line and "nan" not in line
+
+
+# --- saved run configs ------------------------------------------------------------------------------------------
+
+
+def _saved_lift_config(tmp_path, drop: str | None = None, extra: dict | None = None):
+    """A lift run config as train.py saves it (the composed config), with one key removed or added."""
+    from omegaconf import OmegaConf
+
+    from upright.conf import LiftTaskCfg
+
+    cfg = OmegaConf.create(OmegaConf.to_container(OmegaConf.structured(LiftTaskCfg()), resolve=True))
+    cfg.seed = 3
+    if drop:
+        parent, leaf = drop.rsplit(".", 1)
+        del OmegaConf.select(cfg, parent)[leaf]
+    for key, value in (extra or {}).items():
+        OmegaConf.update(cfg, key, value, force_add=True)
+    path = tmp_path / "config_0.yaml"
+    OmegaConf.save(cfg, path)
+    return path
+
+
+def test_a_run_config_saved_before_a_setting_gets_the_behaviour_it_trained_with(tmp_path):
+    from upright.conf import load_run_config
+
+    old = load_run_config(_saved_lift_config(tmp_path, drop="env.rewards.carry_off_floor"))
+    assert old.env.rewards.carry_off_floor is False  # the carry was ungated before the setting existed
+    new = load_run_config(_saved_lift_config(tmp_path))
+    assert new.env.rewards.carry_off_floor is True
+    no_threshold = load_run_config(_saved_lift_config(tmp_path, drop="env.rewards.at_target_threshold"))
+    assert no_threshold.env.rewards.at_target_threshold == 0.025  # a plain new setting: its default
+
+
+def test_a_run_config_with_an_unknown_key_or_task_is_refused(tmp_path):
+    from upright.conf import load_run_config
+
+    with pytest.raises(ValueError, match="predates a change of its schema"):
+        load_run_config(_saved_lift_config(tmp_path, extra={"env.rewards.not_a_term": 1.0}))
+    with pytest.raises(ValueError, match="task_name='juggle'"):
+        load_run_config(_saved_lift_config(tmp_path, extra={"task_name": "juggle"}))
+    with pytest.raises(FileNotFoundError):
+        load_run_config(tmp_path / "missing.yaml")

@@ -27,6 +27,8 @@ import re
 import torch
 from omegaconf import OmegaConf
 
+from upright.conf import load_run_config
+
 
 def run_config_for(checkpoint: pathlib.Path) -> pathlib.Path:
     """The run's ``config_<n>.yaml`` in force when ``model_<k>.pt`` was trained: the highest n <= k (train.py
@@ -61,7 +63,7 @@ def export_checkpoint(checkpoint: str | pathlib.Path, out_dir: str | pathlib.Pat
     checkpoint = pathlib.Path(checkpoint)
     if not checkpoint.is_file():
         raise FileNotFoundError(f"checkpoint {checkpoint} does not exist")
-    cfg = OmegaConf.load(run_config_for(checkpoint))
+    cfg = load_run_config(run_config_for(checkpoint))  # settings added since the run get their defaults
     cfg.env.num_envs = 1
     cfg.sim.num_threads = 1
     env = make_env(cfg.task_name, cfg.env, cfg.sim, device="cpu", seed=int(cfg.seed))
@@ -148,12 +150,8 @@ def refresh_metadata(onnx_path: str | pathlib.Path, config_path: str | pathlib.P
     if not config_path.is_file():
         raise FileNotFoundError(f"{config_path} does not exist")
     old = {e.key: json.loads(e.value) for e in onnx.load(str(onnx_path), load_external_data=False).metadata_props}
-    from upright.tasks.standup.config import SimCfg, StandupEnvCfg
-
-    cfg = OmegaConf.load(config_path)
-    # a config written before a setting existed gets that setting's default
-    env_cfg = OmegaConf.merge(OmegaConf.structured(StandupEnvCfg), cfg.env)
-    sim_cfg = OmegaConf.merge(OmegaConf.structured(SimCfg), cfg.sim)
+    cfg = load_run_config(config_path)  # a config written before a setting existed gets that setting's default
+    env_cfg, sim_cfg = cfg.env, cfg.sim
     env_cfg.num_envs, sim_cfg.num_threads = 1, 1
     env = make_env(cfg.task_name, env_cfg, sim_cfg, device="cpu", seed=int(cfg.seed))
     try:

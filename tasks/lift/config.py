@@ -140,6 +140,13 @@ class LiftEnvCfg:
     ee_action_scale: float = 0.015
     """``ee_delta``: the site's largest commanded step per env step, m (0.75 m/s; the scripted expert's
     ``max_step``)."""
+    ee_min_height: Optional[float] = None
+    """``ee_delta``: the commanded gripper site is kept at least this high above the table, m (a workspace floor, as
+    a Cartesian controller's bounds on a real cell; None: none). It bounds the command, not the measured hand: the
+    Menagerie arm's position actuators have no gravity compensation, so an outstretched arm sags ~1 cm below its
+    targets, and with 0.025 the pads (1.9 cm below the site, ``mjx_panda.xml`` pad boxes) can still graze the table.
+    Without it the policy can command the hand 20 cm into the table, which presses it onto the table and flips the
+    wrist (``docs/lift_learning.md``, session 12)."""
     cube_xy_range: float = 0.2
     """Half-width of the cube's start xy range around (0.7, 0) m (Playground ±0.2)."""
     target_xy_range: float = 0.2

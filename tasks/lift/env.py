@@ -264,7 +264,8 @@ class LiftEnv(VecEnv):
         if self.ik is None:
             return cfg.action_scale * actions
         step = torch.zeros(actions.shape[0], self.num_ctrl, device=self.device)
-        step[:, :7] = self.ik.joint_step(self.ctrl[:, :7], cfg.ee_action_scale * actions[:, :3])
+        step[:, :7] = self.ik.joint_step(self.ctrl[:, :7], cfg.ee_action_scale * actions[:, :3],
+                                           cfg.ee_min_height)
         step[:, 7] = cfg.action_scale * actions[:, 3]
         return step
 

@@ -84,12 +84,18 @@ class DifferentialIK:
             jac[i, :3], jac[i, 3:] = jacp[:, :7], r.T @ jacr[:, :7]
         return pos, rot, jac
 
-    def joint_step(self, q_arm: torch.Tensor, translation: torch.Tensor) -> torch.Tensor:
+    def joint_step(self, q_arm: torch.Tensor, translation: torch.Tensor, min_height: float | None = None) -> torch.Tensor:
         """Δq (N, 7) rad that moves the site by ``translation`` (N, 3) m (world frame) from arm angles ``q_arm``
-        (N, 7) rad and turns it toward the home orientation; float32 on ``q_arm``'s device."""
+        (N, 7) rad and turns it toward the home orientation; float32 on ``q_arm``'s device.
+
+        ``min_height`` (m, world z; None: no bound): the translation's z is raised where it would take the site of
+        ``q_arm`` below this height (a workspace floor on the commanded pose; a site already below it is moved up)."""
         q = q_arm.detach().cpu().double().numpy()
         dx = translation.detach().cpu().double().numpy()
-        _, rot, jac = self.site_frames(q)
+        pos, rot, jac = self.site_frames(q)
+        if min_height is not None:
+            dx = dx.copy()
+            dx[:, 2] = np.maximum(dx[:, 2], min_height - pos[:, 2])
         world_err = orientation_error(rot, np.broadcast_to(self.home_rotation, rot.shape))
         rot_err = np.einsum("nji,nj->ni", rot, world_err)  # site frame
         w = self.weights

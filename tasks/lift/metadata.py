@@ -55,7 +55,8 @@ def lift_policy_metadata(env) -> dict[str, Any]:
         ee = {"ee_action_scale": float(env.cfg.ee_action_scale), "ee_site": panda.GRIPPER_SITE,
               "ee_action_names": ["site_dx", "site_dy", "site_dz", "finger"],
               "ik_damping": ik.IK_DAMPING, "ik_rotation_weights": list(ik.IK_ROTATION_WEIGHTS),
-              "ik_null_gain": ik.IK_NULL_GAIN}  # fmt: skip
+              "ik_null_gain": ik.IK_NULL_GAIN,
+              "ee_min_height": None if env.cfg.ee_min_height is None else float(env.cfg.ee_min_height)}  # fmt: skip
     return {
         "task": "lift",
         "robot": "franka_emika_panda",

@@ -76,3 +76,33 @@ def test_bad_action_mode_and_the_expert_in_ee_mode_are_refused():
     with pytest.raises(ValueError, match="env.action_mode=delta"):
         ScriptedExpert(env)
     env.close()
+
+
+def test_ik_workspace_floor_raises_only_the_steps_that_would_go_below_it():
+    ik = DifferentialIK(lift_scene(0.005))
+    q = np.tile(ik.home, (3, 1))
+    z0 = ik.site_frames(q)[0][:, 2]  # ~0.38 m at home
+    down = torch.tensor([[0.0, 0.0, -0.01]] * 3)
+    floors = [None, z0[1] - 0.004, z0[2] + 0.02]  # no floor; 4 mm below the site; 2 cm above it
+    steps = [ik.joint_step(torch.tensor(q[i : i + 1], dtype=torch.float32), down[i : i + 1], floors[i]) for i in range(3)]
+    z1 = [ik.site_frames(q[i : i + 1] + steps[i].double().numpy())[0][0, 2] for i in range(3)]
+    assert abs(z1[0] - (z0[0] - 0.01)) < 2e-3  # the full 1 cm down
+    assert abs(z1[1] - floors[1]) < 1e-3  # stopped at the floor
+    assert z1[2] > z0[2] + 0.015  # already below the floor: moved up toward it
+
+
+def test_ee_delta_env_cannot_command_the_hand_into_the_table():
+    heights = {}
+    for floor in (None, 0.025):
+        cfg = LiftEnvCfg(num_envs=2, action_mode="ee_delta", ee_min_height=floor)
+        cfg.domain_rand.enabled = False
+        env = LiftEnv(cfg, SimCfg(backend="native", num_threads=1))
+        down = torch.tensor([[0.0, 0.0, -1.0, 0.0]]).repeat(2, 1)
+        for _ in range(40):  # 40 x 1.5 cm down from ~0.38 m
+            env.step(down)
+        heights[floor] = env.ik.site_frames(env.ctrl[:, :7].double().numpy())[0][:, 2]  # the commanded site
+        if floor is not None:
+            assert lift_policy_metadata(env)["ee_min_height"] == floor
+        env.close()
+    assert (heights[None] < -0.1).all()  # without the floor the command goes 10+ cm into the table
+    assert (heights[0.025] > 0.025 - 1e-3).all(), heights
