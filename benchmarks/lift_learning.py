@@ -72,10 +72,11 @@ def evaluate(checkpoint: pathlib.Path, episodes: int, seed: int, num_envs: int) 
                                        overrides=["sim.num_threads=1"])[0]  # fmt: skip
         cache.write_text(json.dumps(result))
         return result
-    from upright.tasks.lift.evaluate import make_lift_eval_env, run_episodes, summarize
+    from upright.tasks.lift.evaluate import make_lift_eval_env, policy_action_overrides, run_episodes, summarize
     from upright.viewer.policy import load_policy
 
-    env, cfg = make_lift_eval_env(["sim.num_threads=1"], min(num_envs, episodes), True, seed)
+    overrides = ["sim.num_threads=1", *policy_action_overrides(str(checkpoint))]  # the run's action mode
+    env, cfg = make_lift_eval_env(overrides, min(num_envs, episodes), True, seed)
     policy = load_policy(str(checkpoint), env, "lift", cfg.train, seed=seed)
 
     def act() -> torch.Tensor:

@@ -84,14 +84,21 @@ def test_daemon_refuses_a_lift_policy_in_one_line(run):
 
 @pytest.fixture(scope="module")
 def ee_run(tmp_path_factory):
-    return two_iteration_run(tmp_path_factory.mktemp("lift_ee"), "lift", [*SMALL, "env.action_mode=ee_delta"])
+    return two_iteration_run(tmp_path_factory.mktemp("lift_ee"), "lift",
+                             [*SMALL, "env.action_mode=ee_delta", "env.ee_min_height=0.03"])  # fmt: skip
 
 
 def test_ee_delta_run_exports_a_4_action_policy_that_evaluate_and_play_run(ee_run, tmp_path):
     run_dir, _ = ee_run
     meta = read_metadata(run_dir / "policy.onnx")
     assert meta["action_mode"] == "ee_delta" and meta["observation_dim"] == 45 and meta["ee_action_scale"] == 0.015
-    assert meta["ee_action_names"] == ["site_dx", "site_dy", "site_dz", "finger"]
+    assert meta["ee_action_names"] == ["site_dx", "site_dy", "site_dz", "finger"] and meta["ee_min_height"] == 0.03
+    from upright.tasks.lift.evaluate import policy_action_overrides
+
+    expected = ["env.action_mode=ee_delta", "env.ee_action_scale=0.015", "env.ee_min_height=0.03"]
+    assert policy_action_overrides(str(run_dir / "policy.onnx")) == expected  # from the metadata
+    checkpoint = sorted(run_dir.glob("model_*.pt"))[-1]
+    assert policy_action_overrides(str(checkpoint)) == expected  # from the run config
     session = ort.InferenceSession(str(run_dir / "policy.onnx"), providers=["CPUExecutionProvider"])
     assert session.run(None, {meta["input_name"]: np.zeros((1, 45), np.float32)})[0].shape == (1, 4)
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}

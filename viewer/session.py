@@ -256,6 +256,12 @@ class PolicySession(Session):
         env_cfg = _play_env_cfg(cfg.env, variant, self.randomize)
         if self.action_mode is not None:  # actions mean what they meant in training
             env_cfg.action_mode = self.action_mode
+        if self.action_mode == "ee_delta":  # and the ee step and workspace floor too
+            from upright.tasks.lift.evaluate import policy_action_overrides
+
+            for override in policy_action_overrides(str(cfg.policy))[1:]:
+                key, value = override.removeprefix("env.").split("=", 1)
+                env_cfg[key] = None if value == "null" else float(value)
         sim_cfg = cfg.sim.copy() if isinstance(cfg.sim, DictConfig) else OmegaConf.structured(cfg.sim)
         sim_cfg.num_threads = 1
         env = make_env(self.task_name, env_cfg, sim_cfg, device=str(cfg.device), seed=int(cfg.seed))

@@ -31,6 +31,50 @@ from upright.tasks.registry import make_env
 METRICS = ("success", "success_at_end", "time_to_success_s", "final_distance_m")
 
 
+EE_SETTINGS = ("ee_action_scale", "ee_min_height")
+"""``env.*`` settings that give an ``ee_delta`` action its meaning besides the mode (step scale, workspace floor)."""
+
+
+def policy_action_overrides(policy: str) -> list[str]:
+    """``env.*`` overrides that make a lift env's actions mean what they meant when ``policy`` was trained:
+    ``env.action_mode=...`` (:func:`~upright.viewer.policy.policy_action_mode`; ``delta`` or ``ee_delta``) and, for
+    ``ee_delta``, ``env.ee_action_scale`` and ``env.ee_min_height`` from the ONNX metadata or the run config (absent
+    there: the defaults). Empty for ``zero``, ``random``, ``expert``, a file without a lift action mode, or an unreadable
+    file (loading it reports why).
+
+    Raises:
+        PolicyLoadError: as :func:`~upright.viewer.policy.policy_action_mode`.
+    """
+    from upright.viewer.policy import policy_action_mode, resolve_policy_path
+
+    if policy == "expert":
+        return []
+    mode = policy_action_mode(policy)
+    if mode not in ("delta", "ee_delta"):
+        return []
+    out = [f"env.action_mode={mode}"]
+    if mode != "ee_delta":
+        return out
+    from upright.conf import load_run_config
+    from upright.training.export import run_config_for
+
+    path = resolve_policy_path(policy)
+    values: dict = {}
+    if path.suffix == ".onnx":
+        import json
+
+        import onnx
+
+        meta = {e.key: json.loads(e.value) for e in onnx.load(str(path), load_external_data=False).metadata_props}
+        values = {k: meta[k] for k in EE_SETTINGS if k in meta}
+    else:
+        env_cfg = load_run_config(run_config_for(path)).env
+        values = {k: env_cfg.get(k) for k in EE_SETTINGS}
+    for key, value in values.items():
+        out.append(f"env.{key}={'null' if value is None else value}")
+    return out
+
+
 def run_episodes(env, act: Callable[[], torch.Tensor], episodes: int, on_reset: Callable | None = None) -> dict[str, torch.Tensor]:
     """Run ``episodes`` full episodes of ``env`` (in waves of ``env.num_envs``); return per-episode values (E,).
 
@@ -147,11 +191,8 @@ def main(argv: list[str] | None = None) -> None:
         parser.error("--episodes and --num-envs must be >= 1")
     overrides = list(args.overrides)
     if args.policy not in ("expert", "zero", "random") and not any(o.startswith("env.action_mode=") for o in overrides):
-        from upright.viewer.policy import policy_action_mode
-
-        mode = policy_action_mode(args.policy)  # actions mean what they meant in training (delta or ee_delta)
-        if mode in ("delta", "ee_delta"):
-            overrides.append(f"env.action_mode={mode}")
+        # actions mean what they meant in training (delta or ee_delta, the ee step and workspace floor)
+        overrides = policy_action_overrides(args.policy) + overrides
     try:
         env, cfg = make_lift_eval_env(overrides, args.num_envs, not args.no_domain_rand, args.seed)
     except ValueError as err:
