@@ -59,7 +59,7 @@ import tempfile
 import time
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from machine import CpuMeter, cpu_model  # noqa: E402
+from machine import CpuMeter, cpu_model, record_iteration_times  # noqa: E402
 
 from upright.viewer.gl import choose_offscreen_gl  # noqa: E402
 
@@ -181,7 +181,6 @@ def training_times(mode: str, args, mj_rate) -> dict:
     limit = mj_rate() * args.train_threads / cfg.env.decimation  # just before this mode's iterations
     seed_everything(cfg.seed)
     env = make_env(cfg.task_name, cfg.env, cfg.sim, device=cfg.device, seed=cfg.seed)
-    times: list[tuple[float, float]] = []
     total = args.train_warmup_iters + args.train_iters
     with tempfile.TemporaryDirectory(prefix="bench_lift_train_") as log_dir:
         meta = policy_metadata(cfg.task_name, env) | {"run_path": log_dir}
@@ -191,16 +190,7 @@ def training_times(mode: str, args, mj_rate) -> dict:
                 env, rsl_rl_config(cfg.train), log_dir=log_dir, device=cfg.device, onnx_metadata=meta,
                 update_threads=cfg.train.update_threads, onnx_snapshots=bool(cfg.train.get("onnx_snapshots", False)),
             )  # fmt: skip
-        log = runner.logger.log
-
-        def timed_log(*a, **kw):
-            times.append((kw["collect_time"], kw["learn_time"]))
-            tag = "warm-up" if len(times) <= args.train_warmup_iters else "timed"
-            print(f"  {mode}: PPO iteration {len(times)}/{total} ({tag}): collection {kw['collect_time']:.2f} s, "
-                  f"update {kw['learn_time']:.2f} s", file=sys.__stderr__, flush=True)  # fmt: skip
-            return log(*a, **kw)
-
-        runner.logger.log = timed_log
+        times = record_iteration_times(runner, args.train_warmup_iters, total, f"{mode}: ")
         meter = CpuMeter().start()
         with contextlib.redirect_stdout(quiet):
             runner.learn_until(total, init_at_random_ep_len=cfg.train.init_at_random_ep_len)

@@ -37,7 +37,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from machine import CpuMeter  # noqa: E402  (benchmarks/machine.py; bench_self_collisions uses it as bse.CpuMeter)
+from machine import CpuMeter, record_iteration_times  # noqa: E402  (benchmarks/machine.py; bench_self_collisions uses it as bse.CpuMeter)
 
 import mujoco  # noqa: E402
 import numpy as np
@@ -334,7 +334,6 @@ def training(args, mj: MjStepRate) -> dict:
     print(env_only.row(), flush=True)
 
     train_cfg = rsl_rl_config(OmegaConf.structured(TrainCfg(num_steps_per_env=args.steps_per_env)))
-    times: list[tuple[float, float]] = []
     train_probes = Probes(mj, t, args.mj_seconds)
     train_probes.take()
     total = args.train_warmup_iters + args.train_iters
@@ -343,21 +342,15 @@ def training(args, mj: MjStepRate) -> dict:
         quiet = io.StringIO()  # model printouts and rsl_rl's logger chatter
         with contextlib.redirect_stdout(quiet):
             runner = UprightRunner(env, train_cfg, log_dir=log_dir, device="cpu", onnx_metadata=meta)
+        times = record_iteration_times(runner, args.train_warmup_iters, total, stream=sys.__stdout__)
         logger = runner.logger
-        log, done = logger.log, logger.on_iteration_done
-
-        def timed_log(*a, **kw):
-            times.append((kw["collect_time"], kw["learn_time"]))
-            tag = "warm-up" if len(times) <= args.train_warmup_iters else "timed"
-            print(f"  PPO iteration {len(times)}/{total} ({tag}): collection {kw['collect_time']:.1f} s, "
-                  f"update {kw['learn_time']:.1f} s", file=sys.__stdout__, flush=True)  # fmt: skip
-            return log(*a, **kw)
+        done = logger.on_iteration_done
 
         def iteration_done(it: int) -> None:
             done(it)
             train_probes.take()  # between iterations: outside the collection and update times
 
-        logger.log, logger.on_iteration_done = timed_log, iteration_done
+        logger.on_iteration_done = iteration_done
         meter, t0 = CpuMeter().start(), time.perf_counter()
         with contextlib.redirect_stdout(quiet):
             runner.learn_until(total, init_at_random_ep_len=TrainCfg().init_at_random_ep_len)

@@ -70,3 +70,24 @@ def latency_percentiles(ms) -> dict[str, float]:
         raise ValueError("latency_percentiles: no samples")
     return {"min": float(a.min()), "p50": float(np.percentile(a, 50)), "p90": float(np.percentile(a, 90)),
             "p99": float(np.percentile(a, 99))}  # fmt: skip
+
+
+def record_iteration_times(runner, warmup: int, total: int, label: str = "", stream=None) -> list[tuple[float, float]]:
+    """Make ``runner`` (an :class:`~upright.training.runner.UprightRunner`) report each PPO iteration's (collection s,
+    update s), rsl-rl's ``collect_time`` and ``learn_time``, into the returned list, and print a progress line per
+    iteration to ``stream`` (default stderr), the first ``warmup`` tagged as warm-up."""
+    import sys
+
+    times: list[tuple[float, float]] = []
+    log = runner.logger.log
+    out = stream or sys.__stderr__
+
+    def timed_log(*a, **kw):
+        times.append((kw["collect_time"], kw["learn_time"]))
+        tag = "warm-up" if len(times) <= warmup else "timed"
+        print(f"  {label}PPO iteration {len(times)}/{total} ({tag}): collection {kw['collect_time']:.2f} s, "
+              f"update {kw['learn_time']:.2f} s", file=out, flush=True)  # fmt: skip
+        return log(*a, **kw)
+
+    runner.logger.log = timed_log
+    return times
