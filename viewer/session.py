@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import mujoco
 import numpy as np
 import torch
+import yaml
 from omegaconf import DictConfig, OmegaConf
 
 from upright.viewer.trajectory import Trajectory, model_joint_names, save_trajectory
@@ -261,7 +262,7 @@ class PolicySession(Session):
 
             for override in policy_action_overrides(str(cfg.policy))[1:]:
                 key, value = override.removeprefix("env.").split("=", 1)
-                env_cfg[key] = None if value == "null" else float(value)
+                env_cfg[key] = yaml.safe_load(value)  # null, a float or a bool
         sim_cfg = cfg.sim.copy() if isinstance(cfg.sim, DictConfig) else OmegaConf.structured(cfg.sim)
         sim_cfg.num_threads = 1
         env = make_env(self.task_name, env_cfg, sim_cfg, device=str(cfg.device), seed=int(cfg.seed))

@@ -24,6 +24,10 @@ class LiftRewardsCfg:
     """Group ``reach``: both finger pads touch the cube (ManiSkill ``PickCube``'s ``is_grasped``). Not Playground's:
     ``env.rewards.grasp=0 env.rewards.lifted=0`` is Playground's reward. With both terms the cube is grasped and
     lifted within 150 iterations (2 seeds); without them it was never lifted in 447 (``docs/lift_learning.md``)."""
+    grasp_off_floor: bool = False
+    """``grasp`` pays nothing while the hand or a fingertip touches the floor (as ``carry_off_floor``; false: the
+    grasp pays wherever it happens). Stalled seeds grasp with the hand capsule pressed on the table (~165 N) and are
+    paid the full ``grasp`` there (``docs/lift_learning.md``, session 13)."""
     lifted: float = 8.0
     """Group ``lift``: grasped and raised by more than ``lift_height`` (Isaac Lab's ``lifting_object``; not
     Playground's)."""
@@ -147,6 +151,12 @@ class LiftEnvCfg:
     targets, and with 0.025 the pads (1.9 cm below the site, ``mjx_panda.xml`` pad boxes) can still graze the table.
     Without it the policy can command the hand 20 cm into the table, which presses it onto the table and flips the
     wrist (``docs/lift_learning.md``, session 12)."""
+    ee_gravity_compensation: bool = False
+    """``ee_delta``: the arm's position targets are the commanded configuration q_c plus g(q_c) / Kp (g the gravity
+    torques at q_c from ``mj_rne``, Kp the nominal gains of ``mjx_panda.xml``), so the arm holds q_c instead of
+    sagging below it (the Franka's own controller compensates gravity, libfranka's "gravity is compensated by the
+    robot"; the scripted expert does the same). False: the targets are q_c (the Menagerie actuators have no gravity
+    compensation; the outstretched arm sags ~1 cm)."""
     cube_xy_range: float = 0.2
     """Half-width of the cube's start xy range around (0.7, 0) m (Playground ±0.2)."""
     target_xy_range: float = 0.2

@@ -90,6 +90,8 @@ class LiftEnv(VecEnv):
             from upright.tasks.lift.ik import DifferentialIK
 
             self.ik = DifferentialIK(self.model)
+        self.kp_arm = torch.tensor(panda.KP[:7], device=self.device)
+        """(7,) nominal arm Kp, N·m/rad (gravity compensation divides by it)."""
         self._init_indices()
         n, dev = self.num_envs, self.device
         self.reward_manager = RewardManager(lift_reward_terms(cfg.rewards), REWARD_GROUPS, dt=self.step_dt)
@@ -220,7 +222,7 @@ class LiftEnv(VecEnv):
         self.last_actions.copy_(self.actions)
         self.actions.copy_(a)
         self.ctrl = torch.minimum(torch.maximum(self.ctrl + self.ctrl_step(a), self.ctrl_lower), self.ctrl_upper)
-        self.sim.step(self.randomizer.delay.push(self.ctrl), cfg.decimation)
+        self.sim.step(self.randomizer.delay.push(self.applied_ctrl(self.ctrl)), cfg.decimation)
         self.episode.length += 1
 
         state = self._read_state()
@@ -256,6 +258,15 @@ class LiftEnv(VecEnv):
         self._update_observation()
         extras = {"time_outs": time_outs, "reward_groups": group_rewards, "episode": log}
         return self.get_observations(), group_rewards.sum(dim=1), dones.long(), extras
+
+    def applied_ctrl(self, ctrl: torch.Tensor) -> torch.Tensor:
+        """(M, 8) position targets sent to the actuators for commanded targets ``ctrl`` (M, 8): ``ctrl`` itself, or with
+        ``env.ee_gravity_compensation`` the arm's q_c + g(q_c) / Kp clipped to the control range (config docstring)."""
+        if self.ik is None or not self.cfg.ee_gravity_compensation:
+            return ctrl
+        out = ctrl.clone()
+        out[:, :7] += self.ik.gravity_torques(ctrl[:, :7], ctrl[:, 7]) / self.kp_arm
+        return torch.minimum(torch.maximum(out, self.ctrl_lower), self.ctrl_upper)
 
     def ctrl_step(self, actions: torch.Tensor) -> torch.Tensor:
         """(N, 8) change of the position targets (rad, finger m) for clipped ``actions`` (N, A) in ``env.action_mode``
@@ -307,7 +318,7 @@ class LiftEnv(VecEnv):
         cube, target = self.sample_reset(env_ids)
         cube = cube if cube_pos is None else cube_pos.to(self.device, torch.float32)
         target = target if target_pos is None else target_pos.to(self.device, torch.float32)
-        self.randomizer.on_reset(env_ids, self.home_ctrl.expand(m, -1))  # first: the cube's size sets its height
+        self.randomizer.on_reset(env_ids, self.applied_ctrl(self.home_ctrl.expand(m, -1)))  # first: the cube's size sets its height
         if cube_pos is None:  # resting on the floor
             cube[:, 2] = self.randomizer.cube_half_height(env_ids).to(self.device)
         qpos = self._home_qpos.expand(m, -1).clone()

@@ -31,14 +31,15 @@ from upright.tasks.registry import make_env
 METRICS = ("success", "success_at_end", "time_to_success_s", "final_distance_m")
 
 
-EE_SETTINGS = ("ee_action_scale", "ee_min_height")
-"""``env.*`` settings that give an ``ee_delta`` action its meaning besides the mode (step scale, workspace floor)."""
+EE_SETTINGS = ("ee_action_scale", "ee_min_height", "ee_gravity_compensation")
+"""``env.*`` settings that give an ``ee_delta`` action its meaning besides the mode (step scale, workspace floor,
+gravity compensation)."""
 
 
 def policy_action_overrides(policy: str) -> list[str]:
     """``env.*`` overrides that make a lift env's actions mean what they meant when ``policy`` was trained:
     ``env.action_mode=...`` (:func:`~upright.viewer.policy.policy_action_mode`; ``delta`` or ``ee_delta``) and, for
-    ``ee_delta``, ``env.ee_action_scale`` and ``env.ee_min_height`` from the ONNX metadata or the run config (absent
+    ``ee_delta``, ``env.ee_action_scale``, ``env.ee_min_height`` and ``env.ee_gravity_compensation`` from the ONNX metadata or the run config (absent
     there: the defaults). Empty for ``zero``, ``random``, ``expert``, a file without a lift action mode, or an unreadable
     file (loading it reports why).
 
@@ -69,9 +70,10 @@ def policy_action_overrides(policy: str) -> list[str]:
         values = {k: meta[k] for k in EE_SETTINGS if k in meta}
     else:
         env_cfg = load_run_config(run_config_for(path)).env
-        values = {k: env_cfg.get(k) for k in EE_SETTINGS}
+        values = {k: env_cfg.get(k) for k in EE_SETTINGS if k in env_cfg}
     for key, value in values.items():
-        out.append(f"env.{key}={'null' if value is None else value}")
+        text = "null" if value is None else str(value).lower() if isinstance(value, bool) else value
+        out.append(f"env.{key}={text}")
     return out
 
 

@@ -84,6 +84,26 @@ class DifferentialIK:
             jac[i, :3], jac[i, 3:] = jacp[:, :7], r.T @ jacr[:, :7]
         return pos, rot, jac
 
+    def gravity_torques(self, q_arm: torch.Tensor, finger: torch.Tensor | None = None) -> torch.Tensor:
+        """(N, 7) float32 N·m: the arm's joint torques that hold ``q_arm`` (N, 7) rad still against gravity (``mj_rne``
+        at zero velocity and acceleration; the cube and any payload not included), with both fingers at ``finger``
+        (N,) m (None: closed), on ``q_arm``'s device."""
+        m, d = self.model, self.data
+        q = q_arm.detach().cpu().double().numpy()
+        f = np.zeros(len(q)) if finger is None else finger.detach().cpu().double().numpy()
+        out = np.empty((len(q), 7))
+        bias = np.zeros(m.nv)
+        d.qvel[:] = 0.0
+        for i in range(len(q)):
+            d.qpos[:7] = q[i]
+            d.qpos[7:9] = f[i]
+            mujoco.mj_kinematics(m, d)
+            mujoco.mj_comPos(m, d)
+            mujoco.mj_comVel(m, d)
+            mujoco.mj_rne(m, d, 0, bias)
+            out[i] = bias[:7]
+        return torch.as_tensor(out, dtype=torch.float32, device=q_arm.device)
+
     def joint_step(self, q_arm: torch.Tensor, translation: torch.Tensor, min_height: float | None = None) -> torch.Tensor:
         """Δq (N, 7) rad that moves the site by ``translation`` (N, 3) m (world frame) from arm angles ``q_arm``
         (N, 7) rad and turns it toward the home orientation; float32 on ``q_arm``'s device.

@@ -56,7 +56,8 @@ def lift_policy_metadata(env) -> dict[str, Any]:
               "ee_action_names": ["site_dx", "site_dy", "site_dz", "finger"],
               "ik_damping": ik.IK_DAMPING, "ik_rotation_weights": list(ik.IK_ROTATION_WEIGHTS),
               "ik_null_gain": ik.IK_NULL_GAIN,
-              "ee_min_height": None if env.cfg.ee_min_height is None else float(env.cfg.ee_min_height)}  # fmt: skip
+              "ee_min_height": None if env.cfg.ee_min_height is None else float(env.cfg.ee_min_height),
+              "ee_gravity_compensation": bool(env.cfg.ee_gravity_compensation)}  # fmt: skip
     return {
         "task": "lift",
         "robot": "franka_emika_panda",

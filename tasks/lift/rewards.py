@@ -55,10 +55,13 @@ def robot_target_qpos(state: LiftState) -> torch.Tensor:
     return 1.0 - torch.tanh((state.q[:, :7] - state.home_q[:7]).norm(dim=-1))
 
 
-def grasp(state: LiftState) -> torch.Tensor:
+def grasp(state: LiftState, off_floor: bool = False) -> torch.Tensor:
     """1 while both finger pads touch the cube, else 0 (ManiSkill ``PickCube`` dense reward's ``is_grasped`` term).
-    Not in Playground (``env.rewards.grasp=0`` removes it)."""
-    return state.grasped.float()
+    Not in Playground (``env.rewards.grasp=0`` removes it). With ``off_floor`` it is also 0 while the hand or a
+    fingertip touches the floor (:attr:`LiftState.floor_contact`), so a grasp made by pressing the hand onto the
+    table earns nothing."""
+    held = state.grasped & ~state.floor_contact if off_floor else state.grasped
+    return held.float()
 
 
 def lifted(state: LiftState, min_height: float = 0.02) -> torch.Tensor:
@@ -105,7 +108,7 @@ def lift_reward_terms(weights) -> list[RewardTerm]:
     """The terms with the weights of ``weights`` (:class:`upright.tasks.lift.config.LiftRewardsCfg`)."""
     return [
         RewardTerm("gripper_box", gripper_box, "reach", weights.gripper_box),
-        RewardTerm("grasp", grasp, "reach", weights.grasp),
+        RewardTerm("grasp", grasp, "reach", weights.grasp, {"off_floor": weights.grasp_off_floor}),
         RewardTerm("box_target", box_target, "lift", weights.box_target),
         RewardTerm("box_target_fine", box_target, "lift", weights.box_target_fine, {"sharpness": weights.fine_sharpness}),
         RewardTerm("lifted", lifted, "lift", weights.lifted, {"min_height": weights.lift_height}),

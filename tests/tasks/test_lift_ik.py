@@ -106,3 +106,22 @@ def test_ee_delta_env_cannot_command_the_hand_into_the_table():
         env.close()
     assert (heights[None] < -0.1).all()  # without the floor the command goes 10+ cm into the table
     assert (heights[0.025] > 0.025 - 1e-3).all(), heights
+
+
+def test_gravity_compensation_makes_the_outstretched_arm_hold_its_commanded_site():
+    """Reach 0.2 m forward and 0.3 m down with the hand pointing down; without compensation the arm sags below the
+    commanded site, with it (q_c + g(q_c) / Kp) the measured site stays within a few mm of the command."""
+    errors = {}
+    for comp in (False, True):
+        cfg = LiftEnvCfg(num_envs=1, action_mode="ee_delta", ee_gravity_compensation=comp)
+        cfg.domain_rand.enabled = False
+        env = LiftEnv(cfg, SimCfg(backend="native", num_threads=1))
+        move = torch.tensor([[1.0, 0.0, -1.0, 0.0]])
+        for i in range(80):  # 20 steps forward+down (site to ~(0.84, 0, 0.095) m), then hold still to settle
+            env.step(move if i < 20 else torch.zeros(1, 4))
+        commanded = env.ik.site_frames(env.ctrl[:, :7].double().numpy())[0][0]
+        measured = env.ik.site_frames(env.last_state.q[:, :7].double().numpy())[0][0]
+        errors[comp] = commanded[2] - measured[2]  # > 0: the arm sags below its command
+        env.close()
+    assert errors[False] > 0.03, errors  # ~6 cm at this reach
+    assert abs(errors[True]) < 0.002, errors

@@ -111,6 +111,14 @@ def test_carry_pays_nothing_while_the_hand_touches_the_floor():
     close(rewards.carry(s, off_floor=False), [0.25, 0.25, 0.25])  # session 11's ungated term
 
 
+def test_grasp_gated_off_the_floor_pays_nothing_while_the_hand_touches_it():
+    s = LiftState.zeros(3)
+    s.pad_contact[:] = torch.tensor([[True, True], [True, True], [True, False]])
+    s.floor_contact[:] = torch.tensor([False, True, False])  # env 1 grasps with the hand pressed on the table
+    close(rewards.grasp(s), [1.0, 1.0, 0.0])
+    close(rewards.grasp(s, off_floor=True), [1.0, 0.0, 0.0])
+
+
 def test_lifted_needs_a_grasp_and_the_height():
     s = LiftState.zeros(4)
     s.cube_start[:, 2] = 0.03
