@@ -90,11 +90,20 @@ def check_values(cfg) -> str | None:
         return f"resume={resume}: no such run directory or checkpoint file (give logs/<task>/<run.name> or a model_<it>.pt)."
     policy = cfg.get("policy")
     if policy is not None and "base" in policy and policy.base:
-        from upright.vla.residual_config import ResidualCfg, check_residual_cfg, resolve_base_file
+        from upright.vla.residual_config import ResidualCfg, check_residual_cfg, is_remote_base, resolve_base_file
 
         try:
             check_residual_cfg(ResidualCfg(**OmegaConf.to_container(policy, resolve=True)), str(cfg.task_name))
-            resolve_base_file(pathlib.Path(str(policy.base)).expanduser())
+            if is_remote_base(str(policy.base)):  # a policy server: it must answer now
+                from upright.vla.remote import fetch_metadata
+
+                try:
+                    fetch_metadata(str(policy.base), timeout=10.0)
+                except ConnectionError as err:
+                    raise ValueError(f"policy.base={policy.base}: {err}; start it with upright-policy-server "
+                                     "--policy <base> --port <port>") from None
+            else:
+                resolve_base_file(pathlib.Path(str(policy.base)).expanduser())
         except (ValueError, FileNotFoundError) as err:
             return str(err)
     return None

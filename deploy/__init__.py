@@ -14,9 +14,11 @@ Modules, from the policy file to the motors:
   limits), ``protocol`` (GO-M8010-6 frames, CRC-16/CCITT, upright's IMU frame).
 - ``logger_process`` + ``lerobot_dataset``: LeRobotDataset v3 episodes written by a separate process,
   crash-safe journal.
+- ``camera`` + ``shared_frames``: camera sources of a chunked policy (sim-robot's frames, OpenCV/V4L2), each grabbing
+  in its own thread; the memory-mapped frame files they and the logger's image ring use.
 - ``operator``: Unix-socket API and keyboard.
 - ``sim_robot`` + ``pty_device``: the G1 (standup scene) or the Panda (lift scene) in MuJoCo answering the same
-  bytes over pseudo-terminals
+  bytes over pseudo-terminals; ``sim_camera``: its cameras, rendered from the simulated state
   (the only modules here that import MuJoCo and the robot/scene definitions; the daemon never imports them).
 
 Deploy imports only the shared observation term definitions (``upright.tasks.standup.observations``

@@ -18,8 +18,13 @@ Observation. The daemon builds ``observation.state`` (1, 2J + 6) float32 from th
 lift demonstrations (:func:`upright.tasks.lift.record_demos.proprio_state`) and of the daemon's own datasets: q and
 dq of the policy joints in policy-joint order (rad or m, rad/s or m/s), the IMU gyro (3, rad/s, body frame) and the
 projected gravity (3). In :class:`~upright.deploy.metadata.PolicySpec` terms: the shared observation terms
-``joint_pos``, ``joint_vel``, ``base_ang_vel``, ``projected_gravity`` at scale 1, no history, no clip. A policy that
-reads cameras is refused: the daemon has no camera source yet.
+``joint_pos``, ``joint_vel``, ``base_ang_vel``, ``projected_gravity`` at scale 1, no history, no clip.
+
+Cameras. The spec's ``metadata`` carries the policy's ``cameras`` (names, ``observation.images.<name>``) and
+``image_size`` (H, W) px, from its metadata (TinyVLA config, VLA ONNX keys ``image_height``/``image_width``; a remote
+server's metadata may lack the size: ``upright-deploy run --image-size HxW``). The daemon feeds them from
+``--camera NAME=SOURCE`` sources (:mod:`upright.deploy.camera`); :func:`check_camera_sources` refuses a policy whose
+cameras are not all covered.
 """
 
 from __future__ import annotations
@@ -98,16 +103,18 @@ def _describe(policy) -> dict[str, Any]:
     if cfg is not None and hasattr(cfg, "extra"):  # TinyVLA
         return {"cameras": list(cfg.cameras), "state_dim": cfg.state_dim, "state_names": list(cfg.state_names),
                 "action_names": list(cfg.action_names), "control_dt": cfg.control_dt,
+                "image_size": [int(cfg.image_height), int(cfg.image_width)],
                 "contract": dict(cfg.extra.get("deploy_contract") or {})}  # fmt: skip
     meta = dict(meta or {})
     contract = {k: meta[k] for k in (*CHUNK_CONTRACT_KEYS, "action_clip", "held_joint_names", "held_kp", "held_kd",
                                      "held_joint_pos", "task") if k in meta}  # fmt: skip
     if "upright_vla_metadata_version" not in meta:  # a remote server's metadata: no contract inside
         contract = {}
+    size = [meta["image_height"], meta["image_width"]] if "image_height" in meta and "image_width" in meta else None
     return {"cameras": list(meta.get("cameras") or getattr(policy, "cameras", ()) or ()),
             "state_dim": meta.get("state_dim"), "state_names": list(meta.get("state_names") or []),
             "action_names": list(meta.get("action_names") or []), "control_dt": meta.get("control_dt"),
-            "contract": contract}  # fmt: skip
+            "image_size": None if size is None else [int(v) for v in size], "contract": contract}  # fmt: skip
 
 
 def load_chunk_policy(source: str, robot: RobotConfig | None = None, contract_file: str | None = None,
@@ -129,7 +136,7 @@ def load_chunk_policy(source: str, robot: RobotConfig | None = None, contract_fi
     Raises:
         PolicyMetadataError: one line naming the fix: a missing contract key, an unknown action mode, an action mode
             that contradicts the policy's action convention, a state or action layout the daemon does not build,
-            cameras, joints that do not match the robot, or a policy that cannot be loaded.
+            joints that do not match the robot, or a policy that cannot be loaded.
     """
     extra: dict = {}
     if contract_file:
@@ -165,9 +172,6 @@ def _spec(source: str, contract: dict, facts: dict, policy, task: str | None) ->
     missing = [k for k in CHUNK_CONTRACT_KEYS if k not in contract]
     if missing:
         raise PolicyMetadataError(f"{source}: the chunked policy's deploy contract lacks {missing}; {CONTRACT_HINT}")
-    if facts["cameras"]:
-        raise PolicyMetadataError(f"{source} reads cameras {facts['cameras']}, but the daemon has no camera source "
-                                  "yet; deploy a state-only VLA (train_bc --no-images) (docs/deploy_chunked.md)")
     joints = tuple(str(j) for j in contract["joint_names"])
     n = len(joints)
     if n == 0 or len(set(joints)) != n:
@@ -213,8 +217,42 @@ def _spec(source: str, contract: dict, facts: dict, policy, task: str | None) ->
         control_dt=control_dt, observation_names=CHUNK_OBSERVATION_TERMS, observation_dims=(n, n, 3, 3),
         observation_scales=(1.0, 1.0, 1.0, 1.0), history_length=1, observation_clip=math.inf,
         input_name="observation.state", output_name="action_chunk",
-        metadata={**contract, "policy_kind": "chunked", "chunk_size": int(policy.chunk_size)},
+        metadata={**contract, "policy_kind": "chunked", "chunk_size": int(policy.chunk_size),
+                  "cameras": [str(c) for c in facts["cameras"]], "image_size": facts.get("image_size")},
     )  # fmt: skip
     if np.any(spec.kp < 0) or np.any(spec.kd < 0) or np.any(spec.held_kp < 0) or np.any(spec.held_kd < 0):
         raise PolicyMetadataError(f"{source}: negative Kp or Kd in the deploy contract")
     return spec
+
+
+def check_camera_sources(spec: PolicySpec, given: dict[str, str], image_size: tuple[int, int] | None = None
+                         ) -> tuple[int, int] | None:  # fmt: skip
+    """Check ``--camera NAME=SOURCE`` (``given``: name -> source) against the policy's cameras; return the image size
+    (H, W) the sources must deliver (None: the policy reads no camera).
+
+    Args:
+        spec: from :func:`load_chunk_policy` (``metadata["cameras"]``, ``metadata["image_size"]``), or an MLP spec.
+        given: the parsed ``--camera`` items.
+        image_size: ``--image-size`` (wins over the policy's).
+
+    Raises:
+        PolicyMetadataError: one line naming the fix: a camera of the policy without a source (naming
+            ``--camera NAME=...``), a source for a camera the policy does not read, or no known image size.
+    """
+    cams = list(spec.metadata.get("cameras") or [])
+    missing = [c for c in cams if c not in given]
+    if missing:
+        example = " ".join(f"--camera {c}=sim" for c in missing)
+        raise PolicyMetadataError(f"{spec.path} reads cameras {cams}; no source for {missing}: add {example} "
+                                  f"(sim-robot's) or --camera {missing[0]}=/dev/videoN")  # fmt: skip
+    extra = [c for c in given if c not in cams]
+    if extra:
+        raise PolicyMetadataError(f"--camera {extra[0]}: {spec.path} does not read camera {extra[0]!r} (its cameras: "
+                                  f"{cams or 'none'}); drop it")  # fmt: skip
+    if not cams:
+        return None
+    size = image_size or spec.metadata.get("image_size")
+    if not size:
+        raise PolicyMetadataError(f"{spec.path} reads cameras {cams} but does not say their size: give "
+                                  "--image-size HxW")  # fmt: skip
+    return int(size[0]), int(size[1])

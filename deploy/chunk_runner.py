@@ -23,6 +23,16 @@ Per call (tick t, never blocking on inference):
    action, (A,) float32; empty: None, and :attr:`ChunkRunner.miss_reason` says why (the controller then holds the
    targets, flags ``STALE_ACTION`` and damps after ``max_consecutive_stale`` such ticks).
 
+Cameras. A policy that reads cameras gets ``observation.images.<name>`` (1, 3, H, W) uint8 RGB from
+:class:`~upright.deploy.camera.CameraSource` s (``cameras``): at step 3 the control thread takes each source's newest
+frame (a reference, no copy; the sources grab in their own threads) and the worker turns it into the batch. A frame
+older than ``max_frame_age_s`` (wall clock since its capture), or none yet, is not used: no chunk is requested this
+tick, :attr:`ChunkRunner.camera_stale` is set (the controller flags ``CAMERA_STALE``) and the queued actions, predicted
+from fresh frames, still run; once the queue is empty the ticks get None as for a stale chunk (``STALE_ACTION``, then
+damping after ``max_consecutive_stale``). A frame of another shape than (H, W, 3) uint8 raises
+:class:`~upright.deploy.policy.PolicyFault` (a broken source; the controller damps). Sources deliver the policy's size
+(sim-robot renders it, an OpenCV camera resizes in its thread); the runner does not resize.
+
 A policy exception in the worker ends the worker; the next call raises :class:`~upright.deploy.policy.PolicyFault`
 with a one-line reason (the controller damps). :meth:`ChunkRunner.close` stops and joins the thread.
 
@@ -43,7 +53,7 @@ import torch
 
 from upright.deploy.policy import PolicyFault
 from upright.vla.chunking import ActionChunkQueue
-from upright.vla.policy import STATE_KEY, TASK_KEY, ChunkPolicy
+from upright.vla.policy import IMAGE_PREFIX, STATE_KEY, TASK_KEY, ChunkPolicy
 
 
 @dataclass
@@ -62,6 +72,8 @@ class ChunkStats:
     """Actions dropped by latency compensation (they belonged to ticks already executed)."""
     empty_ticks: int = 0
     """Calls that returned None."""
+    frames_stale: int = 0
+    """Chunk requests skipped because a camera frame was missing or older than ``max_frame_age_s``."""
     latencies_s: list[float] = field(default_factory=list)
     """Inference time of every finished request, s (the last 1000)."""
 
@@ -72,6 +84,7 @@ class _Request:
     state: np.ndarray
     tick: int
     t_obs: float
+    images: dict[str, np.ndarray] = field(default_factory=dict)
 
 
 @dataclass
@@ -102,19 +115,25 @@ class ChunkRunner:
             H // 2 (at least 1).
         temporal_ensemble_coeff: None: queue mode (each new chunk replaces the queued one); m >= 0: ACT's temporal
             ensembling over every chunk received (requests whenever the worker is idle).
+        cameras: name -> :class:`~upright.deploy.camera.CameraSource` of every camera the policy reads (module
+            docstring); each frame must be (``height``, ``width``, 3) uint8 of its source. The runner reads them but
+            does not close them.
+        max_frame_age_s: a frame older than this (s, by ``clock``, which must then be ``time.monotonic``: the
+            sources' timestamps) is not used for inference.
         clock: monotonic seconds (tests may pass another).
         switch_interval_s: the interpreter's GIL switch interval while the worker runs (None: leave it).
         join_timeout_s: :meth:`close` waits this long for an inference in flight.
 
     Raises:
-        ValueError: ``prefetch_below`` outside 1..H, a non-positive ``max_chunk_age_s`` or ``control_dt``, or a policy
-            without integer ``chunk_size`` / ``action_dim``.
+        ValueError: ``prefetch_below`` outside 1..H, a non-positive ``max_chunk_age_s``, ``max_frame_age_s`` or
+            ``control_dt``, or a policy without integer ``chunk_size`` / ``action_dim``.
     """
 
     def __init__(self, policy: ChunkPolicy, instruction: str = "", *, control_dt: float,
                  max_chunk_age_s: float | None = None, prefetch_below: int | None = None,
-                 temporal_ensemble_coeff: float | None = None, clock=time.monotonic,
-                 switch_interval_s: float | None = 0.0005, join_timeout_s: float = 5.0):  # fmt: skip
+                 temporal_ensemble_coeff: float | None = None, cameras: dict | None = None,
+                 max_frame_age_s: float = 0.2, clock=time.monotonic, switch_interval_s: float | None = 0.0005,
+                 join_timeout_s: float = 5.0):  # fmt: skip
         h, a = getattr(policy, "chunk_size", None), getattr(policy, "action_dim", None)
         if not isinstance(h, int) or not isinstance(a, int) or h < 1 or a < 1:
             raise ValueError(f"{type(policy).__name__} has no positive integer chunk_size / action_dim ({h}, {a})")
@@ -129,6 +148,13 @@ class ChunkRunner:
         if not 1 <= self.prefetch_below <= h:
             raise ValueError(f"prefetch_below must be in 1..chunk_size={h}, got {prefetch_below}")
         self.queue = ActionChunkQueue(1, h, a, temporal_ensemble_coeff=temporal_ensemble_coeff)
+        self.cameras = dict(cameras or {})
+        self.max_frame_age_s = float(max_frame_age_s)
+        if not self.max_frame_age_s > 0:
+            raise ValueError(f"max_frame_age_s must be > 0 s, got {max_frame_age_s}")
+        self.camera_stale = False
+        """The last call skipped a chunk request: a camera frame was missing or older than ``max_frame_age_s``."""
+        self._camera_miss = ""
         self.clock = clock
         self.join_timeout_s = join_timeout_s
         self.stats = ChunkStats()
@@ -153,22 +179,26 @@ class ChunkRunner:
         self._thread.start()
 
     # ------------------------------------------------------------------ worker thread
-    def batch(self, state: np.ndarray) -> dict:
-        """The policy batch of one observation: ``observation.state`` (1, S) float32 and ``task`` [instruction]."""
+    def batch(self, state: np.ndarray, images: dict[str, np.ndarray] | None = None) -> dict:
+        """The policy batch of one observation: ``observation.state`` (1, S) float32, ``task`` [instruction] and, per
+        camera, ``observation.images.<name>`` (1, 3, H, W) uint8 from an (H, W, 3) uint8 frame of ``images``."""
         batch = {STATE_KEY: torch.from_numpy(np.asarray(state, np.float32).reshape(1, -1))}
+        for name, frame in (images or {}).items():
+            batch[IMAGE_PREFIX + name] = torch.from_numpy(np.ascontiguousarray(frame.transpose(2, 0, 1))[None])
         if self.instruction:
             batch[TASK_KEY] = [self.instruction]
         return batch
 
-    def predict(self, state: np.ndarray) -> np.ndarray:
-        """One synchronous inference: the (H, A) float32 chunk for ``state`` (S,) or (1, S).
+    def predict(self, state: np.ndarray, images: dict[str, np.ndarray] | None = None) -> np.ndarray:
+        """One synchronous inference: the (H, A) float32 chunk for ``state`` (S,) or (1, S) and the camera frames
+        ``images`` (name -> (H, W, 3) uint8; needed when the runner has cameras).
 
         Raises:
             ValueError: the policy returned another shape than (1, H, A), or NaN/inf.
             Exception: whatever the policy raises.
         """
         with torch.no_grad():
-            out = self.policy.predict_action_chunk(self.batch(state))
+            out = self.policy.predict_action_chunk(self.batch(state, images))
         chunk = np.asarray(out.detach().cpu().numpy() if isinstance(out, torch.Tensor) else out, np.float32)
         if chunk.shape != (1, self.chunk_size, self.action_dim):
             raise ValueError(f"the policy returned a chunk of shape {chunk.shape}, expected "
@@ -187,7 +217,7 @@ class ChunkRunner:
                 req, self._request = self._request, None
             t0 = time.perf_counter()
             try:
-                chunk = self.predict(req.state)
+                chunk = self.predict(req.state, req.images)
             except BaseException as err:  # noqa: BLE001 - any failure of the policy is a fault of the daemon
                 with self._cv:
                     self._failure = f"chunked policy worker failed: {_one_line(err)}"
@@ -216,6 +246,7 @@ class ChunkRunner:
         if self._closing:
             raise PolicyFault("chunked policy runner is closed")
         self.tick += 1
+        self.camera_stale = False
         now = self.clock()
         with self._cv:
             res, self._result = self._result, None
@@ -230,21 +261,50 @@ class ChunkRunner:
             self._newest_t_obs = None
         left = int(q.remaining()[0])
         if not busy and (q.ensembling or max(left - 1, 0) < self.prefetch_below):
-            with self._cv:
-                self._request = _Request(self._generation, np.array(obs, np.float32).reshape(-1), self.tick, now)
-                self._busy, self._busy_since = True, now
-                self.stats.requests += 1
-                self._cv.notify()
+            images = self._frames(now)
+            if images is not None:
+                with self._cv:
+                    self._request = _Request(self._generation, np.array(obs, np.float32).reshape(-1), self.tick, now,
+                                             images)  # fmt: skip
+                    self._busy, self._busy_since = True, now
+                    self.stats.requests += 1
+                    self._cv.notify()
         if left > 0:
             self.miss_reason = ""
             return q.pop()[0].numpy()
         self.stats.empty_ticks += 1
         if busy:
             self.miss_reason = f"queue empty, inference in flight for {now - busy_since:.3f} s"
+        elif self.camera_stale:
+            self.miss_reason = f"queue empty: {self._camera_miss}"
         else:
             self.miss_reason = "queue empty, first chunk requested" if self.stats.chunks_used == 0 else (
                 f"queue empty: no chunk newer than max_chunk_age_s={self.max_chunk_age_s:g} s")  # fmt: skip
         return None
+
+    def _frames(self, now: float) -> dict[str, np.ndarray] | None:
+        """The newest frame of every camera, or None (and :attr:`camera_stale`) when one is missing or too old.
+
+        Raises:
+            PolicyFault: a frame that is not (H, W, 3) uint8 of its source (one line).
+        """
+        images = {}
+        for name, src in self.cameras.items():
+            frame, t = src.read()
+            if frame is None or now - t > self.max_frame_age_s:
+                why = getattr(src, "error", None)
+                age = "no frame yet" if frame is None else f"frame {now - t:.3f} s old"
+                self._camera_miss = (f"camera {name}: {age} (max_frame_age_s {self.max_frame_age_s:g} s)"
+                                     f"{f'; {why}' if why else ''}")  # fmt: skip
+                self.camera_stale = True
+                self.stats.frames_stale += 1
+                return None
+            shape = (src.height, src.width, 3)
+            if not isinstance(frame, np.ndarray) or frame.shape != shape or frame.dtype != np.uint8:
+                got = f"{getattr(frame, 'shape', None)} {getattr(frame, 'dtype', type(frame).__name__)}"
+                raise PolicyFault(f"camera {name} gave a corrupt frame: {got}, expected {shape} uint8")
+            images[name] = frame
+        return images
 
     def _take(self, res: _Result, now: float) -> None:
         """Put a finished chunk into the queue, without the actions of ticks already executed."""

@@ -10,16 +10,18 @@ import pathlib
 import sys
 
 REAL_TIMING = {"reply_timeout_ms": None, "max_sensor_age_ms": 50.0, "overruns": 5, "watchdog_s": 0.25,
-               "max_chunk_age_s": None}
+               "max_chunk_age_s": None, "max_frame_age_s": 0.2}
 """The timing checks' defaults (the real robot's); reply_timeout_ms None: the robot config's (2 ms for the G1);
-max_chunk_age_s None: twice a chunked policy's horizon, 2·H·control_dt."""
+max_chunk_age_s None: twice a chunked policy's horizon, 2·H·control_dt; max_frame_age_s: a camera frame older than
+0.2 s is not used (10 policy ticks at 50 Hz; a 30 fps camera delivers one every 33 ms)."""
 SIM_TIMING = {"reply_timeout_ms": 20.0, "max_sensor_age_ms": 1000.0, "overruns": None, "watchdog_s": 5.0,
-              "max_chunk_age_s": 5.0}
+              "max_chunk_age_s": 5.0, "max_frame_age_s": 1.0}
 """``run --sim``: defaults for ``sim-robot`` in lockstep on a loaded machine. sim-robot answers ~30 frames per
 I/O cycle from a second Python process over ptys (a 500 Hz exchange took p50 2.2 ms on a 2-core VM), so the
 loop cannot keep 500 Hz there; lockstep physics makes that harmless, so the wall-clock checks are relaxed:
 overruns are flagged in every frame but do not damp, and a chunk may be 5 s old (wall clock) when the slowed-down
-ticks execute it. Every flag given explicitly still wins."""
+ticks execute it. sim-robot's cameras render in software (~50 ms per 64 x 64 frame on that VM, more under load), so a
+frame may be 1 s old. Every flag given explicitly still wins."""
 
 
 _UNSET = object()
@@ -63,6 +65,13 @@ def _add_run(sub) -> None:
                    "with coefficient M (default: the policy's setting, else queue mode)")
     p.add_argument("--max-stale-ticks", type=_none_or_int, default=25, help="chunked policy: POLICY ticks in a row "
                    "without a fresh action -> damping, or 'none' (default 25)")
+    p.add_argument("--camera", action="append", metavar="NAME=SOURCE", help="chunked policy: the source of camera "
+                   "NAME (every camera the policy reads needs one): 'sim' (sim-robot --camera NAME, in --port-dir), "
+                   "'sim:DIR', /dev/videoN or an index N (OpenCV), or a URL; repeatable")
+    p.add_argument("--max-frame-age-s", type=float, default=_UNSET, help="chunked policy: a camera frame older than "
+                   "this is not used; no chunk is requested (CAMERA_STALE) (default 0.2; --sim: 1)")
+    p.add_argument("--image-size", metavar="HxW", help="chunked policy: camera frame size, px (default: the "
+                   "policy's image_height x image_width)")
     p.add_argument("--robot", default="unitree_g1_29dof", help="built-in robot name or robot config JSON")
     p.add_argument("--port", action="append", metavar="BUS=PATH", help="serial port of a bus (repeatable)")
     p.add_argument("--port-dir", help="folder with one serial port (or link) per bus name, e.g. sim-robot's --link-dir")
@@ -117,7 +126,8 @@ def _timing(args) -> list[str]:
     if not args.sim:
         return []
     return [f"--sim: reply timeout {args.reply_timeout_ms:g} ms, sensor age {args.max_sensor_age_ms:g} ms, "
-            f"overrun fault {'off' if args.overruns is None else args.overruns}, watchdog {args.watchdog_s} s "
+            f"overrun fault {'off' if args.overruns is None else args.overruns}, watchdog {args.watchdog_s} s, "
+            f"camera frame age {args.max_frame_age_s:g} s "
             "(deadline overruns are still flagged in safety_flags); sim-robot's --lockstep-dt must be "
             f"1/--io-rate = {1 / args.io_rate:g} s"]  # fmt: skip
 
@@ -130,9 +140,38 @@ def _check_sim_ports(robot_cfg) -> None:
                              f"bus {bus.name} is not a pseudo-terminal ({real or 'unset'}); drop --sim on a real robot")
 
 
-def _chunk_runner(args, spec, vla):
+CAMERA_START_TIMEOUT_S = 15.0
+"""How long ``run`` waits for each camera's first frame before refusing to start."""
+
+
+def _open_cameras(args, given: dict[str, str], size: tuple[int, int] | None) -> dict:
+    """The :class:`~upright.deploy.camera.CameraSource` of every ``--camera``, each with a first frame.
+
+    Raises:
+        CameraError: a source that cannot be opened or gives no frame within CAMERA_START_TIMEOUT_S (one line).
+    """
+    from upright.deploy.camera import open_camera
+
+    cameras: dict = {}
+    try:
+        for name, source in given.items():
+            cameras[name] = open_camera(name, source, size[0], size[1], args.port_dir)
+        for cam in cameras.values():
+            cam.wait_frame(CAMERA_START_TIMEOUT_S)
+    except BaseException:
+        _close_cameras(cameras)
+        raise
+    return cameras
+
+
+def _close_cameras(cameras: dict) -> None:
+    for cam in cameras.values():
+        cam.close()
+
+
+def _chunk_runner(args, spec, vla, cameras: dict | None = None):
     """The :class:`~upright.deploy.chunk_runner.ChunkRunner` of a chunked policy, after one synchronous inference at
-    the default pose (a policy that cannot run is refused before anything moves).
+    the default pose with the cameras' newest frames (a policy that cannot run is refused before anything moves).
 
     Raises:
         ValueError: a bad runner setting, or the policy failed on the default pose (one line).
@@ -145,10 +184,11 @@ def _chunk_runner(args, spec, vla):
     if coeff is None:
         coeff = getattr(vla, "temporal_ensemble_coeff", None)
     runner = ChunkRunner(vla, args.instruction, control_dt=spec.control_dt, max_chunk_age_s=args.max_chunk_age_s,
-                         prefetch_below=args.prefetch_below, temporal_ensemble_coeff=coeff)  # fmt: skip
+                         prefetch_below=args.prefetch_below, temporal_ensemble_coeff=coeff, cameras=cameras,
+                         max_frame_age_s=args.max_frame_age_s)  # fmt: skip
     state = np.concatenate([spec.default_joint_pos, np.zeros(spec.num_joints + 3), [0.0, 0.0, -1.0]]).astype(np.float32)
     try:
-        runner.predict(state)
+        runner.predict(state, {name: cam.read()[0] for name, cam in (cameras or {}).items()})
     except Exception as err:  # noqa: BLE001 - any failure of the policy refuses the start
         runner.close()
         raise ValueError(f"the chunked policy failed on the default pose: {type(err).__name__}: "
@@ -159,7 +199,8 @@ def _chunk_runner(args, spec, vla):
 def cmd_run(args) -> int:
     from dataclasses import replace
 
-    from upright.deploy.chunk_policy import is_chunk_policy_source, load_chunk_policy
+    from upright.deploy.camera import parse_camera_args, parse_size
+    from upright.deploy.chunk_policy import check_camera_sources, is_chunk_policy_source, load_chunk_policy
     from upright.deploy.controller import Controller, ControllerConfig
     from upright.deploy.metadata import PolicyMetadataError, load_policy_spec
     from upright.deploy.operator import SocketSecurityError, resolve_group
@@ -168,8 +209,18 @@ def cmd_run(args) -> int:
 
     logging.basicConfig(level=logging.INFO, format="upright-deploy: %(message)s", stream=sys.stderr, force=True)
     runner = None
+    cameras: dict = {}
+    size = None
+
+    def release() -> None:  # what a refusal must free (nothing has moved yet)
+        if runner is not None:
+            runner.close()
+        _close_cameras(cameras)
+
     try:
         notes = _timing(args)
+        given = parse_camera_args(args.camera)
+        image_size = parse_size(args.image_size) if args.image_size else None
         robot_cfg = _ports(args, load_robot_config(args.robot))
         if args.sim:
             _check_sim_ports(robot_cfg)
@@ -180,16 +231,22 @@ def cmd_run(args) -> int:
                 raise ValueError(f"{args.policy} is a chunked (VLA) policy: give the instruction it is conditioned on, "
                                  "e.g. --instruction 'lift the cube'")  # fmt: skip
             spec, vla = load_chunk_policy(str(args.policy), robot_cfg, args.policy_contract, task=args.instruction)
-            runner = _chunk_runner(args, spec, vla)
+            try:
+                size = check_camera_sources(spec, given, image_size)
+                cameras = _open_cameras(args, given, size) if size else {}
+            except BaseException:
+                if hasattr(vla, "close"):
+                    vla.close()
+                raise
+            runner = _chunk_runner(args, spec, vla, cameras)
         else:
-            if args.instruction or args.policy_contract:
-                raise ValueError(f"--instruction and --policy-contract are for chunked (VLA) policies; {args.policy} "
-                                 "is an MLP policy file (its metadata is its contract)")  # fmt: skip
+            if args.instruction or args.policy_contract or given:
+                raise ValueError(f"--instruction, --policy-contract and --camera are for chunked (VLA) policies; "
+                                 f"{args.policy} is an MLP policy file (its metadata is its contract)")  # fmt: skip
             spec = load_policy_spec(args.policy, robot_cfg)
         ctl_group = resolve_group(args.ctl_group)
     except (PolicyMetadataError, ValueError) as err:
-        if runner is not None:
-            runner.close()
+        release()
         print(f"upright-deploy: refusing to start: {err}", file=sys.stderr)
         return 2
     from upright.deploy.logger_process import LoggerClient, frame_features
@@ -214,22 +271,22 @@ def cmd_run(args) -> int:
     try:
         operator = OperatorServer(args.socket or default_socket_path(), group=ctl_group)
     except (SocketSecurityError, OSError) as err:
-        if runner is not None:
-            runner.close()
+        release()
         print(f"upright-deploy: refusing to start: {err}", file=sys.stderr)
         return 2
     logger = None
     if not args.no_log:
         frame_names = [f"{n}.{i}" for n, d in zip(spec.observation_names, spec.observation_dims) for i in range(d)]
+        images = dict.fromkeys(cameras, size) if cameras else None
         try:
             logger = LoggerClient(
-                args.dataset, frame_features(spec.joint_names, frame_names), fps=int(round(1 / spec.control_dt)),
-                robot_type=robot_cfg.name, task=args.task_description or spec.task, policy=str(args.policy),
+                args.dataset, frame_features(spec.joint_names, frame_names, images),
+                fps=int(round(1 / spec.control_dt)), robot_type=robot_cfg.name,
+                task=args.task_description or spec.task, policy=str(args.policy),
             )  # fmt: skip
-        except RuntimeError as err:
+        except (RuntimeError, OSError) as err:
             operator.close()
-            if runner is not None:
-                runner.close()
+            release()
             print(f"upright-deploy: refusing to start: {err}", file=sys.stderr)
             return 2
     robot = SerialRobot(robot_cfg)
@@ -240,12 +297,12 @@ def cmd_run(args) -> int:
         operator.close()
         if logger is not None:
             logger.close()
-        if runner is not None:
-            runner.close()
+        release()
         print(f"upright-deploy: cannot open the robot's serial ports: {err}", file=sys.stderr)
         return 2
     keyboard = None if args.no_keyboard else Keyboard()
-    controller = Controller(spec, robot_cfg, policy, cfg, logger=logger, operator=operator, keyboard=keyboard)
+    controller = Controller(spec, robot_cfg, policy, cfg, logger=logger, operator=operator, keyboard=keyboard,
+                            cameras=cameras)  # fmt: skip
     for note in notes + setup_realtime(args.rt_priority, set(args.cpu) if args.cpu else None, args.mlock):
         print(f"upright-deploy: {note}", file=sys.stderr)
     if runner is not None:
@@ -253,6 +310,10 @@ def cmd_run(args) -> int:
               f"{spec.action_mode} (β {spec.action_scale:g}), prefetch below {runner.prefetch_below}, max chunk age "
               f"{runner.max_chunk_age_s:g} s, {'ACT ensembling' if runner.queue.ensembling else 'queue mode'}, "
               f"instruction {args.instruction!r}", file=sys.stderr)  # fmt: skip
+    if cameras:
+        print(f"upright-deploy: cameras {' '.join(f'{n}={c.describe}' for n, c in cameras.items())}, "
+              f"{size[0]}x{size[1]} px, max frame age {args.max_frame_age_s:g} s, "
+              f"{'logged as observation.images.*' if logger is not None else 'not logged'}", file=sys.stderr)
     print(
         f"upright-deploy: policy {args.policy} ({spec.task}, {spec.num_joints} joints, {1 / spec.control_dt:.0f} Hz), "
         f"robot {robot_cfg.name}, I/O {args.io_rate:.0f} Hz, socket {operator.path}, "
@@ -271,20 +332,32 @@ def cmd_run(args) -> int:
     finally:
         controller.close()
         robot.close()
+        _close_cameras(cameras)
     print(f"upright-deploy: exit ({controller.sm.mode.name}: {controller.sm.damping_reason})", file=sys.stderr, flush=True)
     return code
 
 
 def cmd_sim_robot(args) -> int:
+    if args.camera:  # MuJoCo reads MUJOCO_GL once, at import: pick an offscreen backend first
+        from upright.viewer.gl import choose_offscreen_gl
+
+        choose_offscreen_gl()
     from upright.deploy.pty_device import Fault
     from upright.deploy.robot_config import load_robot_config
+    from upright.deploy.camera import parse_size
     from upright.deploy.sim_robot import run_sim_robot
 
-    return run_sim_robot(
-        load_robot_config(args.robot), args.link_dir, lockstep_dt=None if args.free_running else args.lockstep_dt,
-        init_state=args.init_state,
-        record=args.record, faults=[Fault.parse(f) for f in args.fault or []], duration=args.duration,
-    )  # fmt: skip
+    try:
+        size = parse_size(args.camera_size)
+        faults = [Fault.parse(f) for f in args.fault or []]
+        return run_sim_robot(
+            load_robot_config(args.robot), args.link_dir, lockstep_dt=None if args.free_running else args.lockstep_dt,
+            init_state=args.init_state, record=args.record, faults=faults, duration=args.duration,
+            cameras=args.camera or (), camera_size=size, camera_fps=args.camera_fps,
+        )  # fmt: skip
+    except (ValueError, RuntimeError) as err:
+        print(f"upright-deploy sim-robot: {err}", file=sys.stderr)
+        return 2
 
 
 class CtlUsageError(ValueError):
@@ -374,8 +447,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--init-state", help=".npz with qpos (and qvel) of the initial state")
     p.add_argument("--record", help=".npz for the physics trace (time, qpos, qvel, and head_height for the G1 or "
                    "cube_height for the Panda), written at exit")
-    p.add_argument("--fault", action="append", help="inject kind:joint:start[:end[:value]] (see pty_device.Fault)")
+    p.add_argument("--fault", action="append", help="inject kind:joint:start[:end[:value]] (see pty_device.Fault); "
+                   "camera_stall:NAME:start[:end] freezes a camera")
     p.add_argument("--duration", type=float, help="stop after this many seconds")
+    p.add_argument("--camera", action="append", metavar="NAME", help="render this scene camera (lift: front, wrist) "
+                   "from the robot's current state into LINK_DIR/camera_NAME.frames, for the daemon's "
+                   "--camera NAME=sim (repeatable; needs MUJOCO_GL=egl or osmesa, chosen when unset)")
+    p.add_argument("--camera-size", default="64x64", metavar="HxW", help="rendered image size, px: the policy's "
+                   "(default 64x64, TinyVLA's)")
+    p.add_argument("--camera-fps", type=float, default=30.0, help="at most this many frames/s per camera (default 30)")
     p = sub.add_parser("ctl", help="send an operator command to a running daemon")
     p.add_argument("command", choices=[
         "start", "resume", "pause", "takeover", "release", "estop", "mark-success", "mark-failure", "status",

@@ -25,6 +25,10 @@ Targets per mode (joint side, robot joint order):
 Held joints always get their held pose and gains outside ZERO_TORQUE and DAMPING. Every position
 target then passes the clamps: joint limits, per-tick delta, estimated torque.
 
+Cameras (a chunked policy that reads them): the runner raises ``CAMERA_STALE`` on a tick whose chunk request was
+skipped for a missing or too old frame; every logged frame carries each camera's newest frame as
+``observation.images.<name>`` (:meth:`~upright.deploy.logger_process.LoggerClient.put_images`).
+
 Logging. One frame per policy tick in POLICY, HUMAN and PAUSED (an episode). The tick that enters
 DAMPING through a fault also logs its frame, in any mode (opening a one-frame episode when none is
 open), with the fault's bits in ``safety_flags`` (bits raised between two policy ticks are kept for
@@ -88,16 +92,20 @@ class Controller:
         logger: a :class:`~upright.deploy.logger_process.LoggerClient` or None.
         operator: an :class:`~upright.deploy.operator.OperatorServer` or None.
         keyboard: a :class:`~upright.deploy.operator.Keyboard` or None.
+        cameras: name -> :class:`~upright.deploy.camera.CameraSource` whose newest frames are logged as
+            ``observation.images.<name>`` (the logger's features must have them); not closed by :meth:`close`.
 
     Raises:
         ValueError: ``control_dt`` is not a whole number of I/O periods, or ``spec.action_mode`` is unknown.
     """
 
     def __init__(
-        self, spec: PolicySpec, robot: RobotConfig, policy, cfg: ControllerConfig, logger=None, operator=None, keyboard=None
+        self, spec: PolicySpec, robot: RobotConfig, policy, cfg: ControllerConfig, logger=None, operator=None,
+        keyboard=None, cameras: dict | None = None,
     ):
         self.spec, self.robot, self.policy, self.cfg = spec, robot, policy, cfg
         self.logger, self.operator, self.keyboard = logger, operator, keyboard
+        self.cameras = dict(cameras or {})
         dec = spec.control_dt * cfg.io_rate_hz
         if abs(dec - round(dec)) > 1e-6 or round(dec) < 1:
             raise ValueError(f"control_dt {spec.control_dt} s is not a whole number of I/O periods at {cfg.io_rate_hz} Hz")
@@ -406,6 +414,8 @@ class Controller:
             self.proposal[:] = 0.0
             self.fault(SafetyFlag.EXCEPTION, str(err))
             return
+        if getattr(self.policy, "camera_stale", False):
+            self.flags |= SafetyFlag.CAMERA_STALE
         mode = self.sm.mode
         fresh = out is not None
         if fresh:
@@ -612,6 +622,8 @@ class Controller:
             r["loop_lateness_us"] = self.lateness_ns / 1e3  # worst wake-up of this policy period
             r["next.reward"] = self._reward
             r["next.done"] = ending
+            if self.cameras:
+                self.logger.put_images({f"observation.images.{n}": c.read()[0] for n, c in self.cameras.items()})
             if self._logger_dropped:  # the previous frame could not be handed over
                 self.flags |= SafetyFlag.LOGGER_DROP
             r["safety_flags"] = int(self.flags)

@@ -8,6 +8,14 @@ Start-up: the logger opens (and recovers) the dataset, then answers one JSON lin
 ``{"next_episode_index": N}``; the client waits for it, so the daemon numbers its episodes as the
 dataset does and a dataset that cannot be opened stops the daemon before anything moves.
 
+Camera images (``observation.images.<name>`` features, dtype ``image``) do not fit a pipe record: the client puts
+each logged frame's images into a ring of shared-memory slots (:mod:`upright.deploy.shared_frames`, a file in
+``/dev/shm`` unlinked as soon as the logger has mapped it; a memcpy per camera on the control thread, ~12 kB for
+64 x 64) and the record carries the slot's stamp (``image_stamp``). The logger copies the slot when the record
+arrives and stores it as PNG (LeRobot's non-video image storage, as ``record_demos`` writes). The ring holds about
+4 s of frames: a logger lagging further behind finds the slot overwritten and stores a black image (counted, and
+said once on its stderr); so does a frame without a camera image yet.
+
 Logger side (``python -m upright.deploy.logger_process``, :func:`main`): reads records, appends
 them to the episode's crash-safe journal every ``flush_every`` frames or ``flush_interval_s``,
 reports progress in ``journal/progress.json``, and converts each finished episode into the
@@ -20,13 +28,16 @@ from __future__ import annotations
 
 import argparse
 import fcntl
+import io
 import json
 import os
 import pathlib
+import secrets
 import select
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 
 import numpy as np
@@ -34,22 +45,28 @@ import pyarrow as pa
 
 from upright.deploy.lerobot_dataset import OUTCOMES, LeRobotV3Writer, atomic_write_bytes, column
 from upright.deploy.safety import FAULT_FLAGS, SafetyFlag
+from upright.deploy.shared_frames import SharedFrames
 from upright.deploy.state_machine import ControlSource
 
 KIND_FRAME, KIND_EPISODE_END, KIND_CLOSE = 0, 1, 2
 F_SETPIPE_SZ = 1031
 REASON_BYTES = 240
 """Longest episode-end reason carried in a record (UTF-8, truncated)."""
+IMAGE_RING_BYTES = 64 << 20
+"""Most shared memory the image ring takes (its slots hold 4 s of frames within this)."""
 
 
-def frame_features(joint_names: tuple[str, ...], frame_names: list[str]) -> dict[str, dict]:
-    """The dataset's explicit features for a policy with ``joint_names`` and observation-frame entries ``frame_names``."""
+def frame_features(joint_names: tuple[str, ...], frame_names: list[str],
+                   images: dict[str, tuple[int, int]] | None = None) -> dict[str, dict]:  # fmt: skip
+    """The dataset's explicit features for a policy with ``joint_names`` and observation-frame entries ``frame_names``;
+    ``images``: camera name -> (H, W) px adds ``observation.images.<name>`` (dtype ``image``, shape [H, W, 3], as
+    ``record_demos --cameras`` writes them)."""
     j = list(joint_names)
     f32 = lambda names: {"dtype": "float32", "shape": [len(names)], "names": list(names)}  # noqa: E731
     scalar = lambda dtype: {"dtype": dtype, "shape": [1], "names": None}  # noqa: E731
     state_names = [f"q.{n}" for n in j] + [f"dq.{n}" for n in j]
     state_names += [f"gyro.{a}" for a in "xyz"] + [f"gravity.{a}" for a in "xyz"]
-    return {
+    features = {
         "observation.state": f32(state_names),
         "observation.policy_obs": f32(frame_names),
         "observation.policy_action": f32(j),
@@ -64,7 +81,15 @@ def frame_features(joint_names: tuple[str, ...], frame_names: list[str]) -> dict
         "next.reward": scalar("float32"),
         "next.done": scalar("bool"),
     }
+    for cam, (h, w) in (images or {}).items():
+        features[f"observation.images.{cam}"] = {"dtype": "image", "shape": [int(h), int(w), 3],
+                                                 "names": ["height", "width", "channel"]}  # fmt: skip
+    return features
 
+
+def image_features(features: dict[str, dict]) -> dict[str, tuple[int, int]]:
+    """Feature name -> (H, W) of the image features (they travel through the image ring, not the pipe)."""
+    return {n: (int(f["shape"][0]), int(f["shape"][1])) for n, f in features.items() if f["dtype"] == "image"}
 
 _NP = {"float32": np.float32, "int64": np.int64, "bool": np.bool_}
 
@@ -76,8 +101,10 @@ def record_dtype(features: dict[str, dict]) -> np.dtype:
         ValueError: the record would not fit one atomic pipe write (PIPE_BUF).
     """
     fields = [("kind", np.uint8), ("outcome", np.uint8), ("episode", np.int64), ("frame_index", np.int64),
-              ("reason", f"S{REASON_BYTES}")]  # fmt: skip
+              ("image_stamp", np.int64), ("reason", f"S{REASON_BYTES}")]  # fmt: skip
     for name, f in features.items():
+        if f["dtype"] == "image":  # through the image ring
+            continue
         shape = tuple(f["shape"])
         fields.append((name, _NP[f["dtype"]], shape) if shape != (1,) else (name, _NP[f["dtype"]]))
     dt = np.dtype(fields)
@@ -106,12 +133,26 @@ def extra_info(task: str, policy: str) -> dict:
     }
 
 
+def _png(image: np.ndarray) -> bytes:
+    import imageio.v3 as iio
+
+    buf = io.BytesIO()
+    iio.imwrite(buf, image, extension=".png")
+    return buf.getvalue()
+
+
+def _ring_path() -> pathlib.Path:
+    shm = pathlib.Path("/dev/shm")
+    folder = shm if shm.is_dir() and os.access(shm, os.W_OK) else pathlib.Path(tempfile.gettempdir())
+    return folder / f"upright-logger-{os.getpid()}-{secrets.token_hex(4)}.frames"
+
+
 class LoggerClient:
     """Starts the logger process and hands it records without ever blocking.
 
     Args:
         root: dataset folder.
-        features: from :func:`frame_features`.
+        features: from :func:`frame_features` (image features go through the image ring: :meth:`put_images`).
         fps: policy rate.
         robot_type, task, policy: written into info.json.
         flush_every: frames per journal flush.
@@ -137,16 +178,30 @@ class LoggerClient:
     ):
         self.dtype = record_dtype(features)
         self.record = np.zeros((), self.dtype)
+        self.record["image_stamp"] = -1
         self._bytes = memoryview(self.record.reshape(1).view(np.uint8))
         schema = {
             "root": str(root), "features": features, "fps": fps, "robot_type": robot_type, "task": task,
             "policy": policy, "flush_every": flush_every, "flush_interval_s": flush_interval_s,
         }  # fmt: skip
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "upright.deploy.logger_process", "--schema", json.dumps(schema)],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, close_fds=True,
-        )  # fmt: skip
-        self.next_episode_index = self._wait_ready(root, ready_timeout_s)
+        self.images: SharedFrames | None = None
+        """The image ring (None: no image features)."""
+        self._image_stamp = 0
+        shapes = image_features(features)
+        if shapes:
+            slot = sum(h * w * 3 for h, w in shapes.values()) + 64
+            slots = int(max(16, min(4 * fps, IMAGE_RING_BYTES // slot)))
+            self.images = SharedFrames.create(_ring_path(), shapes, slots)
+            schema["image_ring"] = str(self.images.path)
+        try:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "upright.deploy.logger_process", "--schema", json.dumps(schema)],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, close_fds=True,
+            )  # fmt: skip
+            self.next_episode_index = self._wait_ready(root, ready_timeout_s)
+        finally:
+            if self.images is not None:  # mapped by the logger (or it failed): nothing left behind in /dev/shm
+                self.images.path.unlink(missing_ok=True)
         """The dataset's next ``episode_index`` when the logger opened it (after recovering journals)."""
         self._fd = self.proc.stdin.fileno()
         try:
@@ -173,6 +228,21 @@ class LoggerClient:
         raise RuntimeError(f"the logger process could not open the dataset {root} (its error is above); "
                            "use another --dataset, or --no-log")
 
+    def put_images(self, images: dict[str, np.ndarray | None]) -> None:
+        """Put this frame's images (feature name -> (H, W, 3) uint8; None or a wrong shape/dtype: black) into the next
+        ring slot and its stamp into :attr:`record` (call before :meth:`send`; without images the frame's are black).
+        Never blocks: one copy per image."""
+        if self.images is None:
+            return
+        clean = {}
+        for name, (h, w) in self.images.shapes.items():
+            img = images.get(name)
+            ok = isinstance(img, np.ndarray) and img.shape == (h, w, 3) and img.dtype == np.uint8
+            clean[name] = img if ok else None
+        self._image_stamp += 1
+        self.images.write(self._image_stamp, clean, time.monotonic_ns())
+        self.record["image_stamp"] = self._image_stamp
+
     def send(self) -> bool:
         """Write the current :attr:`record`; False (and count a drop) if the pipe is full or closed."""
         try:
@@ -180,6 +250,8 @@ class LoggerClient:
         except (BlockingIOError, BrokenPipeError, OSError):
             self.dropped += 1
             return False
+        finally:
+            self.record["image_stamp"] = -1
         self.sent += 1
         return True
 
@@ -205,17 +277,21 @@ class LoggerClient:
 
     def close(self, timeout: float = 30.0) -> int | None:
         """Ask the logger to finish, wait for it; return its exit code."""
-        if self.proc.poll() is None:
-            self._control(KIND_CLOSE)
-            try:
-                self.proc.stdin.close()
-            except OSError:
-                pass
-            try:
-                return self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-        return self.proc.poll()
+        try:
+            if self.proc.poll() is None:
+                self._control(KIND_CLOSE)
+                try:
+                    self.proc.stdin.close()
+                except OSError:
+                    pass
+                try:
+                    return self.proc.wait(timeout)
+                except subprocess.TimeoutExpired:
+                    self.proc.kill()
+            return self.proc.poll()
+        finally:
+            if self.images is not None:
+                self.images.close()
 
 
 class _Logger:
@@ -238,11 +314,18 @@ class _Logger:
         self.episode_index = -1
         self.journal = None
         self.pending: list[np.ndarray] = []
+        self.image_names = list(image_features(self.features))
+        self.pending_png: dict[str, list[bytes]] = {n: [] for n in self.image_names}
+        self.ring = SharedFrames.open(schema["image_ring"]) if self.image_names else None
+        self.images_lost = 0
+        """Frames stored with black images: the ring slot was overwritten (the logger lagged) or held none."""
+        self._black = {n: _png(np.zeros((*self.ring.shapes[n], 3), np.uint8)) for n in self.image_names}
         self.last_flush = time.monotonic()
         self.progress_path = self.writer.journal_dir / "progress.json"
 
     def _batch(self, records: np.ndarray) -> pa.RecordBatch:
-        cols = [column(records[name], f) for name, f in self.features.items()]
+        cols = [column(self.pending_png[name] if f["dtype"] == "image" else records[name], f)
+                for name, f in self.features.items()]  # fmt: skip
         cols.append(pa.array(records["frame_index"].astype(np.int64)))
         return pa.RecordBatch.from_arrays(cols, schema=self.writer.schema.append(pa.field("frame_index", pa.int64())))
 
@@ -254,6 +337,7 @@ class _Logger:
                 "frames_flushed": self.journal.frames if self.journal else 0,
                 "total_episodes": self.writer.info["total_episodes"],
                 "total_frames": self.writer.info["total_frames"],
+                "images_lost": self.images_lost,
             }).encode(),
         )  # fmt: skip
 
@@ -263,6 +347,8 @@ class _Logger:
             return
         self.journal.write(self._batch(np.concatenate(self.pending)))
         self.pending.clear()
+        for v in self.pending_png.values():
+            v.clear()
         self._progress()
 
     def _open(self, key: int) -> None:
@@ -294,6 +380,17 @@ class _Logger:
         self.episode_key = None
         self._progress()
 
+    def _images(self, stamp: int) -> None:
+        """PNG of this frame's images from the ring (black when the slot is gone or none was put)."""
+        got = self.ring.read(stamp) if stamp > 0 else None
+        for name in self.image_names:
+            self.pending_png[name].append(self._black[name] if got is None else _png(got[1][name]))
+        if got is None:
+            self.images_lost += 1
+            if self.images_lost == 1:
+                print("logger: a frame without its camera images (none yet, or the logger lagged more than the image "
+                      "ring holds): stored black; counted in progress.json images_lost", file=sys.stderr, flush=True)
+
     def handle(self, records: np.ndarray) -> bool:
         """Process records; return False on a close record."""
         for rec in records:
@@ -304,6 +401,8 @@ class _Logger:
                 if self.journal is None:
                     self._open(int(rec["episode"]))
                 self.pending.append(rec.reshape(1))
+                if self.image_names:
+                    self._images(int(rec["image_stamp"]))
                 if sum(len(p) for p in self.pending) >= self.flush_every:
                     self.flush()
             elif kind == KIND_EPISODE_END:

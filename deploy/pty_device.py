@@ -7,7 +7,8 @@ reply), as a real motor does.
 
 :class:`Fault` injects link and device faults by I/O tick (the tick the daemon sends in each IMU
 request): dropped, delayed and corrupted replies, a frozen (stale) IMU, motor error flags and
-temperatures. Tests and ``upright-deploy sim-robot --fault`` use it.
+temperatures, and a stalled camera of sim-robot (:mod:`upright.deploy.sim_camera`). Tests and
+``upright-deploy sim-robot --fault`` use it.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from typing import Protocol
 from upright.deploy.protocol import go_m8010 as go
 from upright.deploy.protocol import imu_frame
 
-FAULT_KINDS = ("drop", "delay", "corrupt", "stale_imu", "error_flag", "temperature")
+FAULT_KINDS = ("drop", "delay", "corrupt", "stale_imu", "error_flag", "temperature", "camera_stall")
 
 
 @dataclass(frozen=True)
@@ -33,8 +34,9 @@ class Fault:
 
     kinds: ``drop`` (no reply), ``delay`` (reply after ``value`` seconds), ``corrupt`` (one payload
     byte flipped, so the CRC fails), ``stale_imu`` (the IMU repeats its last sample), ``error_flag``
-    (reply error field = ``value``), ``temperature`` (reply temperature = ``value`` °C). ``joint`` None
-    applies a motor fault to every motor.
+    (reply error field = ``value``), ``temperature`` (reply temperature = ``value`` °C), ``camera_stall``
+    (sim-robot's camera named by ``joint`` publishes no frame; :mod:`upright.deploy.sim_camera`). ``joint`` None
+    applies a motor fault to every motor (a camera fault to every camera).
     """
 
     kind: str

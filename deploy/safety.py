@@ -52,6 +52,9 @@ class SafetyFlag(IntFlag):
     ``max_chunk_age_s``): the policy joints held their targets."""
     STALE_FAULT = 1 << 22
     """``max_consecutive_stale`` POLICY ticks in a row had no fresh action: damping."""
+    CAMERA_STALE = 1 << 23
+    """A chunked policy's camera frame was missing or older than ``max_frame_age_s`` when a chunk was due: none was
+    requested this tick (queued actions still run; an empty queue then raises ``STALE_ACTION``)."""
 
 
 FAULT_FLAGS = (

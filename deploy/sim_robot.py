@@ -22,8 +22,11 @@ follows the wall clock, as a real robot would; then the daemon must keep its 500
 ~30 frames per cycle from this second Python process over ptys does not allow on a small machine
 (see ``upright-deploy run --sim``).
 
-This module is the only part of ``upright.deploy`` that imports MuJoCo and the robot/scene modules;
-the daemon never imports it.
+Cameras (``--camera NAME``): :mod:`upright.deploy.sim_camera` renders the scene's cameras from the current state in
+a thread and publishes them next to the pty links, for the daemon's ``--camera NAME=sim``.
+
+This module and :mod:`upright.deploy.sim_camera` are the only parts of ``upright.deploy`` that import MuJoCo and the
+robot/scene modules; the daemon never imports them.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ import math
 import pathlib
 import signal
 import sys
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -202,6 +206,11 @@ class MujocoRobotModel:
         self._ctrl, self._qpos, self._qvel, self._force = d.ctrl, d.qpos, d.qvel, d.actuator_force
         self._imu_seq = 0
         self._imu_time = -1
+        self.io_tick = 0
+        """The I/O tick of the daemon's latest IMU request."""
+        self.lock = threading.Lock()
+        """Held while physics steps: a reader in another thread (the cameras, :mod:`upright.deploy.sim_camera`)
+        takes it to copy a consistent state."""
         self._t0 = time.monotonic()
         self.recording = record
         self.trace: list[tuple[float, np.ndarray, np.ndarray, tuple[float, ...]]] = []
@@ -214,11 +223,12 @@ class MujocoRobotModel:
         self.trace.append((d.time, d.qpos.copy(), d.qvel.copy(), tuple(f(d) for f in self.scene.metrics.values())))
 
     def _step(self) -> None:
-        self.data.qfrc_applied[self.vadr] = self.ff
-        mujoco.mj_step(self.model, self.data)
-        # mj_step leaves sensors and site positions at the pre-step state; recompute them for the new one
-        # (as the training backend does), so the IMU and the recorded head height are current
-        mujoco.mj_forward(self.model, self.data)
+        with self.lock:
+            self.data.qfrc_applied[self.vadr] = self.ff
+            mujoco.mj_step(self.model, self.data)
+            # mj_step leaves sensors and site positions at the pre-step state; recompute them for the new one
+            # (as the training backend does), so the IMU and the recorded head height are current
+            mujoco.mj_forward(self.model, self.data)
         if self.recording:
             self._record()
 
@@ -266,6 +276,7 @@ class MujocoRobotModel:
         )  # fmt: skip
 
     def imu_sample(self, tick: int) -> imu_frame.ImuSample:
+        self.io_tick = tick
         if self.lockstep_dt is not None:
             self.advance_to(tick * self.lockstep_dt)
             t_us = int(round(tick * self.lockstep_dt * 1e6))
@@ -298,6 +309,9 @@ def run_sim_robot(
     record: str | None = None,
     faults: list[Fault] | tuple[Fault, ...] = (),
     duration: float | None = None,
+    cameras: list[str] | tuple[str, ...] = (),
+    camera_size: tuple[int, int] = (64, 64),
+    camera_fps: float = 30.0,
 ) -> int:
     """Serve the simulated robot until SIGINT/SIGTERM (or ``duration`` s); return an exit code.
 
@@ -307,8 +321,16 @@ def run_sim_robot(
         lockstep_dt: lockstep I/O period, or None for free-running.
         init_state: ``.npz`` with ``qpos`` (and optionally ``qvel``) for the initial state.
         record: ``.npz`` path for the physics trace, written at exit.
-        faults: faults to inject.
+        faults: faults to inject (``camera_stall`` ones go to the cameras).
         duration: stop after this many seconds.
+        cameras: scene cameras to render and publish in ``link_dir`` (:mod:`upright.deploy.sim_camera`; needs an
+            offscreen OpenGL context, ``MUJOCO_GL``).
+        camera_size: their (H, W), px: the policy's image size.
+        camera_fps: at most this many frames per second.
+
+    Raises:
+        ValueError: an unknown camera or a bad camera size.
+        RuntimeError: the cameras cannot be rendered (no OpenGL context).
     """
     qpos = qvel = None
     if init_state:
@@ -316,13 +338,24 @@ def run_sim_robot(
             qpos = z["qpos"]
             qvel = z["qvel"] if "qvel" in z.files else None
     model = MujocoRobotModel(config, lockstep_dt=lockstep_dt, init_qpos=qpos, init_qvel=qvel, record=bool(record))
-    server = PtyDeviceServer(
-        [b.name for b in config.buses],
-        [{m.motor_id: m.joint for m in b.motors} for b in config.buses],
-        model,
-        link_dir=link_dir,
-        faults=faults,
-    )
+    publisher = None
+    if cameras:  # before the pty links: a daemon that finds the links finds the camera files too
+        from upright.deploy.sim_camera import SimCameraPublisher, describe
+
+        publisher = SimCameraPublisher(model, cameras, *camera_size, link_dir, camera_fps, faults)
+        print(f"sim-robot {describe(publisher)}", flush=True)
+    try:
+        server = PtyDeviceServer(
+            [b.name for b in config.buses],
+            [{m.motor_id: m.joint for m in b.motors} for b in config.buses],
+            model,
+            link_dir=link_dir,
+            faults=faults,
+        )
+    except BaseException:
+        if publisher is not None:
+            publisher.close()
+        raise
     stop = {"flag": False}
 
     def on_signal(signum, frame):
@@ -336,6 +369,8 @@ def run_sim_robot(
     try:
         server.serve(lambda: stop["flag"] or (t_end is not None and time.monotonic() > t_end))
     finally:
+        if publisher is not None:
+            publisher.close()
         if record:
             model.save(record)
         server.close()

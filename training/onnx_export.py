@@ -24,7 +24,7 @@ from upright.tasks.policy_schema import METADATA_VERSION, REQUIRED_KEYS, PolicyM
 
 __all__ = [
     "METADATA_VERSION", "REQUIRED_KEYS", "PolicyMetadataError", "attach_metadata", "check_onnx_matches_torch",
-    "quiet_onnx_exporter", "read_metadata",
+    "export_dynamic_batch", "onnx_batch_is_dynamic", "quiet_onnx_exporter", "read_metadata",
 ]  # the schema lives in upright.tasks.policy_schema (shared with deploy)
 
 
@@ -73,19 +73,45 @@ def attach_metadata(path: str | pathlib.Path, metadata: dict[str, Any]) -> None:
         side.unlink()
 
 
+MAX_DYNAMIC_BATCH = 65536
+"""Largest batch a dynamic-batch export accepts (torch.export needs a bound; far above any env count used)."""
+
+
+def export_dynamic_batch(model: torch.nn.Module, path: str | pathlib.Path) -> None:
+    """Export an actor's ONNX module (rsl-rl's ``as_onnx()``: input ``obs`` (B, D) float32, output ``actions``
+    (B, A)) with a dynamic batch axis B (1 <= B <= :data:`MAX_DYNAMIC_BATCH`), torch's dynamo exporter, opset 18, the
+    weights inside the file (rsl-rl's own ``export_policy_to_onnx`` fixes B = 1). No metadata (:func:`attach_metadata`).
+    """
+    model = model.to("cpu").eval()
+    dim = int(getattr(model, "input_size"))
+    batch = torch.export.Dim("batch", min=1, max=MAX_DYNAMIC_BATCH)
+    # an example batch of 2: torch.export specialises a dimension of size 1
+    with torch.no_grad():
+        torch.onnx.export(model, (torch.zeros(2, dim),), str(path), input_names=list(model.input_names),
+                          output_names=list(model.output_names), opset_version=18, dynamo=True,
+                          dynamic_shapes=({0: batch},), external_data=False, verbose=False)  # fmt: skip
+
+
+def onnx_batch_is_dynamic(session) -> bool:
+    """Whether the first input of an onnxruntime session has a dynamic batch dimension (a name or None, not an int).
+    Files written by rsl-rl's ``export_policy_to_onnx`` (the standup and lift policies, and residual policies exported
+    before :func:`export_dynamic_batch` was used for them) have B fixed to 1: run them one row at a time."""
+    return not isinstance(session.get_inputs()[0].shape[0], int)
+
+
 def check_onnx_matches_torch(
     path: str | pathlib.Path, policy: torch.nn.Module, obs: torch.Tensor, atol: float = 1e-5
 ) -> float:
     """Run the ONNX file with onnxruntime and the torch policy on the same observations.
 
     Args:
-        path: ONNX file with input ``obs`` (1, D) and output ``actions``.
+        path: ONNX file with input ``obs`` (1, D) or (B, D) (dynamic batch) and output ``actions``.
         policy: torch module mapping (B, D) float32 to actions, in eval mode.
         obs: (B, D) float32 observations to compare on, e.g. the env's current ones.
         atol: tolerance on the absolute difference.
 
     Returns:
-        The max absolute difference.
+        The max absolute difference: one row at a time, and, for a file with a dynamic batch, all rows in one call too.
 
     Raises:
         AssertionError: the outputs differ by more than ``atol``.
@@ -100,6 +126,8 @@ def check_onnx_matches_torch(
         expected = policy(obs).cpu().numpy()
     got = np.concatenate([session.run(None, {"obs": obs[i : i + 1].numpy()})[0] for i in range(obs.shape[0])])
     err = float(np.abs(got - expected).max())
+    if onnx_batch_is_dynamic(session):
+        err = max(err, float(np.abs(session.run(None, {"obs": obs.numpy()})[0] - expected).max()))
     if err > atol:
         raise AssertionError(f"ONNX output differs from torch by {err:.3g} > {atol:g} ({path})")
     return err

@@ -28,7 +28,9 @@ from rsl_rl.runners import OnPolicyRunner
 from rsl_rl.utils.logger import Logger
 
 from upright.atomic_io import atomic_write, atomic_write_text  # noqa: F401  (re-exported)
-from upright.training.onnx_export import attach_metadata, check_onnx_matches_torch, quiet_onnx_exporter
+from upright.training.onnx_export import (
+    attach_metadata, check_onnx_matches_torch, export_dynamic_batch, quiet_onnx_exporter,
+)
 
 GROUP_KEYS = ("task", "regularization", "style", "post_task")
 
@@ -99,6 +101,9 @@ class UprightRunner(OnPolicyRunner):
         onnx_metadata: metadata written into every exported ONNX file.
         update_threads: torch threads of the PPO update (0: all CPUs).
         onnx_snapshots: also keep ``policy_<completed iterations>.onnx`` at every save (``train.onnx_snapshots``).
+        onnx_dynamic_batch: export ``policy.onnx`` with a dynamic batch axis (:func:`export_dynamic_batch`; residual
+            runs, whose graph runs for all envs in one call) instead of rsl-rl's batch-1 export (the deploy daemon's
+            standup and lift files).
     """
 
     def __init__(
@@ -110,10 +115,13 @@ class UprightRunner(OnPolicyRunner):
         onnx_metadata: dict | None = None,
         update_threads: int = 0,
         onnx_snapshots: bool = False,
+        onnx_dynamic_batch: bool = False,
     ):
         super().__init__(env, train_cfg, log_dir=log_dir, device=device)
         self.onnx_snapshots = bool(onnx_snapshots)
         """Keep ``policy_<completed iterations>.onnx`` beside ``policy.onnx`` at every save."""
+        self.onnx_dynamic_batch = bool(onnx_dynamic_batch)
+        """Export ``policy.onnx`` with a dynamic batch axis (else batch 1)."""
         self._use_cpu_thread_split(update_threads)
         logger = ProgressLogger.__new__(ProgressLogger)
         logger.__dict__.update(self.logger.__dict__)
@@ -232,7 +240,10 @@ class UprightRunner(OnPolicyRunner):
 
         def write(tmp: pathlib.Path) -> None:
             with quiet_onnx_exporter():
-                self.export_policy_to_onnx(str(tmp.parent), tmp.name)
+                if self.onnx_dynamic_batch:
+                    export_dynamic_batch(self.alg.get_policy().as_onnx(verbose=False), tmp)
+                else:
+                    self.export_policy_to_onnx(str(tmp.parent), tmp.name)
             attach_metadata(tmp, {**self.onnx_metadata, "iteration": self.completed_iterations})
             policy = self.alg.get_policy().as_onnx(verbose=False).eval()
             # the env's current observations (real inputs, through the embedded normaliser) and perturbed copies

@@ -130,10 +130,11 @@ def train(cfg: DictConfig) -> pathlib.Path:
         rcfg = ResidualCfg(**OmegaConf.to_container(cfg.policy, resolve=True))
         check_residual_cfg(rcfg, cfg.task_name)
         env, base_info = setup_residual(env, rcfg, run_dir, cfg.train.num_steps_per_env)
-        meta = residual_metadata(meta, run_dir / base_info["base_file"], base_info["base_sha256"], rcfg, env.num_actions)
+        meta = residual_metadata(meta, base_info, rcfg, env.num_actions)
     runner = UprightRunner(
         env, train_cfg, log_dir=str(run_dir), device=cfg.device, onnx_metadata=meta,
         update_threads=cfg.train.update_threads, onnx_snapshots=bool(cfg.train.get("onnx_snapshots", False)),
+        onnx_dynamic_batch=bool(residual),  # ResidualChunkPolicy runs the residual graph for all envs in one call
     )  # fmt: skip
     resume_std = cfg.train.get("resume_std")
     if resume_std is not None and ckpt is None:
@@ -159,10 +160,8 @@ def train(cfg: DictConfig) -> pathlib.Path:
                 raise RuntimeError(f"rank {rank}: policy parameters diverged from rank 0 by {diff}")
     finally:
         if residual and rank == 0:  # also after Ctrl-C/SIGTERM: the record says whether the base stayed frozen
-            from upright.vla.residual import finish_residual
+            from upright.vla.residual import describe_record, finish_residual
 
-            record = finish_residual(env, run_dir)
-            print(f"Base policy unchanged: file SHA-256 {record['file_sha256'][:16]}..., parameters "
-                  f"{str(record['parameters_sha256_end'])[:16]}...", flush=True)
+            print(describe_record(finish_residual(env, run_dir)), flush=True)
         env.close()
     return run_dir

@@ -243,7 +243,8 @@ def load_policy(spec: str, env, task_name: str, train_cfg=None, device: str = "c
 
     Args:
         spec: run directory, ``.pt``, ``.onnx``, ``zero`` or ``random``; for task=lift also a VLA chunk policy
-            (:mod:`upright.viewer.vla_policy`: a TinyVLA, a VLA ``.onnx``, a residual run).
+            (:mod:`upright.viewer.vla_policy`: a TinyVLA, a VLA ``.onnx``, a policy server ``ws://HOST:PORT``, a
+            residual run).
         env: the task env (its observation width and joints are what the policy must fit).
         task_name: the task (checked against ONNX metadata).
         train_cfg: the task's ``train`` config (actor layout of checkpoints; default :class:`TrainCfg`).
@@ -262,7 +263,7 @@ def load_policy(spec: str, env, task_name: str, train_cfg=None, device: str = "c
         if is_vla(spec):
             try:
                 return VLAPolicyFn(spec, env, instruction)
-            except (FileNotFoundError, ValueError) as err:
+            except (FileNotFoundError, ValueError, ConnectionError) as err:
                 raise PolicyLoadError(str(err)) from None
     path = resolve_policy_path(spec)
     obs_dim = int(env.get_observations()["actor"].shape[-1])

@@ -1,7 +1,8 @@
 """Play a VLA chunk policy on the lift task: ``python play.py task=lift policy=<VLA> instruction="lift the red cube"``.
 
 A VLA here is what :func:`upright.vla.evaluate_lift.load_chunk_policy` loads: a TinyVLA folder or ``model.pt``, an
-ONNX file with upright's VLA metadata, or a residual run (``policy.base=...``: its folder or its ``policy.onnx``).
+ONNX file with upright's VLA metadata, a policy server (``ws://HOST:PORT``), or a residual run (``policy.base=...``:
+its folder or its ``policy.onnx``).
 The policy is called as the viewer calls every policy (one observation -> one action per env step), with the batch
 built from the env as the VLA evaluation builds it (:func:`upright.vla.evaluate_lift.make_batch`): proprioception
 or the env observation, the instruction, camera images when the policy reads cameras. Its action-chunk queue is
@@ -19,7 +20,9 @@ import torch
 def is_vla(spec: str) -> bool:
     """Whether ``policy=`` names a VLA chunk policy rather than an RL policy (module docstring): a folder with a
     ``base_checksum.json`` (residual run) or with ``model.pt`` and no ``model_<it>.pt`` (TinyVLA), a ``model.pt`` file,
-    or an ``.onnx`` file whose metadata is a VLA's or a residual's."""
+    or an ``.onnx`` file whose metadata is a VLA's or a residual's, or a policy server's ``ws://`` address."""
+    if str(spec).startswith(("ws://", "wss://")):
+        return True
     path = pathlib.Path(spec).expanduser()
     if path.is_dir():
         return (path / "base_checksum.json").is_file() or (
@@ -48,6 +51,7 @@ class VLAPolicyFn:
     Raises:
         FileNotFoundError, ValueError: nothing loadable at ``spec`` (one line naming the fix), or a policy that reads
             cameras while the env renders none (the message names the overrides).
+        ConnectionError: a policy server (the policy's or a residual's base) that does not answer.
     """
 
     def __init__(self, spec: str, env, instruction: str | None = None):

@@ -5,8 +5,12 @@
         [--no-domain-rand] [--out DIR] [env.*=... sim.*=...]
 
 ``--policy``: a folder with ``model.pt`` (preferred) or ``policy.onnx``, a ``model.pt`` file, or an ``.onnx`` file;
-or a residual run of ``python train.py task=lift policy.base=...`` (its folder or its ``policy.onnx``: the residual
-and its base run together, :class:`upright.vla.residual.ResidualChunkPolicy`).
+``ws://HOST:PORT``, a policy server (:class:`~upright.vla.remote.RemotePolicy`; :func:`remote_spec` reads its
+inputs from the server's metadata); or a residual run of ``python train.py task=lift policy.base=...`` (its folder or
+its ``policy.onnx``: the residual and its base run together, :class:`upright.vla.residual.ResidualChunkPolicy`; a
+base that was a server is asked at its recorded URL). ``--base FILE|ws://HOST:PORT`` runs a residual with another
+copy of its base (e.g. the run's ``base_model.pt`` served on a GPU machine), checked against the run's record unless
+``--no-base-check``.
 The protocol and the table are those of :mod:`upright.tasks.lift.evaluate` (150-step episodes on the full reset
 ranges, curriculum off, domain randomisation on; success = cube centre within 2.5 cm of the target at some step).
 Every step the policy gets a batch with LeRobot's keys: ``observation.state`` (the feature it was trained on: the
@@ -32,24 +36,47 @@ if __name__ == "__main__":
 import torch
 
 from upright.vla.policy import IMAGE_PREFIX, STATE_KEY, TASK_KEY, ChunkPolicy
-from upright.vla.residual_config import resolve_base_file
+from upright.vla.residual_config import is_remote_base, resolve_base_file
+
+POLICY_OBS_KEY = "observation.policy_obs"
+"""The lift env's own observation (its ``actor`` group) as a policy's state feature."""
 
 
-def load_chunk_policy(path: str | pathlib.Path) -> tuple[ChunkPolicy, dict]:
-    """A TinyVLA (``model.pt``) or an :class:`~upright.vla.onnx_policy.OnnxChunkPolicy` (``.onnx``), and its
-    description: ``cameras``, ``image_height``, ``image_width``, ``state_key``, ``state_dim``.
+def load_chunk_policy(path: str | pathlib.Path, base: str | None = None,
+                      check_base: bool = True) -> tuple[ChunkPolicy, dict]:  # fmt: skip
+    """A TinyVLA (``model.pt``), an :class:`~upright.vla.onnx_policy.OnnxChunkPolicy` (``.onnx``), a
+    :class:`~upright.vla.remote.RemotePolicy` (``ws://HOST:PORT``, a str) or a residual run, and its description:
+    ``cameras``, ``image_height``, ``image_width``, ``state_key``, ``state_dim`` (``residual``: True for a residual).
+
+    Args:
+        path: the policy (module docstring).
+        base: a residual run's base, instead of the one it records (a file, a folder or ``ws://HOST:PORT``).
+        check_base: refuse a residual's base that is not the one it was trained on
+            (:class:`~upright.vla.residual.ResidualChunkPolicy`).
 
     Raises:
         FileNotFoundError: nothing loadable at ``path`` (the message names train_bc).
-        ValueError: a file that is not a VLA policy (one line naming the fix).
+        ValueError: a file that is not a VLA policy, a server whose metadata lacks the inputs (one line naming the fix).
+        ConnectionError: no server at a ``ws://`` address.
     """
+    if is_remote_base(str(path)):
+        from upright.vla.remote import RemotePolicy
+
+        policy = RemotePolicy.from_url(str(path))
+        try:
+            return policy, remote_spec(policy)
+        except ValueError:
+            policy.close()
+            raise
     path = pathlib.Path(path)
     residual = path / "policy.onnx" if path.is_dir() and (path / "base_checksum.json").is_file() else path
     if residual.suffix == ".onnx" and residual.is_file() and _is_residual(residual):
         from upright.vla.residual import ResidualChunkPolicy
 
-        policy = ResidualChunkPolicy(residual)
+        policy = ResidualChunkPolicy(residual, base=base, check_checksum=check_base)
         return policy, {**policy.base_spec, "residual": True}
+    if base is not None:
+        raise ValueError(f"--base applies to a residual run (policy.base=...), and {path} is not one; drop --base")
     path = resolve_base_file(path, label="policy")
     if path.suffix == ".onnx":
         from upright.vla.onnx_policy import OnnxChunkPolicy
@@ -63,6 +90,31 @@ def load_chunk_policy(path: str | pathlib.Path) -> tuple[ChunkPolicy, dict]:
     c = model.cfg
     return model, {"cameras": list(c.cameras), "image_height": c.image_height, "image_width": c.image_width,
                    "state_key": c.state_key, "state_dim": c.state_dim}  # fmt: skip
+
+
+def remote_spec(policy) -> dict:
+    """The inputs of a policy served at ``policy.url`` (a :class:`~upright.vla.remote.RemotePolicy`), from its
+    server's metadata (as ``upright-policy-server`` sends it): ``cameras``, ``image_height``, ``image_width``,
+    ``state_key``, ``state_dim``.
+
+    Raises:
+        ValueError: the metadata does not say which lift feature the policy's state is (``state_key``), or the policy
+            reads cameras and the metadata gives no image size (one line naming the fix).
+    """
+    m = policy.metadata
+    state_key = m.get("state_key")
+    if state_key not in (STATE_KEY, POLICY_OBS_KEY):
+        raise ValueError(f"the server at {policy.url} does not say which lift state its policy reads (metadata "
+                         f"state_key {state_key!r}); serve it with upright-policy-server and give the policy a "
+                         f"state_key ('{STATE_KEY}': the 22-value proprioceptive state, '{POLICY_OBS_KEY}': the env "
+                         "observation), as TinyVLA and exported VLA files have")  # fmt: skip
+    cameras = [str(c) for c in m.get("cameras") or []]
+    height, width = m.get("image_height"), m.get("image_width")
+    if cameras and not (isinstance(height, int) and isinstance(width, int)):
+        raise ValueError(f"the server at {policy.url} serves a policy reading cameras {cameras} but sends no "
+                         "image_height/image_width; give the policy those attributes")  # fmt: skip
+    return {"cameras": cameras, "image_height": height, "image_width": width, "state_key": state_key,
+            "state_dim": m.get("state_dim")}  # fmt: skip
 
 
 def _is_residual(path: pathlib.Path) -> bool:
@@ -106,14 +158,14 @@ def make_batch(env, obs, spec: dict, instruction: str, camera_order: list[str]) 
 
     if spec["state_key"] == STATE_KEY:
         state = torch.from_numpy(proprio_state(env))
-    elif spec["state_key"] == "observation.policy_obs":
+    elif spec["state_key"] == POLICY_OBS_KEY:
         state = obs["actor"].float().cpu()
     else:
         raise ValueError(f"the policy reads state feature {spec['state_key']!r}; the lift evaluation provides "
                          f"{STATE_KEY} and observation.policy_obs: train with --state-key one of them")  # fmt: skip
     batch = {STATE_KEY: state, TASK_KEY: [instruction] * env.num_envs}
     if spec.get("residual"):  # a residual policy also reads the env observation
-        batch["observation.policy_obs"] = obs["actor"].float().cpu()
+        batch[POLICY_OBS_KEY] = obs["actor"].float().cpu()
     for cam in spec["cameras"]:
         rgb = obs["rgb"][:, camera_order.index(cam)]  # (N, H, W, 3) uint8
         batch[IMAGE_PREFIX + cam] = rgb.permute(0, 3, 1, 2).contiguous().cpu()
@@ -123,20 +175,23 @@ def make_batch(env, obs, spec: dict, instruction: str, camera_order: list[str]) 
 def evaluate_chunk_policy(policy_path: str | pathlib.Path, episodes: int, num_envs: int = 25, seed: int = 0,
                           instruction: str | None = None, overrides: list[str] | None = None, domain_rand: bool = True,
                           n_action_steps: int | None = None, temporal_ensemble: float | None = None,
-                          cameras: bool = False) -> tuple[dict, object, float, str]:
-    """Evaluate a VLA chunk policy (or a residual run) on the lift protocol (module docstring).
+                          cameras: bool = False, base: str | None = None,
+                          check_base: bool = True) -> tuple[dict, object, float, str]:  # fmt: skip
+    """Evaluate a VLA chunk policy (or a residual run) on the lift protocol (module docstring); ``base`` and
+    ``check_base`` as :func:`load_chunk_policy`'s.
 
     Returns:
         (:func:`upright.tasks.lift.evaluate.summarize` of the episodes, the env config, seconds taken, a protocol note).
 
     Raises:
         FileNotFoundError, ValueError: nothing loadable at ``policy_path``, or bad overrides (one line each).
+        ConnectionError: a policy server that does not answer.
     """
     from upright.tasks.lift.evaluate import make_lift_eval_env, run_episodes, summarize
     from upright.tasks.lift.record_demos import TASK
 
     instruction = TASK if instruction is None else instruction
-    policy, spec = load_chunk_policy(policy_path)
+    policy, spec = load_chunk_policy(policy_path, base, check_base)
     chunked = getattr(policy, "base", policy)  # a residual policy's chunks are its base's
     if n_action_steps is not None:
         chunked.n_action_steps = n_action_steps
@@ -145,9 +200,8 @@ def evaluate_chunk_policy(policy_path: str | pathlib.Path, episodes: int, num_en
     cams = list(spec["cameras"])
     overrides = list(overrides or [])
     if cams or cameras:
-        overrides += ["env.camera.enabled=true", f"env.camera.height={spec['image_height']}",
-                      f"env.camera.width={spec['image_width']}",
-                      f"env.camera.cameras=[{','.join(cams or ['front'])}]"]  # fmt: skip
+        overrides += ["env.camera.enabled=true", f"env.camera.cameras=[{','.join(cams or ['front'])}]"]
+        overrides += [f"env.camera.{k[6:]}={spec[k]}" for k in ("image_height", "image_width") if spec.get(k)]
     env, cfg = make_lift_eval_env(overrides, num_envs, domain_rand, seed)
     order = list(cfg.env.camera.cameras)
     wrapped = _StepObservations(env)
@@ -166,9 +220,13 @@ def evaluate_chunk_policy(policy_path: str | pathlib.Path, episodes: int, num_en
                  else f"queue, {chunked.n_action_steps or chunked.chunk_size} of {chunked.chunk_size} actions per chunk")
     if chunked is not policy:
         execution += f"; residual alpha {policy.alpha} on the base's actions"
+    if getattr(chunked, "url", None):
+        execution += f"; {'base' if chunked is not policy else 'policy'} served at {chunked.url}"
     note = (f" VLA inputs: {spec['state_key']}, {inputs}, instruction {instruction!r}; chunk execution: "
             f"{execution}.")
     env.close()
+    if hasattr(policy, "close"):  # a remote policy (or a residual's remote base): its connections
+        policy.close()
     return summarize(per_episode), cfg, seconds, note
 
 
@@ -177,7 +235,12 @@ def main(argv: list[str] | None = None) -> None:
     from upright.tasks.lift.record_demos import TASK
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--policy", required=True, help="folder with model.pt or policy.onnx, or the file")
+    parser.add_argument("--policy", required=True, help="folder with model.pt or policy.onnx, the file, ws://HOST:PORT "
+                        "(a policy server), or a residual run")
+    parser.add_argument("--base", default=None, metavar="FILE|ws://HOST:PORT",
+                        help="a residual run's base instead of the recorded one (checked against the run's record)")
+    parser.add_argument("--no-base-check", action="store_true",
+                        help="run a residual with a --base (or recorded base) the record cannot vouch for")
     parser.add_argument("--episodes", type=int, default=50)
     parser.add_argument("--num-envs", type=int, default=25)
     parser.add_argument("--seed", type=int, default=0)
@@ -195,8 +258,9 @@ def main(argv: list[str] | None = None) -> None:
     try:
         summary, cfg, seconds, note = evaluate_chunk_policy(
             args.policy, args.episodes, args.num_envs, args.seed, args.instruction, list(args.overrides),
-            not args.no_domain_rand, args.n_action_steps, args.temporal_ensemble, args.cameras)
-    except (FileNotFoundError, ValueError) as err:
+            not args.no_domain_rand, args.n_action_steps, args.temporal_ensemble, args.cameras, args.base,
+            not args.no_base_check)
+    except (FileNotFoundError, ValueError, ConnectionError) as err:
         parser.exit(2, f"evaluate_lift: {err}\n")
     write_report(args.policy, args.episodes, summary, cfg, args.seed, seconds, args.out, note)
     sys.stdout.flush()

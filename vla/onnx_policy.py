@@ -20,6 +20,7 @@ import pathlib
 import numpy as np
 import torch
 
+from upright.vla.loaders import register_loader
 from upright.vla.policy import IMAGE_PREFIX, STATE_KEY, TASK_KEY, ChunkPolicy, PolicyBatch, validate_batch
 from upright.vla.tokenizer import HASHING_SCHEME, HashTokenizer
 
@@ -125,3 +126,25 @@ class OnnxChunkPolicy(ChunkPolicy):
             feeds["images"] = np.ascontiguousarray(torch.stack(images, 1).numpy())
         out = self.session.run([self.output_name], {k: feeds[k] for k in self.input_names})[0]
         return torch.from_numpy(np.asarray(out, dtype=np.float32))
+
+
+def _is_vla_onnx(spec: str) -> bool:
+    """An ``.onnx`` file, or a folder with ``policy.onnx`` and no ``model.pt`` (a TinyVLA folder: its checkpoint)."""
+    path = pathlib.Path(spec)
+    return (path.suffix == ".onnx" and path.is_file()) or (
+        path.is_dir() and (path / "policy.onnx").is_file() and not (path / "model.pt").is_file())  # fmt: skip
+
+
+def load_onnx_policy(spec: str, **kwargs) -> OnnxChunkPolicy:
+    """``upright-policy-server --policy runs/vla/policy.onnx`` (or its folder): the exported VLA.
+
+    Raises:
+        ValueError: ``--arg`` keyword arguments (a file takes none); VLAMetadataError: not a VLA policy file.
+    """
+    if kwargs:
+        raise ValueError(f"--policy {spec}: an ONNX policy takes no --arg (got {sorted(kwargs)})")
+    path = pathlib.Path(spec)
+    return OnnxChunkPolicy(path / "policy.onnx" if path.is_dir() else path)
+
+
+register_loader("vla_onnx", _is_vla_onnx, load_onnx_policy)

@@ -58,6 +58,21 @@ def validate_batch(batch: PolicyBatch, state_dim: int | None = None, cameras: tu
     return b
 
 
+def select_rows(batch: PolicyBatch, ids: torch.Tensor) -> PolicyBatch:
+    """The rows ``ids`` (K,) int64 of a batch, in that order: tensors indexed on dim 0, the ``task`` list picked; other
+    values pass unchanged."""
+    rows = [int(i) for i in ids]
+    out: PolicyBatch = {}
+    for key, value in batch.items():
+        if key == TASK_KEY:
+            out[key] = [value[i] for i in rows]
+        elif isinstance(value, torch.Tensor) and value.ndim > 0:
+            out[key] = value[ids.to(value.device)]
+        else:
+            out[key] = value
+    return out
+
+
 class ChunkPolicy(abc.ABC):
     """A chunked, language-conditioned policy (module docstring for the batch format).
 
@@ -76,6 +91,9 @@ class ChunkPolicy(abc.ABC):
     """Queue mode: actions executed per chunk (None: the whole chunk)."""
     temporal_ensemble_coeff: float | None = None
     """ACT's m (0.01 in ACT); None: queue mode."""
+    predict_needed_rows_only: bool = False
+    """:meth:`select_action` asks :meth:`predict_action_chunk` for the rows whose queue is empty only (a remote policy,
+    whose cost is per row); False: the whole batch, the rows that need a chunk kept (one batched call)."""
 
     _queue: ActionChunkQueue | None = None
 
@@ -100,8 +118,9 @@ class ChunkPolicy(abc.ABC):
                                                self.temporal_ensemble_coeff)
         need = q.needs_prediction()
         if need.any():
-            with torch.no_grad():
-                chunk = self.predict_action_chunk(batch)
             ids = need.nonzero().flatten()
-            q.push(chunk.detach().cpu()[ids], ids)
+            subset = self.predict_needed_rows_only and len(ids) < b
+            with torch.no_grad():
+                chunk = self.predict_action_chunk(select_rows(batch, ids) if subset else batch).detach().cpu()
+            q.push(chunk if subset else chunk[ids], ids)
         return q.pop()

@@ -17,7 +17,9 @@ class ResidualCfg:
 
     base: Optional[str] = None
     """The base policy: a folder with ``model.pt`` or ``policy.onnx`` (``python -m upright.vla.train_bc``), or the
-    file. None: train a policy from scratch (no residual)."""
+    file, or ``ws://HOST:PORT``, an openpi-protocol policy server (:class:`~upright.vla.remote.RemotePolicy`; its
+    metadata must name the policy's ``state_key``, as ``upright-policy-server``'s does). None: train a policy from
+    scratch (no residual)."""
     alpha: float = 0.3
     """Residual scale α in (0, 1]: the residual moves each action by at most α (actions are in [-1, 1])."""
     alpha_start: Optional[float] = None
@@ -32,8 +34,17 @@ class ResidualCfg:
     """Base chunk execution: ACT's temporal ensembling coefficient m (None: queue mode)."""
 
 
+def is_remote_base(base: str | pathlib.Path | None) -> bool:
+    """Whether ``policy.base`` names a policy server (``ws://...``) rather than a file or folder."""
+    return isinstance(base, str) and base.startswith(("ws://", "wss://"))
+
+
 def check_residual_cfg(cfg: ResidualCfg, task_name: str) -> None:
     """Raise ValueError (one line naming the fix) for settings the residual hook cannot run."""
+    if is_remote_base(cfg.base):
+        from upright.vla.remote import parse_ws_url
+
+        parse_ws_url(cfg.base)  # ValueError naming the form
     if not 0.0 < float(cfg.alpha) <= 1.0:
         raise ValueError(f"policy.alpha must be in (0, 1] (the residual's largest share of an action), got {cfg.alpha}")
     if cfg.alpha_start is not None and not 0.0 <= float(cfg.alpha_start) <= float(cfg.alpha):

@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass, field
 import torch
 from torch import nn
 
+from upright.vla.loaders import register_loader
 from upright.vla.policy import (
     ACTION_CONVENTIONS, IMAGE_PREFIX, STATE_KEY, TASK_KEY, ChunkPolicy, PolicyBatch, validate_batch,
 )  # fmt: skip
@@ -259,3 +260,28 @@ class TinyVLA(nn.Module, ChunkPolicy):
     def num_parameters(self) -> int:
         """Trainable parameters."""
         return sum(p.numel() for p in self.parameters() if p.requires_grad)
+
+
+def _is_checkpoint(spec: str) -> bool:
+    """A ``.pt`` file, or a folder with ``model.pt`` (what :func:`load_checkpoint` reads)."""
+    import pathlib
+
+    path = pathlib.Path(spec)
+    return (path.suffix == ".pt" and path.is_file()) or (path.is_dir() and (path / "model.pt").is_file())
+
+
+def load_checkpoint(spec: str, **kwargs) -> TinyVLA:
+    """``upright-policy-server --policy runs/tiny_vla`` (or ``.../model.pt``): the TinyVLA saved there.
+
+    Raises:
+        ValueError: ``--arg`` keyword arguments (a checkpoint takes none), or not a TinyVLA checkpoint.
+    """
+    import pathlib
+
+    if kwargs:
+        raise ValueError(f"--policy {spec}: a TinyVLA checkpoint takes no --arg (got {sorted(kwargs)})")
+    path = pathlib.Path(spec)
+    return TinyVLA.load(path / "model.pt" if path.is_dir() else path)
+
+
+register_loader("tinyvla", _is_checkpoint, load_checkpoint)

@@ -20,6 +20,17 @@ from upright.robots import panda
 from upright.tasks.lift.scene import CAMERAS
 
 
+def draw(renderer: mujoco.Renderer, data: mujoco.MjData, camera: str) -> np.ndarray:
+    """(H, W, 3) uint8 RGB image of ``camera`` at ``data``'s state (kinematics and camera/light poses already
+    computed: ``mj_kinematics`` + ``mj_camlight``), with shadows, reflections and the skybox off (module docstring).
+    The one drawing routine of the lift cameras: :class:`CameraRenderer` and ``upright-deploy sim-robot --camera``
+    (:mod:`upright.deploy.sim_camera`) both use it."""
+    renderer.update_scene(data, camera=camera)
+    for flag in (mujoco.mjtRndFlag.mjRND_SHADOW, mujoco.mjtRndFlag.mjRND_REFLECTION, mujoco.mjtRndFlag.mjRND_SKYBOX):
+        renderer.scene.flags[flag] = False
+    return renderer.render()
+
+
 class CameraRenderer:
     """Renders the configured cameras of every env.
 
@@ -66,10 +77,7 @@ class CameraRenderer:
             mujoco.mj_kinematics(self.model, d)
             mujoco.mj_camlight(self.model, d)
             for c, cam in enumerate(self.cameras):
-                self.renderer.update_scene(d, camera=cam)
-                for flag in (mujoco.mjtRndFlag.mjRND_SHADOW, mujoco.mjtRndFlag.mjRND_REFLECTION, mujoco.mjtRndFlag.mjRND_SKYBOX):
-                    self.renderer.scene.flags[flag] = False
-                out[i, c] = self.renderer.render()
+                out[i, c] = draw(self.renderer, d, cam)
         return torch.from_numpy(out)
 
     def close(self) -> None:

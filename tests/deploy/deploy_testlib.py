@@ -218,12 +218,19 @@ class ConstantPolicy:
         return np.full(self.n, self.value, np.float32)
 
 
-def goal_seeking_tiny_vla(goal, contract: dict, gain: float = 2.0, chunk_size: int = 10, embed: bool = True):
-    """A state-only TinyVLA (``observation.state`` = q, dq, gyro, gravity of the contract's J joints) whose weights are
-    set by hand so that every action of its chunk is clip(gain·(goal - q), ±1): under the ``delta`` rule its targets
+def goal_seeking_tiny_vla(goal, contract: dict, gain: float = 2.0, chunk_size: int = 10, embed: bool = True,
+                          cameras: tuple[str, ...] = (), image_size: tuple[int, int] = (64, 64),
+                          image_gain: float = 5.0, seed: int = 0):  # fmt: skip
+    """A TinyVLA (``observation.state`` = q, dq, gyro, gravity of the contract's J joints) whose weights are set by
+    hand so that every action of its chunk is clip(gain·(goal - q), ±1): under the ``delta`` rule its targets
     integrate the error, so the arm settles at ``goal`` (J,) whatever gravity does. A real TinyVLA (instruction
     encoder, normalisation, MLP head), exportable with :func:`upright.vla.export.export_onnx`; ``embed``: store the
-    deploy contract in the model (False: a model without one)."""
+    deploy contract in the model (False: a model without one).
+
+    ``cameras``: it also reads ``observation.images.<camera>`` (``image_size`` (H, W)) through its CNN with random
+    weights (``seed``), and every action gets ``image_gain`` · (a fixed random projection of the image features, minus
+    that of a gray image): the chunk depends on the exact frame (by ~1e-3 between two scenes) while the arm still
+    settles within a few mrad of ``goal``."""
     import torch
 
     from upright.deploy.chunk_policy import state_names
@@ -231,22 +238,40 @@ def goal_seeking_tiny_vla(goal, contract: dict, gain: float = 2.0, chunk_size: i
 
     joints = list(contract["joint_names"])
     j = len(joints)
-    cfg = TinyVLAConfig(cameras=(), state_dim=2 * j + 6, action_dim=j, chunk_size=chunk_size, hidden_dim=2 * j,
-                        text_dim=8, vocab_size=64, state_names=tuple(state_names(joints)), action_names=tuple(joints),
+    cams = tuple(cameras)
+    hidden = 2 * j + (2 if cams else 0)
+    cfg = TinyVLAConfig(cameras=cams, image_height=image_size[0], image_width=image_size[1], state_dim=2 * j + 6,
+                        action_dim=j, chunk_size=chunk_size, hidden_dim=hidden, text_dim=8, vocab_size=64,
+                        image_dim=16, conv_channels=8, state_names=tuple(state_names(joints)),
+                        action_names=tuple(joints),
                         extra={"deploy_contract": dict(contract)} if embed else {})  # fmt: skip
     model = TinyVLA(cfg)
     lin1, lin2, lin3 = model.head[0], model.head[2], model.head[4]
     with torch.no_grad():
         for p in model.parameters():
             p.zero_()
-        off = cfg.text_dim  # the head's input: the instruction's features, then the (normalised) state
+        # the head's input: the cameras' features, the instruction's features, then the (normalised) state
+        off = len(cams) * cfg.image_dim + cfg.text_dim
         for i, g in enumerate(goal):
             lin1.weight[2 * i, off + i], lin1.bias[2 * i] = 1.0, -float(g)  # relu(q - goal)
             lin1.weight[2 * i + 1, off + i], lin1.bias[2 * i + 1] = -1.0, float(g)  # relu(goal - q)
-        lin2.weight.copy_(torch.eye(2 * j))
+        if cams:
+            gen = torch.Generator().manual_seed(seed)
+            torch.manual_seed(seed)
+            for m in model.image_encoder.modules():
+                if m is not model.image_encoder and hasattr(m, "reset_parameters"):
+                    m.reset_parameters()
+            w = torch.randn(len(cams) * cfg.image_dim, generator=gen) / (len(cams) * cfg.image_dim) ** 0.5
+            gray = torch.full((1, 3, *image_size), 0.5)
+            c = float(w @ torch.cat([model.image_encoder(gray)] * len(cams), dim=-1)[0])  # w·f of a gray image
+            lin1.weight[2 * j, : w.numel()], lin1.weight[2 * j + 1, : w.numel()] = w, -w  # relu(±(w·f - c))
+            lin1.bias[2 * j], lin1.bias[2 * j + 1] = -c, c
+        lin2.weight.copy_(torch.eye(hidden))
         for h in range(chunk_size):
             for i in range(j):
                 lin3.weight[h * j + i, 2 * i], lin3.weight[h * j + i, 2 * i + 1] = -gain, gain
+                if cams:  # + image_gain · w·f
+                    lin3.weight[h * j + i, 2 * j], lin3.weight[h * j + i, 2 * j + 1] = image_gain, -image_gain
     return model.eval()
 
 
@@ -327,3 +352,49 @@ def wait_for_mode(tmp: pathlib.Path, mode: str, timeout: float = 60) -> dict:
             pass
         time.sleep(0.1)
     raise TimeoutError(f"daemon never reached {mode}: " + (tmp / "daemon.log").read_text()[-3000:])
+
+
+# ------------------------------------------------------------------ cameras
+_RENDER = """
+import sys
+from upright.viewer.gl import choose_offscreen_gl
+choose_offscreen_gl()
+import mujoco, numpy as np
+from upright.deploy.sim_robot import panda_lift_scene
+from upright.tasks.lift.camera import draw
+z = np.load(sys.argv[1])
+h, w = (int(v) for v in z["size"])
+scene = panda_lift_scene()
+m = scene.model
+d = mujoco.MjData(m)
+r = mujoco.Renderer(m, height=h, width=w)
+out = []
+for q in z["qpos"]:
+    d.qpos[:] = q
+    mujoco.mj_kinematics(m, d)
+    mujoco.mj_camlight(m, d)
+    out.append(draw(r, d, str(z["camera"])))
+np.save(sys.argv[2], np.array(out, np.uint8))
+"""
+
+
+def render_lift_camera(tmp: pathlib.Path, qpos: np.ndarray, camera: str, size: tuple[int, int]) -> np.ndarray:
+    """(N, H, W, 3) uint8 images of ``camera`` of sim-robot's Panda lift scene at the (N, nq) ``qpos``, drawn as
+    sim-robot draws them (tasks/lift/camera.draw), in a subprocess (MuJoCo reads MUJOCO_GL once, at import)."""
+    src, dst = tmp / "render_in.npz", tmp / "render_out.npy"
+    np.savez(src, qpos=np.atleast_2d(qpos), camera=camera, size=np.array(size))
+    proc = _subprocess.run([_sys.executable, "-c", _RENDER, str(src), str(dst)], capture_output=True, text=True,
+                           timeout=120)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return np.load(dst)
+
+
+def offscreen_gl_available() -> bool:
+    """Whether MuJoCo can render offscreen here (EGL or OSMesa, or MUJOCO_GL already set)."""
+    import os
+
+    from upright.viewer.gl import gl_backend_works, has_display
+
+    if os.environ.get("MUJOCO_GL"):
+        return gl_backend_works(os.environ["MUJOCO_GL"])
+    return has_display() or gl_backend_works("egl") or gl_backend_works("osmesa")

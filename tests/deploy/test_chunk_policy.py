@@ -1,7 +1,8 @@
 """Loading a chunked (VLA) policy for the daemon (deploy/chunk_policy.py): the deploy contract from the model or a
-JSON file, the observation.state layout, one-line refusals naming the fix (a missing contract key, cameras, a
-privileged state, a contradicting action mode, joints the robot lacks), the CLI's instruction, and a remote policy
-served by upright-policy-server on loopback running through the ChunkRunner."""
+JSON file, the observation.state layout, one-line refusals naming the fix (a missing contract key, a privileged
+state, a contradicting action mode, joints the robot lacks), a camera policy's cameras and image size in the spec,
+the CLI's instruction, and a remote policy served by upright-policy-server on loopback running through the
+ChunkRunner."""
 
 from __future__ import annotations
 
@@ -73,7 +74,6 @@ def test_a_missing_contract_is_refused_in_one_line_and_a_json_file_completes_it(
 @pytest.mark.parametrize(
     ("change", "match"),
     [
-        ({"cameras": ("front",), "image_height": 16, "image_width": 16}, "no camera source yet.*--no-images"),
         ({"state_dim": 49, "state_names": ()}, "49-value observation.state.*policy_obs"),
         ({"state_names": tuple(f"s{i}" for i in range(22))}, "state_names"),
         ({"action_names": tuple(f"a{i}" for i in range(8))}, "action_names"),
@@ -85,6 +85,17 @@ def test_a_policy_the_daemon_cannot_feed_is_refused(tmp_path, contract, change, 
     base = goal_seeking_tiny_vla(np.zeros(8), contract).cfg.to_dict()
     model = TinyVLA(TinyVLAConfig.from_dict({**base, **change}))
     _refused(_save(model, tmp_path / "vla"), match)
+
+
+def test_a_camera_policy_loads_with_its_cameras_and_image_size(tmp_path, contract):
+    from upright.vla.tiny import TinyVLA, TinyVLAConfig
+
+    base = goal_seeking_tiny_vla(np.zeros(8), contract).cfg.to_dict()
+    model = TinyVLA(TinyVLAConfig.from_dict({**base, "cameras": ("front", "wrist"), "image_height": 16,
+                                             "image_width": 24}))  # fmt: skip
+    spec, policy = load_chunk_policy(str(_save(model, tmp_path / "vla")), PANDA)
+    assert spec.metadata["cameras"] == ["front", "wrist"] and spec.metadata["image_size"] == [16, 24]
+    assert policy.cfg.cameras == ("front", "wrist")
 
 
 @pytest.mark.parametrize(

@@ -1,6 +1,7 @@
 """``play.py task=lift policy=<VLA> instruction=...``: the viewer recognises VLA chunk policies, calls them with the
 batch the VLA evaluation builds, resets their chunk queue at each new episode, and refuses a camera policy on an env
-without cameras in one line. Real lift env, real TinyVLA, the committed residual pair."""
+without cameras in one line; a policy server (``policy=ws://HOST:PORT``) is a VLA too. Real lift env, real TinyVLA,
+the committed residual pair."""
 
 from __future__ import annotations
 
@@ -57,6 +58,27 @@ def test_vla_policy_builds_the_batch_from_the_env_and_resets_its_queue_per_episo
     env.reset_envs(torch.tensor([1]))
     fn(env.get_observations()["actor"])
     assert resets == [[0, 1], [1]]  # env 1 started over: only its queue is reset
+    env.close()
+
+
+def test_viewer_takes_a_policy_server():
+    from upright.tasks.lift.record_demos import TASK
+    from upright.vla.evaluate_lift import make_batch
+    from upright.vla.server import BackgroundServer
+
+    assert is_vla("ws://127.0.0.1:8000")
+    torch.manual_seed(0)
+    model = TinyVLA(TinyVLAConfig(cameras=(), state_dim=49, state_key="observation.policy_obs", chunk_size=4)).eval()
+    env = _env()
+    with BackgroundServer(model) as server:
+        fn = load_policy(server.url, env, "lift")
+        spec = {"state_key": "observation.policy_obs", "cameras": []}
+        want = model.predict_action_chunk(make_batch(env, env.get_observations(), spec, TASK, []))[:, 0]
+        torch.testing.assert_close(fn(env.get_observations()["actor"]), want, atol=1e-5, rtol=1e-5)
+        fn.policy.close()
+    with pytest.raises(PolicyLoadError, match="no openpi policy server at ws://127.0.0.1:1") as err:
+        load_policy("ws://127.0.0.1:1", env, "lift")
+    assert "\n" not in str(err.value)
     env.close()
 
 

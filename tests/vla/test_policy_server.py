@@ -188,3 +188,130 @@ def test_cli_rejects_unknown_policy_spec_with_the_fix(capsys):
     with pytest.raises(SystemExit):
         main(["--policy", "no_such_file.bin"])
     assert "give MODULE:FACTORY" in capsys.readouterr().err
+
+
+class _Recording(ChunkPolicy):
+    """:func:`_policy`'s linear map, recording the batch size of each call; refuses (ValueError) the task 'refuse'."""
+
+    def __init__(self):
+        self.inner = _policy()
+        self.chunk_size, self.action_dim, self.cameras = H, A, self.inner.cameras
+        self.calls: list[int] = []
+
+    def predict_action_chunk(self, batch):
+        self.calls.append(len(batch["observation.state"]))
+        if "refuse" in batch.get("task", []):
+            raise ValueError("this policy refuses the task 'refuse'")
+        return self.inner.predict_action_chunk(batch)
+
+
+def test_answer_many_batches_alike_requests_and_gives_each_bad_one_its_own_error():
+    from upright.vla import wire
+    from upright.vla.server import PolicyServer
+
+    policy, rng = _Recording(), np.random.default_rng(4)
+    obs = [_obs(rng, "a"), _obs(rng, "refuse"), _obs(rng, "b"), _obs(rng, "c")]
+    small = _obs(rng, "d")
+    small["observation/wrist_image"] = small["observation/wrist_image"][:4]  # another shape: a call of its own
+    messages = [wire.packb(obs[0]), wire.packb({"prompt": "no state"}), wire.packb(obs[1]), "text frame",
+                wire.packb(obs[2]), wire.packb(small), wire.packb(obs[3])]  # fmt: skip
+    replies = PolicyServer(policy, max_batch=8).answer_many(messages, prev_total_ms=1.5)
+    assert [type(r).__name__ for r in replies] == ["dict", "ValueError", "ValueError", "ValueError", "dict", "dict",
+                                                   "dict"]  # fmt: skip
+    assert "lacks 'observation/state'" in str(replies[1]) and "refuses" in str(replies[2])
+    assert "binary msgpack-numpy" in str(replies[3])
+    for i, o in ((0, obs[0]), (4, obs[2]), (5, small), (6, obs[3])):
+        np.testing.assert_allclose(replies[i]["actions"], _expected(policy.inner, o), rtol=1e-5, atol=1e-5)
+        timing = replies[i]["server_timing"]
+        assert timing["infer_ms"] >= 0 and (timing["prev_total_ms"] == 1.5) is (i == 0)  # the others: this call's
+    # the 4 alike requests in one call, refused (a bad row inside), then row by row; the other shape alone
+    assert policy.calls == [4, 1, 1, 1, 1, 1]
+    policy.calls.clear()
+    PolicyServer(policy, max_batch=3).answer_many([wire.packb(o) for o in (obs[0], obs[2], obs[3], obs[0])])
+    assert policy.calls == [3, 1]  # at most max_batch rows per call
+    with pytest.raises(ValueError, match="max_batch must be >= 1"):
+        PolicyServer(policy, max_batch=0)
+
+
+@pytest.mark.parametrize(("max_batch", "max_in_flight", "connections"), [(4, 256, 1), (1, 2, 3), (256, 1, 1)])
+def test_pipelined_rows_come_back_in_order(max_batch, max_in_flight, connections):
+    """11 rows: pipelined on one connection to a batching server, a window of 2 over 3 connections to a server that
+    answers one request at a time (openpi's way), one round trip per row: the same chunks, row i for row i."""
+    policy, rng = _Recording(), np.random.default_rng(5)
+    obs = [_obs(rng, f"task {i}" * (i % 3)) for i in range(11)]
+    with BackgroundServer(policy, max_batch=max_batch) as server, RemotePolicy(
+            port=server.port, timeout=60, max_in_flight=max_in_flight, connections=connections) as remote:  # fmt: skip
+        assert remote.metadata["max_batch"] == max_batch
+        for _ in range(2):
+            chunk = remote.predict_action_chunk(_to_batch(obs))
+            for i, o in enumerate(obs):
+                np.testing.assert_allclose(chunk[i].numpy(), _expected(policy.inner, o), rtol=1e-5, atol=1e-5)
+    assert sum(policy.calls) == 22 and max(policy.calls) <= max_batch
+
+
+def test_a_refused_row_in_a_pipelined_batch_raises_and_the_connection_stays_in_step():
+    policy, rng = _Recording(), np.random.default_rng(6)
+    obs = [_obs(rng, "a"), _obs(rng, "refuse"), _obs(rng, "b")]
+    with BackgroundServer(policy) as server, RemotePolicy(port=server.port, timeout=60) as remote:
+        with pytest.raises(RuntimeError, match="bad request: this policy refuses"):
+            remote.predict_action_chunk(_to_batch(obs))
+        good = [obs[0], obs[2], obs[0]]
+        chunk = remote.predict_action_chunk(_to_batch(good))  # every reply of the failed batch was read
+        for i, o in enumerate(good):
+            np.testing.assert_allclose(chunk[i].numpy(), _expected(policy.inner, o), rtol=1e-5, atol=1e-5)
+
+
+def test_select_action_asks_the_server_only_for_the_envs_that_need_a_chunk():
+    policy, rng = _Recording(), np.random.default_rng(7)
+    obs = [_obs(rng, str(i)) for i in range(5)]
+    with BackgroundServer(policy) as server, RemotePolicy(port=server.port, timeout=60) as remote:
+        first = remote.select_action(_to_batch(obs))
+        assert sum(policy.calls) == 5
+        remote.select_action(_to_batch(obs))
+        assert sum(policy.calls) == 5  # the queue had the chunks' second actions
+        new = [_obs(rng, "new") for _ in range(5)]
+        remote.reset(torch.tensor([1, 3]))
+        third = remote.select_action(_to_batch(new))
+        assert sum(policy.calls) == 7  # 2 requests: envs 1 and 3
+        for i in range(5):
+            want = _expected(policy.inner, new[i])[0] if i in (1, 3) else _expected(policy.inner, obs[i])[2]
+            np.testing.assert_allclose(third[i].numpy(), want, rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(first[2].numpy(), _expected(policy.inner, obs[2])[0], rtol=1e-5, atol=1e-5)
+
+
+def test_file_loaders_serve_a_tinyvla_and_its_onnx_with_their_weights_hash(tmp_path):
+    from upright.vla.checksums import file_sha256, parameters_sha256
+    from upright.vla.export import export_onnx
+    from upright.vla.loaders import load_policy
+    from upright.vla.onnx_policy import OnnxChunkPolicy
+    from upright.vla.server import policy_metadata
+    from upright.vla.tiny import TinyVLA, TinyVLAConfig
+
+    model = TinyVLA(TinyVLAConfig(cameras=(), state_dim=49, state_key="observation.policy_obs", chunk_size=4)).eval()
+    model.save(tmp_path / "model.pt")
+    export_onnx(model, tmp_path / "vla" / "policy.onnx")
+    for spec in (str(tmp_path), str(tmp_path / "model.pt")):
+        loaded = load_policy(spec)
+        assert isinstance(loaded, TinyVLA)
+        meta = policy_metadata(loaded)
+        assert meta["weights_sha256"] == parameters_sha256(model) and meta["state_key"] == "observation.policy_obs"
+        assert (meta["state_dim"], meta["chunk_size"], meta["cameras"]) == (49, 4, [])
+    for spec in (str(tmp_path / "vla"), str(tmp_path / "vla" / "policy.onnx")):
+        loaded = load_policy(spec)
+        assert isinstance(loaded, OnnxChunkPolicy)
+        meta = policy_metadata(loaded)
+        assert meta["weights_sha256"] == file_sha256(tmp_path / "vla" / "policy.onnx")
+        assert (meta["state_key"], meta["state_dim"]) == ("observation.policy_obs", 49)
+    with pytest.raises(ValueError, match="takes no --arg"):
+        load_policy(str(tmp_path), {"seed": "1"})
+
+
+def test_parse_ws_url():
+    from upright.vla.remote import parse_ws_url
+
+    assert parse_ws_url("ws://127.0.0.1:8000") == ("127.0.0.1", 8000)
+    assert parse_ws_url("ws://gpu-box:8001/") == ("gpu-box", 8001)
+    assert parse_ws_url("ws://[::1]:8000") == ("::1", 8000)
+    for bad in ("ws://gpu-box", "http://a:1", "wss://a:1", "ws://a:1/path", "ws://:80"):
+        with pytest.raises(ValueError, match="expected ws://HOST:PORT"):
+            parse_ws_url(bad)
