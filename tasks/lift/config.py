@@ -80,6 +80,11 @@ class LiftCurriculumCfg:
     """Half-width of the target's xy range at level 0, m."""
     target_height_max_start: float = 0.25
     """Largest target height above the cube's start at level 0, m."""
+    grasped_start_fraction: float = 0.0
+    """Fraction of training resets that start with the cube between the closed fingers at its start position, the
+    arm solved by IK to put the gripper site at the cube centre (:mod:`upright.tasks.lift.grasp_start`; a
+    reset-to-demonstration aid for the discovery of the lift, not Playground's; 0 = off). Those episodes are left
+    out of the curriculum's level updates and of ``Metrics/success``; curriculum off (evaluation, play): never."""
     target_height_min_start: Optional[float] = None
     """Smallest target height above the cube's start at level 0, m (None: ``env.target_height[0]`` at every level).
     A low start (e.g. 0.05 with ``target_height_max_start=0.1``) lets a policy that has only learnt to lift the cube

@@ -109,6 +109,9 @@ class LiftEnv(VecEnv):
         """(N, 3) target of the cube centre, world frame, m."""
         self.cube_start = torch.zeros(n, 3, device=dev)
         """(N, 3) cube centre at the episode's start, m."""
+        self.grasped_start = torch.zeros(n, dtype=torch.bool, device=dev)
+        """(N,) the episode began with the cube between the fingers (``env.curriculum.grasped_start_fraction``)."""
+        self._grasp_ik = None
         self.reached = torch.zeros(n, dtype=torch.bool, device=dev)
         """(N,) latched: the gripper site came within ``rewards.reach_threshold`` of the cube this episode."""
         self.success_once = torch.zeros(n, dtype=torch.bool, device=dev)
@@ -251,7 +254,8 @@ class LiftEnv(VecEnv):
         """(N,) int64 :attr:`success_step` at the end of the last env step, before resets."""
         done_ids = dones.nonzero(as_tuple=False).flatten()
         if done_ids.numel() > 0:
-            self.curriculum.on_episode_end(done_ids, self.success_once[done_ids])
+            normal = done_ids[~self.grasped_start[done_ids]]  # grasped starts do not move the levels
+            self.curriculum.on_episode_end(normal, self.success_once[normal])
             self.reset_envs(done_ids)
             state = self._read_state()
         self.state = state
@@ -286,6 +290,12 @@ class LiftEnv(VecEnv):
         log["Metrics/cube_height"] = state.cube_pos[:, 2] - self.cube_start[:, 2]
         log["Metrics/reached"] = self.reached.float()
         log["Metrics/grasped"] = state.grasped.float()
+        if bool(self.grasped_start.any()):
+            log["Curriculum/grasped_start"] = self.grasped_start.float()
+            gs = dones & self.grasped_start
+            if bool(gs.any()):
+                log["Metrics/success_grasped_start"] = self.success_once[gs].float()
+            dones = dones & ~self.grasped_start  # the metrics below: normal starts only
         if bool(dones.any()):
             log["Metrics/success"] = self.success_once[dones].float()
             log["Metrics/success_at_end"] = succ[dones].float()
@@ -324,8 +334,11 @@ class LiftEnv(VecEnv):
         qpos = self._home_qpos.expand(m, -1).clone()
         qpos[:, self._cube_q : self._cube_q + 3] = cube
         qpos[:, self._cube_q + 3 : self._cube_q + 7] = torch.tensor([1.0, 0.0, 0.0, 0.0], device=self.device)
+        ctrl = self.home_ctrl.expand(m, -1).clone()
+        grasped = self._grasped_starts(env_ids, cube, qpos, ctrl) if cube_pos is None else None
         self.sim.reset_envs(env_ids, qpos, torch.zeros(m, self.model.nv, device=self.device))
-        self.ctrl[env_ids] = self.home_ctrl
+        self.ctrl[env_ids] = ctrl
+        self.grasped_start[env_ids] = False if grasped is None else grasped
         self.actions[env_ids] = 0.0
         self.last_actions[env_ids] = 0.0
         self.target_pos[env_ids] = target
@@ -335,6 +348,39 @@ class LiftEnv(VecEnv):
         self.success_step[env_ids] = -1
         self.episode.reset(env_ids)
         self.obs_history.reset(env_ids)
+
+    def _grasped_starts(self, env_ids: torch.Tensor, cube: torch.Tensor, qpos: torch.Tensor, ctrl: torch.Tensor):
+        """Turn a ``grasped_start_fraction`` of the starts of ``env_ids`` (M,) into grasped ones, in place in ``qpos``
+        (M, nq) and ``ctrl`` (M, 8) (:mod:`upright.tasks.lift.grasp_start`); returns the (M,) bool mask of those
+        that are (None when off)."""
+        frac = float(self.cfg.curriculum.grasped_start_fraction)
+        if frac <= 0.0 or not self.cfg.curriculum.enabled:
+            return None
+        pick = (torch.rand(len(env_ids), generator=self.rng) < frac).to(self.device)
+        if not bool(pick.any()):
+            return pick
+        from upright.tasks.lift.grasp_start import FINGER_CLEARANCE, solve_grasp_arm
+
+        if self._grasp_ik is None:
+            from upright.tasks.lift.ik import DifferentialIK
+
+            self._grasp_ik = self.ik or DifferentialIK(self.model)
+        rows = pick.nonzero().flatten()
+        q, ok = solve_grasp_arm(self._grasp_ik, self.home_q[:7], cube[rows])
+        rows, q = rows[ok], q[ok]
+        pick[:] = False
+        pick[rows] = True
+        if rows.numel() == 0:
+            return pick
+        adr = self._q_adr.to(self.device)
+        opening = self.randomizer.cube_half_size(env_ids[rows])[:, 1] + FINGER_CLEARANCE  # fingers close along y
+        qpos[rows.unsqueeze(-1), adr[:7]] = q
+        qpos[rows.unsqueeze(-1), adr[7:9]] = opening.unsqueeze(-1).expand(-1, 2)
+        ctrl[rows, :7] = q
+        ctrl[rows, 7] = 0.0  # close
+        d = self.randomizer.delay
+        d.reset(env_ids[rows], self.applied_ctrl(ctrl[rows]), d.delay[env_ids[rows]].cpu())
+        return pick
 
     def reset_all(self) -> None:
         """Start a new episode in every env and build the first observation."""

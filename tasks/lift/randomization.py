@@ -92,6 +92,10 @@ class LiftRandomizer:
         """(M,) float32 half height of the cube in ``env_ids``, m (its randomised ``geom_size[2]``)."""
         return self._sim.model_field("geom_size")[env_ids.cpu(), self._cube_geom, 2].float().to(env_ids.device)
 
+    def cube_half_size(self, env_ids: torch.Tensor) -> torch.Tensor:
+        """(M, 3) float32 half sizes (x, y, z) of the cube in ``env_ids``, m (its randomised ``geom_size``)."""
+        return self._sim.model_field("geom_size")[env_ids.cpu(), self._cube_geom, :3].float().to(env_ids.device)
+
     def on_reset(self, env_ids: torch.Tensor, ctrl: torch.Tensor) -> None:
         """New model fields and delays for ``env_ids`` (M,); ``ctrl`` (M, nu) is their control at reset (the delay
         holds it for the first substeps of the first env step)."""
