@@ -1,7 +1,7 @@
 """Fine-tune a TinyVLA base on intervention data (:mod:`upright.vla.intervention`), fully or with LoRA (peft).
 
     python -m upright.vla.finetune --base runs/tiny_vla --dataset data/interventions [--dataset ...]
-        --weighting bc|intervention|sirius [--lora-rank 8] [--steps 1000] [--lr 3e-4] --out runs/tiny_vla_ft
+        --weighting bc|intervention|sirius [--lora-rank 8] [--steps 1000] [--lr 3e-4] [--lr-schedule constant|cosine] --out runs/tiny_vla_ft
 
 Reads the base's ``model.pt`` (its cameras and state feature decide what is loaded), weights every frame by
 ``--weighting``, fine-tunes, folds LoRA adapters back into the weights and writes ``model.pt`` and ``policy.onnx``
@@ -19,7 +19,7 @@ import sys
 import torch
 
 from upright.vla.intervention import (
-    WEIGHTINGS, WeightingCfg, add_lora, finetune, load_episode_success, load_intervention_flags, merge_lora, sample_weights,
+    LR_SCHEDULES, WEIGHTINGS, WeightingCfg, add_lora, finetune, load_episode_success, load_intervention_flags, merge_lora, sample_weights,
 )
 
 
@@ -35,6 +35,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--steps", type=int, default=1000)
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--lr", type=float, default=3e-4)
+    parser.add_argument("--lr-schedule", choices=LR_SCHEDULES, default="constant",
+                        help="constant, or cosine decay from --lr to 0 over the steps")
     parser.add_argument("--seed", type=int, default=0)
     d = WeightingCfg()
     parser.add_argument("--intervention-weight", type=float, default=d.intervention_weight,
@@ -62,7 +64,8 @@ def main(argv: list[str] | None = None) -> None:
         weights = sample_weights(flags, data.episode, args.weighting, wcfg, success)
         trainable = model if args.lora_rank == 0 else add_lora(model, args.lora_rank)
         n_train = sum(p.numel() for p in trainable.parameters() if p.requires_grad)
-        losses = finetune(trainable, data, weights, args.steps, args.batch_size, args.lr, args.seed)
+        losses = finetune(trainable, data, weights, args.steps, args.batch_size, args.lr, args.seed,
+                          lr_schedule=args.lr_schedule)
     except (FileNotFoundError, ValueError, ImportError) as err:
         parser.exit(2, f"finetune: {err}\n")
     model = merge_lora(trainable) if args.lora_rank else trainable.eval()
@@ -75,7 +78,7 @@ def main(argv: list[str] | None = None) -> None:
     report = {
         "base": str(base_path), "datasets": args.dataset, "weighting": args.weighting,
         "intervention_weight": wcfg.intervention_weight, "pre_intervention_weight": wcfg.pre_intervention_weight, "lora_rank": args.lora_rank,
-        "trainable_parameters": n_train, "steps": args.steps, "final_loss": sum(losses[-50:]) / len(losses[-50:]),
+        "trainable_parameters": n_train, "steps": args.steps, "lr": args.lr, "lr_schedule": args.lr_schedule, "final_loss": sum(losses[-50:]) / len(losses[-50:]),
         "frames": len(data), "intervention_frames": int(flags.sum()),
         "pre_intervention_frames": int(((weights == wcfg.pre_intervention_weight) & ~flags).sum())
         if args.weighting == "sirius" else None,

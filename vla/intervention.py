@@ -183,15 +183,25 @@ def _core(model) -> TinyVLA:
     return model.get_base_model() if hasattr(model, "get_base_model") else model
 
 
+LR_SCHEDULES = ("constant", "cosine")
+"""Learning-rate schedules of :func:`finetune`: ``constant`` (the rate ``lr`` throughout) or ``cosine`` (from ``lr``
+to 0 over the steps, half a cosine: Loshchilov and Hutter, "SGDR", ICLR 2017; ``torch.optim.lr_scheduler.
+CosineAnnealingLR``)."""
+
+
 def finetune(model, data: BCData, weights: torch.Tensor, steps: int = 1000, batch_size: int = 64, lr: float = 3e-4,
-             seed: int = 0, log=print) -> list[float]:  # fmt: skip
+             seed: int = 0, log=print, lr_schedule: str = "constant") -> list[float]:  # fmt: skip
     """Fine-tune ``model`` (a TinyVLA, or one wrapped by :func:`add_lora`) on ``data`` with frames drawn in
     proportion to ``weights`` (N,); the loss is train_bc's (L1 on valid chunk entries, normalised units, the base's
-    normalisation kept). Only parameters with ``requires_grad`` train. Returns the loss of every step.
+    normalisation kept). Only parameters with ``requires_grad`` train, with AdamW at ``lr`` under ``lr_schedule``
+    (:data:`LR_SCHEDULES`). Returns the loss of every step.
 
     Raises:
-        ValueError: weights of the wrong shape, all zero, or negative; a dataset with cameras the model lacks.
+        ValueError: weights of the wrong shape, all zero, or negative; a dataset with cameras the model lacks; an
+            unknown ``lr_schedule``.
     """
+    if lr_schedule not in LR_SCHEDULES:
+        raise ValueError(f"lr_schedule must be one of {LR_SCHEDULES}, got {lr_schedule!r}")
     from upright.vla.train_bc import bc_step
 
     core = _core(model)
@@ -208,6 +218,7 @@ def finetune(model, data: BCData, weights: torch.Tensor, steps: int = 1000, batc
     ids, mask = core.tokenizer.encode(data.tasks)
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=lr, weight_decay=0.0)
+    sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=steps) if lr_schedule == "cosine" else None
     losses: list[float] = []
     start = time.monotonic()
     model.train()
@@ -215,8 +226,10 @@ def finetune(model, data: BCData, weights: torch.Tensor, steps: int = 1000, batc
         idx = torch.multinomial(weights, batch_size, replacement=True, generator=g)
         images = [data.images[c][idx].float() / 255.0 for c in core.cfg.cameras]
         losses.append(bc_step(core, opt, data, idx, images, targets, valid, ids, mask))
+        if sched is not None:
+            sched.step()
         if step % max(1, steps // 10) == 0 or step == steps:
             log(f"finetune step {step:6d}  L1 {np.mean(losses[-max(1, steps // 10):]):.4f}  "
-                f"({time.monotonic() - start:.0f} s)")  # fmt: skip
+                f"lr {opt.param_groups[0]['lr']:.3g}  ({time.monotonic() - start:.0f} s)")  # fmt: skip
     model.eval()
     return losses

@@ -112,6 +112,8 @@ class LiftEnv(VecEnv):
         self.grasped_start = torch.zeros(n, dtype=torch.bool, device=dev)
         """(N,) the episode began with the cube between the fingers (``env.curriculum.grasped_start_fraction``)."""
         self._grasp_ik = None
+        self._home_applied: torch.Tensor | None = None
+        """(1, 8) the home targets as sent to the actuators (:meth:`applied_ctrl`), computed at the first reset."""
         self.reached = torch.zeros(n, dtype=torch.bool, device=dev)
         """(N,) latched: the gripper site came within ``rewards.reach_threshold`` of the cube this episode."""
         self.success_once = torch.zeros(n, dtype=torch.bool, device=dev)
@@ -328,7 +330,7 @@ class LiftEnv(VecEnv):
         cube, target = self.sample_reset(env_ids)
         cube = cube if cube_pos is None else cube_pos.to(self.device, torch.float32)
         target = target if target_pos is None else target_pos.to(self.device, torch.float32)
-        self.randomizer.on_reset(env_ids, self.applied_ctrl(self.home_ctrl.expand(m, -1)))  # first: the cube's size sets its height
+        self.randomizer.resample_fields(env_ids)  # first: the cube's size sets its height
         if cube_pos is None:  # resting on the floor
             cube[:, 2] = self.randomizer.cube_half_height(env_ids).to(self.device)
         qpos = self._home_qpos.expand(m, -1).clone()
@@ -336,6 +338,12 @@ class LiftEnv(VecEnv):
         qpos[:, self._cube_q + 3 : self._cube_q + 7] = torch.tensor([1.0, 0.0, 0.0, 0.0], device=self.device)
         ctrl = self.home_ctrl.expand(m, -1).clone()
         grasped = self._grasped_starts(env_ids, cube, qpos, ctrl) if cube_pos is None else None
+        if self._home_applied is None:  # constant: the home targets' gravity compensation
+            self._home_applied = self.applied_ctrl(self.home_ctrl[None])
+        applied = self._home_applied.expand(m, -1).clone()
+        if grasped is not None and bool(grasped.any()):
+            applied[grasped] = self.applied_ctrl(ctrl[grasped])
+        self.randomizer.reset_delay(env_ids, applied)
         self.sim.reset_envs(env_ids, qpos, torch.zeros(m, self.model.nv, device=self.device))
         self.ctrl[env_ids] = ctrl
         self.grasped_start[env_ids] = False if grasped is None else grasped
@@ -378,8 +386,6 @@ class LiftEnv(VecEnv):
         qpos[rows.unsqueeze(-1), adr[7:9]] = opening.unsqueeze(-1).expand(-1, 2)
         ctrl[rows, :7] = q
         ctrl[rows, 7] = 0.0  # close
-        d = self.randomizer.delay
-        d.reset(env_ids[rows], self.applied_ctrl(ctrl[rows]), d.delay[env_ids[rows]].cpu())
         return pick
 
     def reset_all(self) -> None:

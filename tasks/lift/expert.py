@@ -27,12 +27,11 @@ measured offset in the hand (goal = target - (cube - p_measured)), so a cube hel
 
 from __future__ import annotations
 
-import mujoco
 import numpy as np
 import torch
 
 from upright.robots import panda
-from upright.tasks.lift.ik import orientation_error
+from upright.tasks.lift.ik import DifferentialIK, orientation_error
 from upright.tasks.quat import quat_to_matrix
 
 APPROACH, DESCEND, GRASP, LIFT = 0, 1, 2, 3
@@ -74,7 +73,9 @@ class ScriptedExpert:
                              f"has env.action_mode={env.cfg.action_mode}: drop that override")  # fmt: skip
         self.env = env
         self.model = env.model
-        self.data = mujoco.MjData(self.model)
+        self.ik = DifferentialIK(self.model)
+        """Kinematics (site frames) and gravity torques of the scene; its own IK step is not used (the expert's
+        orientation goal follows the cube)."""
         self.max_step, self.damping, self.null_gain = max_step, damping, null_gain
         self.site = self.model.site(panda.GRIPPER_SITE).id
         n = env.num_envs
@@ -97,25 +98,6 @@ class ScriptedExpert:
         self.phase_steps[ids] = 0
         self.q_cmd[ids] = np.nan
 
-    def _site_frame(self, q: np.ndarray, gravity: bool = False):
-        """Site position (3,), rotation (3, 3), arm Jacobian (6, 7) and, with ``gravity``, the arm's gravity torques
-        (7,) N·m at robot joint positions ``q`` (9,) and zero velocity."""
-        d = self.data
-        d.qpos[:9] = q
-        d.qvel[:] = 0.0
-        mujoco.mj_kinematics(self.model, d)
-        mujoco.mj_comPos(self.model, d)
-        jacp, jacr = np.zeros((3, self.model.nv)), np.zeros((3, self.model.nv))
-        mujoco.mj_jacSite(self.model, d, jacp, jacr, self.site)
-        g = None
-        if gravity:
-            mujoco.mj_comVel(self.model, d)
-            bias = np.zeros(self.model.nv)
-            mujoco.mj_rne(self.model, d, 0, bias)
-            g = bias[:7]
-        rot = d.site_xmat[self.site].reshape(3, 3).copy()
-        return d.site_xpos[self.site].copy(), rot, np.vstack([jacp[:, :7], jacr[:, :7]]), g
-
     def _desired_rotation(self, r_cur: np.ndarray, cube_rot: np.ndarray) -> np.ndarray:
         """Site pointing down, its y axis (the fingers' closing axis) along the cube's horizontal face normal nearest
         to the current one."""
@@ -137,12 +119,14 @@ class ScriptedExpert:
         cube_rot = quat_to_matrix(s.cube_quat).detach().cpu().double().numpy()
         target = s.target_pos.detach().cpu().double().numpy()
         scale = float(env.cfg.action_scale)
+        lower, upper = env.ctrl_lower[:7].cpu().numpy(), env.ctrl_upper[:7].cpu().numpy()
         actions = np.zeros((env.num_envs, 8))
+        fresh = np.isnan(self.q_cmd[:, 0])
+        self.q_cmd[fresh] = q[fresh, :7]
+        measured_all = self.ik.site_frames(q[:, :7])[0]
+        pos_all, rot_all, jac_all = self.ik.site_frames(self.q_cmd)  # rotation rows in the site frame
         for i in range(env.num_envs):
-            if np.isnan(self.q_cmd[i, 0]):
-                self.q_cmd[i] = q[i, :7]
-            measured = self._site_frame(q[i])[0]
-            pos, rot, jac, _ = self._site_frame(np.concatenate([self.q_cmd[i], q[i, 7:]]))
+            measured, pos, rot, jac = measured_all[i], pos_all[i], rot_all[i], jac_all[i]
             r_des = self._desired_rotation(rot, cube_rot[i])
             rot_err = rot.T @ orientation_error(rot[None], r_des[None])[0]  # site frame
             phase = self.phase[i]
@@ -168,13 +152,12 @@ class ScriptedExpert:
             step = min(self.max_step, APPROACH_GAIN * norm)
             err = err * (step / max(norm, 1e-12))
             w = np.concatenate([np.ones(3), ROTATION_WEIGHT[self.phase[i]]])
-            jac_site = np.vstack([jac[:3], rot.T @ jac[3:]])
-            e, jw = w * np.concatenate([err, rot_err]), w[:, None] * jac_site
+            e, jw = w * np.concatenate([err, rot_err]), w[:, None] * jac
             dq = jw.T @ np.linalg.solve(jw @ jw.T + self.damping**2 * np.eye(6), e)
             dq += (np.eye(7) - np.linalg.pinv(jac) @ jac) @ (self.null_gain * (self.home - self.q_cmd[i]))
-            lower, upper = env.ctrl_lower[:7].cpu().numpy(), env.ctrl_upper[:7].cpu().numpy()
             self.q_cmd[i] = np.clip(self.q_cmd[i] + dq, lower, upper)
-            gravity = self._site_frame(np.concatenate([self.q_cmd[i], q[i, 7:]]), gravity=True)[3]
-            actions[i, :7] = (self.q_cmd[i] + gravity / self.kp - ctrl[i, :7]) / scale
             actions[i, 7] = 1.0 if self.phase[i] < GRASP else -1.0
+        fingers = torch.as_tensor(q[:, 7:9].mean(axis=1))
+        gravity = self.ik.gravity_torques(torch.as_tensor(self.q_cmd), fingers).double().numpy()
+        actions[:, :7] = (self.q_cmd + gravity / self.kp - ctrl[:, :7]) / scale
         return torch.as_tensor(np.clip(actions, -1.0, 1.0), dtype=torch.float32, device=env.device)

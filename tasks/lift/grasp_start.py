@@ -42,11 +42,11 @@ def solve_grasp_arm(ik, home_q: torch.Tensor, site_goal: torch.Tensor) -> tuple[
     q = home_q.detach().cpu().float().expand(site_goal.shape[0], 7).clone()
     goal = site_goal.detach().cpu().double().numpy()
     for _ in range(IK_ITERATIONS):
-        pos = ik.site_frames(q.double().numpy())[0]
-        err = goal - pos
+        frames = ik.site_frames(q.double().numpy())
+        err = goal - frames[0]
         norm = np.linalg.norm(err, axis=1, keepdims=True)
         step = err * np.minimum(1.0, IK_STEP / np.maximum(norm, 1e-9))
-        q = q + ik.joint_step(q, torch.as_tensor(step, dtype=torch.float32))
+        q = q + ik.joint_step(q, torch.as_tensor(step, dtype=torch.float32), frames=frames)
     pos = ik.site_frames(q.double().numpy())[0]
     ok = torch.as_tensor(np.linalg.norm(goal - pos, axis=1) < IK_TOLERANCE)
     return q.to(site_goal.device), ok.to(site_goal.device)

@@ -104,15 +104,17 @@ class DifferentialIK:
             out[i] = bias[:7]
         return torch.as_tensor(out, dtype=torch.float32, device=q_arm.device)
 
-    def joint_step(self, q_arm: torch.Tensor, translation: torch.Tensor, min_height: float | None = None) -> torch.Tensor:
+    def joint_step(self, q_arm: torch.Tensor, translation: torch.Tensor, min_height: float | None = None,
+                   frames: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None) -> torch.Tensor:  # fmt: skip
         """Δq (N, 7) rad that moves the site by ``translation`` (N, 3) m (world frame) from arm angles ``q_arm``
         (N, 7) rad and turns it toward the home orientation; float32 on ``q_arm``'s device.
 
         ``min_height`` (m, world z; None: no bound): the translation's z is raised where it would take the site of
-        ``q_arm`` below this height (a workspace floor on the commanded pose; a site already below it is moved up)."""
+        ``q_arm`` below this height (a workspace floor on the commanded pose; a site already below it is moved up).
+        ``frames``: :meth:`site_frames` of ``q_arm`` when the caller has them already (None: computed here)."""
         q = q_arm.detach().cpu().double().numpy()
         dx = translation.detach().cpu().double().numpy()
-        pos, rot, jac = self.site_frames(q)
+        pos, rot, jac = self.site_frames(q) if frames is None else frames
         if min_height is not None:
             dx = dx.copy()
             dx[:, 2] = np.maximum(dx[:, 2], min_height - pos[:, 2])

@@ -98,8 +98,18 @@ class LiftRandomizer:
 
     def on_reset(self, env_ids: torch.Tensor, ctrl: torch.Tensor) -> None:
         """New model fields and delays for ``env_ids`` (M,); ``ctrl`` (M, nu) is their control at reset (the delay
-        holds it for the first substeps of the first env step)."""
+        holds it for the first substeps of the first env step). The same as :meth:`resample_fields` then
+        :meth:`reset_delay`."""
+        self.resample_fields(env_ids)
+        self.reset_delay(env_ids, ctrl)
+
+    def resample_fields(self, env_ids: torch.Tensor) -> None:
+        """New model fields (cube mass, size and friction, Kp, Kd) for ``env_ids`` (M,)."""
         self.fields.apply(env_ids, "reset")
+
+    def reset_delay(self, env_ids: torch.Tensor, ctrl: torch.Tensor) -> None:
+        """New action delays for ``env_ids`` (M,), the delay line filled with their control at reset ``ctrl``
+        (M, nu) (held for the first substeps of the first env step)."""
         m = int(env_ids.numel())
         delay = torch.zeros(m, dtype=torch.long)
         if self.delay.max_delay > 0 and m:

@@ -3,6 +3,7 @@ through peft changes only the adapter weights, and the finetune CLI writes a pol
 
 from __future__ import annotations
 
+import copy
 import json
 
 import pytest
@@ -69,6 +70,21 @@ def test_lora_changes_only_the_adapters_and_merges_back(base, tiny_dataset):
     assert sorted(after) == sorted(before)
     assert (after["head.4.weight"] - before["head.4.weight"]).abs().max() > 0
     torch.testing.assert_close(after["embed.weight"], before["embed.weight"], rtol=0, atol=0)
+
+
+def test_cosine_schedule_decays_the_rate_to_zero_and_constant_keeps_it(base):
+    model, data = base
+    weights = torch.ones(len(data))
+    for schedule, last in (("cosine", 0.0), ("constant", 3e-4)):
+        lines: list[str] = []
+        trainable = add_lora(copy.deepcopy(model), rank=2)  # the module's fixture stays as it is
+        finetune(trainable, data, weights, steps=10, lr=3e-4, log=lines.append, lr_schedule=schedule)
+        rates = [float(line.split(" lr ")[1].split()[0]) for line in lines]
+        assert rates[-1] == pytest.approx(last, abs=1e-12), (schedule, rates)
+        if schedule == "cosine":
+            assert all(a > b for a, b in zip(rates, rates[1:]))  # strictly decreasing
+    with pytest.raises(ValueError, match="lr_schedule"):
+        finetune(model, data, weights, steps=1, lr_schedule="linear")
 
 
 def test_finetune_cli_writes_an_evaluable_policy(base, tiny_dataset, tmp_path):
