@@ -29,8 +29,8 @@ LIFTED_M = 0.05
 
 
 def run(policy: str, episodes: int, num_envs: int, seed: int) -> list[dict]:
-    """One row per episode: success, ever grasped, max rise (m), floor-contact steps, cube start x, y (m), target
-    height above the cube's start (m)."""
+    """One row per episode: success, ever grasped, max rise (m), floor-contact steps, cube start x, y (m), target x
+    (m), target height above the cube's start (m), final cube-target distance (m)."""
     overrides = ([] if policy == "expert" else policy_action_overrides(policy)) + ["sim.num_threads=2"]
     env, cfg = make_lift_eval_env(overrides, num_envs, True, seed)
     torch.set_num_threads(1)
@@ -51,7 +51,7 @@ def run(policy: str, episodes: int, num_envs: int, seed: int) -> list[dict]:
         on_reset(torch.arange(n))
         start, target = env.cube_start.clone().cpu(), env.target_pos.clone().cpu()
         grasped, finished, success = (torch.zeros(n, dtype=torch.bool) for _ in range(3))
-        rise, floor = torch.zeros(n), torch.zeros(n)
+        rise, floor, final_distance = torch.zeros(n), torch.zeros(n), torch.zeros(n)
         for _ in range(env.max_episode_length):
             with torch.no_grad():
                 _, _, dones, _ = env.step(act())
@@ -61,13 +61,15 @@ def run(policy: str, episodes: int, num_envs: int, seed: int) -> list[dict]:
             floor += (s.floor_contact.cpu() & live).float()
             new = dones.bool().cpu() & ~finished
             success[new] = env.success_once_at_done.cpu()[new]
+            final_distance[new] = s.cube_to_target.norm(dim=-1).cpu()[new]
             finished |= new
             if bool(finished.all()):
                 break
         for i in range(min(n, episodes - len(rows))):
             rows.append({"success": bool(success[i]), "grasped": bool(grasped[i]), "rise": float(rise[i]),
                          "floor_steps": float(floor[i]), "x": float(start[i, 0]), "y": float(start[i, 1]),
-                         "height": float(target[i, 2] - start[i, 2])})  # fmt: skip
+                         "tx": float(target[i, 0]), "height": float(target[i, 2] - start[i, 2]),
+                         "final_distance": float(final_distance[i])})  # fmt: skip
     env.close()
     return rows
 
@@ -99,6 +101,13 @@ def main(argv: list[str] | None = None) -> None:
     print("success by cube start x (m):  ", binned(rows, lambda r: r["x"], 0.1))
     print("success by cube start |y| (m):", binned(rows, lambda r: abs(r["y"]), 0.1))
     print("success by target height (m): ", binned(rows, lambda r: r["height"], 0.1))
+    print("success by target x (m):      ", binned(rows, lambda r: r["tx"], 0.1))
+    for name, part in (("cube x < 0.85", [r for r in fails if r["x"] < 0.85]),
+                       ("cube x >= 0.85", [r for r in fails if r["x"] >= 0.85])):
+        print(f"failures with {name}: {len(part)}: never grasped {sum(not r['grasped'] for r in part)}, grasped but "
+              f"never {100 * LIFTED_M:.0f} cm up {sum(r['grasped'] and r['rise'] < LIFTED_M for r in part)}, lifted "
+              f"but not delivered {sum(r['rise'] >= LIFTED_M for r in part)} (median final distance "
+              f"{100 * (sorted(r['final_distance'] for r in part)[len(part) // 2] if part else float('nan')):.1f} cm)")
     mean = lambda rs: sum(r["floor_steps"] for r in rs) / max(len(rs), 1)  # noqa: E731
     print(f"env steps with the hand on the floor: successes {mean(ok):.1f}, failures {mean(fails):.1f}")
 

@@ -162,6 +162,14 @@ class LiftEnvCfg:
     sagging below it (the Franka's own controller compensates gravity, libfranka's "gravity is compensated by the
     robot"; the scripted expert does the same). False: the targets are q_c (the Menagerie actuators have no gravity
     compensation; the outstretched arm sags ~1 cm)."""
+    ee_max_lead: Optional[float] = None
+    """``ee_delta``: the commanded gripper site (the site at the arm's position targets q_c) is kept within this
+    distance of the measured site, m (None: unbounded). The IK step accumulates on q_c, so while the hand is blocked
+    (pressed on the table, or at the edge of its reach) the command otherwise runs on ahead of it, unseen by the
+    policy (its observation has the measured arm, not the targets), and must be wound back before the hand moves
+    the other way: the stuck far-edge episodes of session 14 had the command 30 cm below and 15 cm behind the
+    hand (``docs/lift_learning.md``). The bound is an anti-windup clamp on the Cartesian command; a real cell
+    computes it from the measured joint angles and the arm's kinematic model."""
     cube_xy_range: float = 0.2
     """Half-width of the cube's start xy range around (0.7, 0) m (Playground ±0.2)."""
     target_xy_range: float = 0.2

@@ -62,6 +62,8 @@ class LiftEnv(VecEnv):
             raise ValueError(f"env.action_scale and env.action_clip must be > 0, got {cfg.action_scale}, {cfg.action_clip}")
         if cfg.action_mode not in ACTION_MODES:
             raise ValueError(f"env.action_mode must be one of {list(ACTION_MODES)}, got {cfg.action_mode!r}")
+        if cfg.ee_max_lead is not None and not cfg.ee_max_lead > 0:
+            raise ValueError(f"env.ee_max_lead must be > 0 m (or null: unbounded), got {cfg.ee_max_lead}")
         if cfg.ee_action_scale <= 0:
             raise ValueError(f"env.ee_action_scale must be > 0 (m per env step), got {cfg.ee_action_scale}")
         h0, h1 = cfg.target_height
@@ -281,8 +283,15 @@ class LiftEnv(VecEnv):
         if self.ik is None:
             return cfg.action_scale * actions
         step = torch.zeros(actions.shape[0], self.num_ctrl, device=self.device)
-        step[:, :7] = self.ik.joint_step(self.ctrl[:, :7], cfg.ee_action_scale * actions[:, :3],
-                                           cfg.ee_min_height)
+        translation, frames = cfg.ee_action_scale * actions[:, :3], None
+        if cfg.ee_max_lead is not None:  # anti-windup: the command stays near the measured hand (config docstring)
+            from upright.tasks.lift.ik import bound_lead
+
+            frames = self.ik.site_frames(self.ctrl[:, :7].detach().cpu().double().numpy())
+            measured = self.ik.site_frames(self.state.q[:, :7].detach().cpu().double().numpy())[0]
+            bounded = bound_lead(frames[0], measured, translation.detach().cpu().double().numpy(), cfg.ee_max_lead)
+            translation = torch.as_tensor(bounded, dtype=torch.float32, device=self.device)
+        step[:, :7] = self.ik.joint_step(self.ctrl[:, :7], translation, cfg.ee_min_height, frames=frames)
         step[:, 7] = cfg.action_scale * actions[:, 3]
         return step
 

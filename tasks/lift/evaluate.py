@@ -31,15 +31,15 @@ from upright.tasks.registry import make_env
 METRICS = ("success", "success_at_end", "time_to_success_s", "final_distance_m")
 
 
-EE_SETTINGS = ("ee_action_scale", "ee_min_height", "ee_gravity_compensation")
+EE_SETTINGS = ("ee_action_scale", "ee_min_height", "ee_gravity_compensation", "ee_max_lead")
 """``env.*`` settings that give an ``ee_delta`` action its meaning besides the mode (step scale, workspace floor,
-gravity compensation)."""
+gravity compensation, the command's largest lead over the hand)."""
 
 
 def policy_action_overrides(policy: str) -> list[str]:
     """``env.*`` overrides that make a lift env's actions mean what they meant when ``policy`` was trained:
     ``env.action_mode=...`` (:func:`~upright.viewer.policy.policy_action_mode`; ``delta`` or ``ee_delta``) and, for
-    ``ee_delta``, ``env.ee_action_scale``, ``env.ee_min_height`` and ``env.ee_gravity_compensation`` from the ONNX metadata or the run config (absent
+    ``ee_delta``, the ``env.*`` settings of :data:`EE_SETTINGS` from the ONNX metadata or the run config (absent
     there: the defaults). Empty for ``zero``, ``random``, ``expert``, a file without a lift action mode, or an unreadable
     file (loading it reports why).
 

@@ -43,6 +43,16 @@ def orientation_error(r_cur: np.ndarray, r_des: np.ndarray) -> np.ndarray:
     return 0.5 * np.cross(r_cur, r_des, axis=1).sum(axis=2)
 
 
+def bound_lead(p_cmd: np.ndarray, p_meas: np.ndarray, translation: np.ndarray, max_lead: float) -> np.ndarray:
+    """The translation (N, 3) m that replaces ``translation`` (N, 3) m so that the commanded site ``p_cmd`` (N, 3) m
+    ends within ``max_lead`` m of the measured site ``p_meas`` (N, 3) m (an anti-windup clamp): ``translation``
+    itself where ``p_cmd + translation`` is within the bound, else the step to the point of the ball around
+    ``p_meas`` in the same direction from ``p_meas`` (which may wind the command back by more than one step)."""
+    off = p_cmd + translation - p_meas
+    norm = np.linalg.norm(off, axis=1, keepdims=True)
+    return p_meas + off * np.minimum(1.0, max_lead / np.maximum(norm, 1e-12)) - p_cmd
+
+
 class DifferentialIK:
     """Batched differential IK of the Panda's gripper site (module docstring) on a private ``MjData``.
 

@@ -57,7 +57,8 @@ def lift_policy_metadata(env) -> dict[str, Any]:
               "ik_damping": ik.IK_DAMPING, "ik_rotation_weights": list(ik.IK_ROTATION_WEIGHTS),
               "ik_null_gain": ik.IK_NULL_GAIN,
               "ee_min_height": None if env.cfg.ee_min_height is None else float(env.cfg.ee_min_height),
-              "ee_gravity_compensation": bool(env.cfg.ee_gravity_compensation)}  # fmt: skip
+              "ee_gravity_compensation": bool(env.cfg.ee_gravity_compensation),
+              "ee_max_lead": None if env.cfg.ee_max_lead is None else float(env.cfg.ee_max_lead)}  # fmt: skip
     return {
         "task": "lift",
         "robot": "franka_emika_panda",

@@ -9,7 +9,7 @@ import torch
 
 from upright.tasks.lift.config import LiftEnvCfg
 from upright.tasks.lift.env import LiftEnv
-from upright.tasks.lift.ik import DifferentialIK
+from upright.tasks.lift.ik import DifferentialIK, bound_lead
 from upright.tasks.lift.metadata import lift_policy_metadata
 from upright.tasks.lift.scene import lift_scene
 from upright.tasks.standup.config import SimCfg
@@ -125,3 +125,41 @@ def test_gravity_compensation_makes_the_outstretched_arm_hold_its_commanded_site
         env.close()
     assert errors[False] > 0.03, errors  # ~6 cm at this reach
     assert abs(errors[True]) < 0.002, errors
+
+
+def test_bound_lead_keeps_the_command_within_the_bound_and_winds_it_back():
+    p_meas = np.zeros((3, 3))
+    p_cmd = np.array([[0.0, 0.0, 0.01], [0.0, 0.0, -0.04], [0.0, 0.0, -0.30]])
+    d = np.array([[0.0, 0.0, -0.015]] * 3)
+    out = bound_lead(p_cmd, p_meas, d, 0.05)
+    np.testing.assert_allclose(out[0], d[0])  # within the bound: unchanged
+    np.testing.assert_allclose(p_cmd[1:] + out[1:], [[0.0, 0.0, -0.05]] * 2, atol=1e-12)  # clamped onto the ball
+    assert out[2, 2] > 0.2  # a wound-up command is wound back at once
+
+
+def test_max_lead_stops_the_command_winding_up_into_the_table():
+    """Command the hand down for 40 steps (it stops on the table after ~20), then up: unbounded, the command ran far
+    into the table and the hand stays down for many steps while it is wound back; with ``ee_max_lead`` 0.05 m it
+    leaves the table within a few steps, and the command never led the hand by more than the bound."""
+    steps_to_rise, leads = {}, {}
+    for lead in (None, 0.05):
+        cfg = LiftEnvCfg(num_envs=1, action_mode="ee_delta", ee_gravity_compensation=True, ee_max_lead=lead)
+        cfg.domain_rand.enabled = False
+        env = LiftEnv(cfg, SimCfg(backend="native", num_threads=1))
+        env.reset_envs(torch.arange(1), torch.tensor([[0.5, 0.25, 0.03]]), torch.tensor([[0.5, 0.25, 0.3]]))
+        env.state = env._read_state()
+        site = lambda q: env.ik.site_frames(q[:, :7].double().numpy())[0][0]  # noqa: E731
+        worst = 0.0
+        for _ in range(40):
+            env.step(torch.tensor([[0.0, 0.0, -1.0, 0.0]]))
+            worst = max(worst, float(np.linalg.norm(site(env.ctrl) - site(env.last_state.q))))
+        pressed = site(env.last_state.q)[2]
+        assert pressed < 0.06, (lead, pressed)  # the hand is down on the table
+        for step in range(1, 41):
+            env.step(torch.tensor([[0.0, 0.0, 1.0, 0.0]]))
+            if site(env.last_state.q)[2] > pressed + 0.03:
+                break
+        steps_to_rise[lead], leads[lead] = step, worst
+        env.close()
+    assert leads[0.05] < 0.05 + 0.016 and leads[None] > 0.15, leads  # one step may land past the bound's ball
+    assert steps_to_rise[0.05] <= 12 and steps_to_rise[None] >= steps_to_rise[0.05] + 8, steps_to_rise
