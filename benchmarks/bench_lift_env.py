@@ -100,18 +100,19 @@ def mj_step_rate(model, qpos, qvel, ctrl, steps: int = 2000) -> float:
     return steps / (time.perf_counter() - t)
 
 
-def env_rates(backend: str, num_envs: int, threads: int, steps: int, action_mode: str = "delta") -> dict[str, float]:
-    """env-steps/s of the bare backend and of the full env step (random actions in ``action_mode``) and, for
-    ``ee_delta``, seconds per call of the IK (``ik``)."""
+def env_rates(backend: str, num_envs: int, threads: int, steps: int, action_mode: str = "delta",
+              device: str = "cpu") -> dict[str, float]:
+    """env-steps/s of the bare backend and of the full env step (random actions in ``action_mode``, envs on torch
+    ``device``: ``cuda`` puts MJX on the GPU) and, for ``ee_delta``, seconds per call of the IK (``ik``)."""
     from upright.tasks.lift.config import LiftEnvCfg
     from upright.tasks.lift.env import LiftEnv
     from upright.tasks.standup.config import SimCfg
 
     cfg = LiftEnvCfg(num_envs=num_envs, action_mode=action_mode)
     sim_cfg = SimCfg(backend=backend, num_threads=threads)
-    env = LiftEnv(cfg, sim_cfg, seed=0)
+    env = LiftEnv(cfg, sim_cfg, device=device, seed=0)
     gen = torch.Generator().manual_seed(0)
-    actions = [torch.rand(num_envs, env.num_actions, generator=gen) * 2 - 1 for _ in range(steps)]
+    actions = [(torch.rand(num_envs, env.num_actions, generator=gen) * 2 - 1).to(device) for _ in range(steps)]
     for a in actions[:5]:  # warm-up (MJX: compile)
         env.step(a)
     t = time.perf_counter()
@@ -236,6 +237,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--action-modes", default="delta,ee_delta", help="comma-separated env.action_mode values")
     p.add_argument("--camera-frames", type=int, default=20, help="0 skips the camera figure")
     p.add_argument("--out", default=None, help="append the table to this markdown file")
+    p.add_argument("--device", default="cpu", help="torch device of the env figures (cuda: MJX on the GPU)")
     p.add_argument("--train-iters", type=int, default=0,
                    help="timed PPO iterations of `train.py task=lift` per action mode (0 skips the training section)")
     p.add_argument("--train-warmup-iters", type=int, default=1, help="PPO iterations before the timed ones")
@@ -254,7 +256,7 @@ def main(argv: list[str] | None = None) -> None:
     meter = CpuMeter().start()
     model, qpos, qvel, ctrl = grasp_state()
     lines = [f"lift env, {datetime.date.today()}, {cpu_model()}, {os.cpu_count()} CPUs, N = {args.num_envs}, "
-             f"{args.threads} thread(s), {args.steps} env steps", "",
+             f"{args.threads} thread(s), {args.steps} env steps, envs on {args.device}", "",
              "| backend | action mode | physical limit (env-steps/s) | bare backend | full env step | full / limit | "
              "full step (ms) | cost / delta |",
              "|---|---|---|---|---|---|---|---|"]  # fmt: skip
@@ -263,7 +265,7 @@ def main(argv: list[str] | None = None) -> None:
         limit = mj_step_rate(model, qpos, qvel, ctrl) * args.threads / 4
         delta_full = None
         for mode in modes:
-            r = env_rates(backend, args.num_envs, args.threads, args.steps, mode)
+            r = env_rates(backend, args.num_envs, args.threads, args.steps, mode, args.device)
             delta_full = r["full"] if mode == "delta" else delta_full
             ratio = f"{delta_full / r['full']:.2f}" if delta_full else "-"
             lines.append(f"| {backend} | {mode} | {limit:,.0f} | {r['bare']:,.0f} | {r['full']:,.0f} | "

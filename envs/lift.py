@@ -80,10 +80,10 @@ class LiftTask(BatchedTask):
         """The previous observation's frames but the oldest, then the frame of ``env.last_state`` (noise, if on, from
         a generator of its own, as :meth:`upright.envs.standup.StandupTask.final_observations`)."""
         from upright.managers.observation import compute_frame
-        from upright.tasks.lift.observations import HISTORY_LENGTH, OBS_CLIP, OBSERVATION_TERMS
+        from upright.tasks.lift.observations import HISTORY_LENGTH, OBS_CLIP
 
         env = self.env
-        frame = compute_frame(OBSERVATION_TERMS, env.last_state, env.randomizer.obs_noise_scale, self._final_rng,
+        frame = compute_frame(env.observation_terms, env.last_state, env.randomizer.obs_noise_scale, self._final_rng,
                               OBS_CLIP)  # fmt: skip
         history = before.view(before.shape[0], HISTORY_LENGTH, -1)
         return torch.cat([history[done, 1:], frame[done].unsqueeze(1)], dim=1).flatten(1)

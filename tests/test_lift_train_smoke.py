@@ -98,7 +98,7 @@ def test_ee_delta_run_exports_a_4_action_policy_that_evaluate_and_play_run(ee_ru
 
     assert meta["ee_gravity_compensation"] is True and meta["ee_max_lead"] == 0.05
     expected = ["env.action_mode=ee_delta", "env.ee_action_scale=0.015", "env.ee_min_height=0.03",
-                "env.ee_gravity_compensation=true", "env.ee_max_lead=0.05"]
+                "env.ee_gravity_compensation=true", "env.ee_max_lead=0.05", "env.ee_observe_lead=false"]
     assert policy_action_overrides(str(run_dir / "policy.onnx")) == expected  # from the metadata
     checkpoint = sorted(run_dir.glob("model_*.pt"))[-1]
     assert policy_action_overrides(str(checkpoint)) == expected  # from the run config

@@ -170,6 +170,10 @@ class LiftEnvCfg:
     the other way: the stuck far-edge episodes of session 14 had the command 30 cm below and 15 cm behind the
     hand (``docs/lift_learning.md``). The bound is an anti-windup clamp on the Cartesian command; a real cell
     computes it from the measured joint angles and the arm's kinematic model."""
+    ee_observe_lead: bool = False
+    """``ee_delta``: append the command's lead over the hand, the site at the arm's position targets minus the measured
+    site (3 values, m, world frame), to the observation (:data:`upright.tasks.lift.observations.EE_LEAD_TERM`). The
+    other way to deal with the windup that ``ee_max_lead`` bounds: the integral action is kept and made visible."""
     cube_xy_range: float = 0.2
     """Half-width of the cube's start xy range around (0.7, 0) m (Playground ±0.2)."""
     target_xy_range: float = 0.2

@@ -17,6 +17,7 @@ after 150 env steps, when the cube leaves the workspace, or when the simulation 
 from __future__ import annotations
 
 import mujoco
+import numpy as np
 import torch
 from rsl_rl.env import VecEnv
 from tensordict import TensorDict
@@ -28,7 +29,7 @@ from upright.robots import panda
 from upright.sim import GEOMETRY_FIELDS, make_sim
 from upright.tasks.lift.config import LiftEnvCfg
 from upright.tasks.lift.curriculum import lift_curriculum, reset_ranges
-from upright.tasks.lift.observations import HISTORY_LENGTH, OBS_CLIP, OBSERVATION_TERMS, observation_dims
+from upright.tasks.lift.observations import HISTORY_LENGTH, OBS_CLIP, observation_dims, observation_terms
 from upright.tasks.lift.randomization import LiftRandomizer
 from upright.tasks.lift.rewards import REWARD_GROUPS, lift_reward_terms
 from upright.tasks.lift.scene import GRIPPER_QUAT_SENSOR, floor_sensor_slices, grasp_sensor_slices, lift_scene
@@ -64,6 +65,8 @@ class LiftEnv(VecEnv):
             raise ValueError(f"env.action_mode must be one of {list(ACTION_MODES)}, got {cfg.action_mode!r}")
         if cfg.ee_max_lead is not None and not cfg.ee_max_lead > 0:
             raise ValueError(f"env.ee_max_lead must be > 0 m (or null: unbounded), got {cfg.ee_max_lead}")
+        if cfg.ee_observe_lead and cfg.action_mode != "ee_delta":
+            raise ValueError("env.ee_observe_lead=true needs env.action_mode=ee_delta (the lead is the IK command's)")
         if cfg.ee_action_scale <= 0:
             raise ValueError(f"env.ee_action_scale must be > 0 (m per env step), got {cfg.ee_action_scale}")
         h0, h1 = cfg.target_height
@@ -85,9 +88,15 @@ class LiftEnv(VecEnv):
         """Position targets (8: 7 arm joints, the finger)."""
         self.num_actions = self.num_ctrl if cfg.action_mode == "delta" else 4
         """Width of the policy's action: 8 (``delta``) or 4 (``ee_delta``: site dx, dy, dz, finger)."""
-        self.observation_dims = observation_dims(self.num_actions)
+        self.observation_terms = observation_terms(cfg.ee_observe_lead)
+        """The frame's terms in order (:func:`~upright.tasks.lift.observations.observation_terms`)."""
+        self.observation_dims = observation_dims(self.num_actions, cfg.ee_observe_lead)
         """Width of each observation term (:func:`~upright.tasks.lift.observations.observation_dims`)."""
         self.ik = None
+        self._frames: tuple | None = None
+        """:meth:`DifferentialIK.site_frames` of the arm targets ``_frames_ctrl[:, :7]`` (numpy), kept between env
+        steps: the next IK step and the ``ee_lead`` observation read the same frames."""
+        self._frames_ctrl: torch.Tensor | None = None
         if cfg.action_mode == "ee_delta":
             from upright.tasks.lift.ik import DifferentialIK
 
@@ -196,7 +205,12 @@ class LiftEnv(VecEnv):
             floor_contact=s.sensordata[:, self._floor_adr.to(s.sensordata.device)].abs().sum(dim=-1) > 0,
             reached=self.reached.clone(),
             episode_step=self.episode.length.clone(),
+            command_site=self._command_site() if self.cfg.ee_observe_lead else None,
         )
+
+    def _command_site(self) -> torch.Tensor:
+        """(N, 3) the gripper site at the arm's position targets, world frame, m (:meth:`ctrl_frames`)."""
+        return torch.as_tensor(self.ctrl_frames()[0], dtype=torch.float32, device=self.device)
 
     # ------------------------------------------------------------------ VecEnv
     def get_observations(self) -> TensorDict:
@@ -283,17 +297,34 @@ class LiftEnv(VecEnv):
         if self.ik is None:
             return cfg.action_scale * actions
         step = torch.zeros(actions.shape[0], self.num_ctrl, device=self.device)
-        translation, frames = cfg.ee_action_scale * actions[:, :3], None
+        translation, frames = cfg.ee_action_scale * actions[:, :3], self.ctrl_frames()
         if cfg.ee_max_lead is not None:  # anti-windup: the command stays near the measured hand (config docstring)
             from upright.tasks.lift.ik import bound_lead
 
-            frames = self.ik.site_frames(self.ctrl[:, :7].detach().cpu().double().numpy())
-            measured = self.ik.site_frames(self.state.q[:, :7].detach().cpu().double().numpy())[0]
+            measured = self.state.gripper_pos.detach().cpu().double().numpy()  # the site as MuJoCo measured it
             bounded = bound_lead(frames[0], measured, translation.detach().cpu().double().numpy(), cfg.ee_max_lead)
             translation = torch.as_tensor(bounded, dtype=torch.float32, device=self.device)
         step[:, :7] = self.ik.joint_step(self.ctrl[:, :7], translation, cfg.ee_min_height, frames=frames)
         step[:, 7] = cfg.action_scale * actions[:, 3]
         return step
+
+    def ctrl_frames(self) -> tuple:
+        """Site positions (N, 3) m, orientations (N, 3, 3) and arm Jacobians (N, 6, 7) at the arm's position targets
+        ``ctrl[:, :7]`` (``ee_delta``; :meth:`~upright.tasks.lift.ik.DifferentialIK.site_frames`, float64 numpy),
+        recomputed only for the envs whose targets changed since the last call."""
+        q = self.ctrl[:, :7].detach()
+        if self._frames is None or self._frames_ctrl.shape != q.shape:
+            changed = torch.ones(q.shape[0], dtype=torch.bool, device=q.device)
+        else:
+            changed = (q != self._frames_ctrl).any(dim=1)
+        if bool(changed.all()):
+            self._frames = tuple(np.array(a) for a in self.ik.site_frames(q.cpu().double().numpy()))
+        elif bool(changed.any()):
+            ids = changed.nonzero().squeeze(1).cpu().numpy()
+            for full, part in zip(self._frames, self.ik.site_frames(q[changed].cpu().double().numpy())):
+                full[ids] = part
+        self._frames_ctrl = q.clone()
+        return self._frames
 
     def _log(self, state: LiftState, succ: torch.Tensor, dones: torch.Tensor) -> dict[str, torch.Tensor]:
         log = self.episode.finished_means(dones)
@@ -409,7 +440,7 @@ class LiftEnv(VecEnv):
         return self.get_observations(), {}
 
     def _update_observation(self) -> None:
-        frame = compute_frame(OBSERVATION_TERMS, self.state, self.randomizer.obs_noise_scale, self.rng, OBS_CLIP)
+        frame = compute_frame(self.observation_terms, self.state, self.randomizer.obs_noise_scale, self.rng, OBS_CLIP)
         self.obs_history.push(frame)
 
     # ------------------------------------------------------------------ checkpoints

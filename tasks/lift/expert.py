@@ -77,7 +77,6 @@ class ScriptedExpert:
         """Kinematics (site frames) and gravity torques of the scene; its own IK step is not used (the expert's
         orientation goal follows the cube)."""
         self.max_step, self.damping, self.null_gain = max_step, damping, null_gain
-        self.site = self.model.site(panda.GRIPPER_SITE).id
         n = env.num_envs
         self.phase = np.zeros(n, dtype=np.int64)
         """(N,) current phase of each env (:data:`PHASE_NAMES`)."""

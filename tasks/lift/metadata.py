@@ -7,7 +7,7 @@ from typing import Any
 
 from upright.robots import panda
 from upright.tasks.lift.observations import (
-    HISTORY_LENGTH, OBS_CLIP, OBSERVATION_TERMS, ROBOT_MEASURABLE_TERMS,
+    HISTORY_LENGTH, OBS_CLIP, ROBOT_MEASURABLE_TERMS,
 )  # fmt: skip
 from upright.tasks.metadata import POLICY_IO, observation_metadata
 from upright.tasks.policy_schema import ACTION_FORMULAS
@@ -58,7 +58,8 @@ def lift_policy_metadata(env) -> dict[str, Any]:
               "ik_null_gain": ik.IK_NULL_GAIN,
               "ee_min_height": None if env.cfg.ee_min_height is None else float(env.cfg.ee_min_height),
               "ee_gravity_compensation": bool(env.cfg.ee_gravity_compensation),
-              "ee_max_lead": None if env.cfg.ee_max_lead is None else float(env.cfg.ee_max_lead)}  # fmt: skip
+              "ee_max_lead": None if env.cfg.ee_max_lead is None else float(env.cfg.ee_max_lead),
+              "ee_observe_lead": bool(env.cfg.ee_observe_lead)}  # fmt: skip
     return {
         "task": "lift",
         "robot": "franka_emika_panda",
@@ -84,7 +85,7 @@ def lift_policy_metadata(env) -> dict[str, Any]:
         "sim_dt": env.sim_cfg.timestep,
         "decimation": int(env.cfg.decimation),
         **observation_metadata(
-            OBSERVATION_TERMS, env.observation_dims, HISTORY_LENGTH, OBS_CLIP, ROBOT_MEASURABLE_TERMS
+            env.observation_terms, env.observation_dims, HISTORY_LENGTH, OBS_CLIP, ROBOT_MEASURABLE_TERMS
         ),
         "unactuated_steps": 0,
         "training_assistance": (

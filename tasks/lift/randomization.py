@@ -96,13 +96,6 @@ class LiftRandomizer:
         """(M, 3) float32 half sizes (x, y, z) of the cube in ``env_ids``, m (its randomised ``geom_size``)."""
         return self._sim.model_field("geom_size")[env_ids.cpu(), self._cube_geom, :3].float().to(env_ids.device)
 
-    def on_reset(self, env_ids: torch.Tensor, ctrl: torch.Tensor) -> None:
-        """New model fields and delays for ``env_ids`` (M,); ``ctrl`` (M, nu) is their control at reset (the delay
-        holds it for the first substeps of the first env step). The same as :meth:`resample_fields` then
-        :meth:`reset_delay`."""
-        self.resample_fields(env_ids)
-        self.reset_delay(env_ids, ctrl)
-
     def resample_fields(self, env_ids: torch.Tensor) -> None:
         """New model fields (cube mass, size and friction, Kp, Kd) for ``env_ids`` (M,)."""
         self.fields.apply(env_ids, "reset")

@@ -54,6 +54,9 @@ class LiftState:
     Playground's ``reached_box``)."""
     episode_step: torch.Tensor
     """(N,) int64 env steps since the episode began."""
+    command_site: torch.Tensor | None = None
+    """(N, 3) the gripper site at the arm's position targets (forward kinematics of ``ctrl``), world frame, m; filled
+    only with ``env.ee_observe_lead`` (None otherwise)."""
 
     @property
     def num_envs(self) -> int:

@@ -163,3 +163,41 @@ def test_max_lead_stops_the_command_winding_up_into_the_table():
         env.close()
     assert leads[0.05] < 0.05 + 0.016 and leads[None] > 0.15, leads  # one step may land past the bound's ball
     assert steps_to_rise[0.05] <= 12 and steps_to_rise[None] >= steps_to_rise[0.05] + 8, steps_to_rise
+
+
+def test_ee_lead_term_is_the_command_minus_the_hand_and_needs_the_switch():
+    from upright.tasks.lift.observations import EE_LEAD_TERM, ee_lead
+    from upright.tasks.lift.state import LiftState
+
+    s = LiftState.zeros(2)
+    s.gripper_pos = torch.tensor([[0.5, 0.0, 0.2], [0.8, 0.1, 0.1]])
+    with pytest.raises(ValueError, match="env.ee_observe_lead=true"):
+        ee_lead(s)
+    s.command_site = torch.tensor([[0.5, 0.0, 0.1], [0.9, 0.1, 0.1]])
+    assert torch.allclose(ee_lead(s), torch.tensor([[0.0, 0.0, -0.1], [0.1, 0.0, 0.0]]))
+    assert EE_LEAD_TERM.name == "ee_lead" and EE_LEAD_TERM.noise > 0
+    with pytest.raises(ValueError, match="env.ee_observe_lead=true needs env.action_mode=ee_delta"):
+        LiftEnv(LiftEnvCfg(num_envs=1, ee_observe_lead=True), SimCfg(backend="native", num_threads=1))
+
+
+def test_observed_lead_shows_the_command_winding_into_the_table():
+    """With ``env.ee_observe_lead`` the frame ends with FK(targets) - site; pushing the hand down onto the table winds
+    the command below the hand, and the observation says so. The cached frames equal a fresh computation."""
+    cfg = LiftEnvCfg(num_envs=2, action_mode="ee_delta", ee_observe_lead=True)
+    cfg.domain_rand.enabled = False
+    env = LiftEnv(cfg, SimCfg(backend="native", num_threads=1))
+    obs = env.get_observations()["actor"]
+    assert obs.shape == (2, 48) and env.observation_dims[-1] == 3
+    assert obs[:, -3:].norm(dim=1).max() < 0.02  # at reset the command sits on the hand
+    down = torch.tensor([[0.0, 0.0, -1.0, 0.0]]).repeat(2, 1)
+    for _ in range(40):  # 40 x 1.5 cm down: the table stops the hand
+        env.step(down)
+    lead = env.get_observations()["actor"][:, -3:]
+    fresh = env.ik.site_frames(env.ctrl[:, :7].double().numpy())[0]
+    expected = torch.as_tensor(fresh, dtype=torch.float32) - env.state.gripper_pos
+    assert torch.allclose(lead, expected, atol=1e-5), (lead, expected)
+    assert (lead[:, 2] < -0.1).all(), lead  # the command is > 10 cm below the hand
+    meta = lift_policy_metadata(env)
+    assert meta["observation_names"][-1] == "ee_lead" and meta["ee_observe_lead"] is True
+    assert sum(meta["observation_dims"]) == 48 and "ee_lead" not in meta["privileged_inputs"]
+    env.close()
