@@ -11,8 +11,9 @@ Kp/Kd ranges, ungated pull force) and ``train.group_weights`` (prone [1, 0.1, 1,
 Explicit ``env.*`` overrides on the command line still win.
 
 ``recipe=<name>`` (:data:`RECIPES`) sets the training recipe: ``host`` is HoST's recipe as published; ``fast`` is
-upright's candidate for a 2-core CPU (``docs/standup_learning.md`` has its measurements). Explicit ``env.*`` and
-``train.*`` overrides still win.
+upright's candidate for a 2-core CPU (``docs/standup_learning.md`` has its measurements); ``cartesian`` is upright's
+lift recipe (``task=lift recipe=cartesian``; without it the lift task trains with Playground's settings,
+``docs/lift_learning.md``). Explicit ``env.*`` and ``train.*`` overrides still win.
 """
 
 from __future__ import annotations
@@ -113,7 +114,26 @@ RECIPES: dict[str, dict[str, Any]] = {
         "env.assisted_start.fraction": 0.1,
     },
 }
-"""``recipe=<name>``: dotted ``env.*`` / ``train.*`` values each recipe sets on top of the task's HoST defaults."""
+"""``recipe=<name>``: dotted ``env.*`` / ``train.*`` values each recipe sets on top of its task's defaults (standup:
+HoST's; lift: MuJoCo Playground's ``PandaPickCube``)."""
+
+RECIPES["cartesian"] = {
+    # upright's lift recipe for a 2-core CPU (docs/lift_learning.md, sessions 12-15): Cartesian actions through
+    # differential IK with gravity-compensated targets, the grasp-gated carry reward instead of Playground's lifted
+    # term, a quarter of the resets with the cube already grasped, a faster curriculum and a fixed learning rate
+    "env.action_mode": "ee_delta",
+    "env.ee_gravity_compensation": True,
+    "env.rewards.lifted": 0.0,
+    "env.rewards.carry": 16.0,
+    "env.curriculum.grasped_start_fraction": 0.25,
+    "env.curriculum.step_up": 0.1,
+    "env.curriculum.step_down": 0.1,
+    "train.schedule": "fixed",
+    "train.learning_rate": 1e-3,
+}
+
+RECIPE_TASKS: dict[str, str] = {"host": "standup", "fast": "standup", "cartesian": "lift"}
+"""The task each recipe of :data:`RECIPES` is written for (its keys exist only in that task's config)."""
 
 
 def task_defaults() -> list[Any]:

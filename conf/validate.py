@@ -11,7 +11,7 @@ from hydra.errors import HydraException
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from upright.conf import NO_VARIANT, RECIPES, TASK_GROUPS_OFF, TASKS, register_configs, with_task_groups
+from upright.conf import NO_VARIANT, RECIPE_TASKS, RECIPES, TASK_GROUPS_OFF, TASKS, register_configs, with_task_groups
 from upright.tasks.standup.terrains import check_variant
 
 
@@ -38,12 +38,18 @@ def validate_overrides(args: list[str], config_name: str = "config") -> str | No
     if task != "standup":
         for group in TASK_GROUPS_OFF:
             value = next((a.split("=", 1)[1] for a in overrides if a.startswith(group + "=")), NO_VARIANT)
+            if group == "recipe":  # lift has recipes of its own: checked below with every task's
+                continue
             if value != NO_VARIANT:
                 return f"{group}={value}: {group} applies to task=standup only; drop it for task={task}."
         overrides = with_task_groups(overrides)
     recipe = next((a.split("=", 1)[1] for a in overrides if a.startswith("recipe=")), "host")
     if recipe not in RECIPES and not (task != "standup" and recipe == NO_VARIANT):
         return f"Unknown recipe '{recipe}'. Valid recipes: {', '.join(RECIPES)} (recipe=host is HoST's as published)."
+    if recipe in RECIPES and RECIPE_TASKS[recipe] != task:
+        mine = [r for r, t in RECIPE_TASKS.items() if t == task]
+        return (f"recipe={recipe} is a task={RECIPE_TASKS[recipe]} recipe; for task={task} use "
+                + (" or ".join(f"recipe={r}" for r in mine) if mine else "no recipe") + ".")
     for key in ("env.terrain", "env.posture"):
         if any(a.lstrip("+~").startswith(key + "=") for a in overrides):
             top = key.split(".")[1]

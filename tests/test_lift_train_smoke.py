@@ -43,10 +43,27 @@ def test_onnx_runs_with_its_metadata(run):
     assert out.shape == (1, 8) and np.isfinite(out).all()
 
 
+def test_cartesian_recipe_sets_its_values_and_explicit_overrides_win():
+    from hydra import compose, initialize
+
+    from upright.conf import RECIPES, register_configs, with_task_groups
+    from upright.conf.validate import validate_overrides
+
+    assert validate_overrides(["task=lift", "recipe=cartesian"]) is None
+    register_configs()
+    with initialize(version_base=None, config_path=None):
+        cfg = compose("config", overrides=with_task_groups(["task=lift", "recipe=cartesian", "env.rewards.carry=8"]))
+        plain = compose("config", overrides=with_task_groups(["task=lift"]))
+    assert cfg.env.action_mode == "ee_delta" and cfg.env.ee_gravity_compensation is True
+    assert cfg.env.curriculum.grasped_start_fraction == 0.25 and cfg.train.schedule == "fixed"
+    assert cfg.env.rewards.carry == 8.0  # the command line wins over the recipe
+    assert plain.env.action_mode == "delta" and plain.env.rewards.carry != RECIPES["cartesian"]["env.rewards.carry"]
+
+
 @pytest.mark.parametrize(
     ("arg", "message"),
     [("env.no_such_key=1", "Could not override 'env.no_such_key'"), ("terrain=platform", "applies to task=standup only"),
-     ("recipe=fast", "applies to task=standup only")],
+     ("recipe=fast", "recipe=fast is a task=standup recipe; for task=lift use recipe=cartesian")],
 )  # fmt: skip
 def test_bad_overrides_refused(tmp_path, arg, message):
     proc = run_train(["task=lift", arg], tmp_path)

@@ -187,3 +187,4 @@ def test_unknown_recipe_is_refused_with_the_valid_ones():
 
     assert "Valid recipes: host, fast" in validate_overrides(["task=standup", "recipe=bogus"])
     assert validate_overrides(["task=standup", "recipe=fast"]) is None
+    assert "recipe=cartesian is a task=lift recipe" in validate_overrides(["task=standup", "recipe=cartesian"])
