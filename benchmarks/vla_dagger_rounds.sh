@@ -1,7 +1,8 @@
 #!/bin/bash
 # Hook 2 (issue 15), DAgger rounds: the student of round k is the operated policy of round k+1.
 #
-#   benchmarks/vla_dagger_rounds.sh BASE DEMOS OUT [SEED]     (ARMS="sirius bc control", STEPS=1000, EPS=150)
+#   benchmarks/vla_dagger_rounds.sh BASE DEMOS OUT [SEED]     (ARMS="sirius bc control", STEPS=1000, EPS=150,
+#                                                              LR_SCHEDULE=constant|cosine)
 #
 # BASE: a TinyVLA folder (the round-0 student); DEMOS: the LeRobot v3 demonstrations it was trained on; OUT: a folder.
 # Per arm and round k = 1..3: the simulated operator (the residual pair assets/policies/panda_lift_residual plays the
@@ -10,7 +11,7 @@
 # interventions with the arm's weighting (`control`: DEMOS only, no operator, same steps) and evaluated on 500
 # episodes (seed 0). Prints one line per evaluation. Needs MENAGERIE_ROOT. Results: docs/vla_residual.md, session 13.
 set -euo pipefail
-BASE=$1; DEMOS=$2; D=$3; SEED=${4:-0}; STEPS=${STEPS:-1000}; EPS=${EPS:-150}
+BASE=$1; DEMOS=$2; D=$3; SEED=${4:-0}; STEPS=${STEPS:-1000}; EPS=${EPS:-150}; LR_SCHEDULE=${LR_SCHEDULE:-constant}
 mkdir -p "$D"
 ev() { python -m upright.vla.evaluate_lift --policy "$1" --episodes 500 --num-envs 100 --seed 0 --out "$1/eval0" > /dev/null
        echo "$(date +%T) $1 $(grep '| `' "$1/eval0/eval.md" | cut -d'|' -f4)"; }
@@ -26,7 +27,8 @@ for arm in ${ARMS:-sirius bc control}; do
       ds+=(--dataset "$int")
     fi
     [ -f "$out/eval0/eval.md" ] || {
-      python -m upright.vla.finetune --base "$prev" "${ds[@]}" --weighting "$w" --steps "$STEPS" --lr 3e-4 --seed "$SEED" --out "$out" > "$out.log"
+      python -m upright.vla.finetune --base "$prev" "${ds[@]}" --weighting "$w" --steps "$STEPS" --lr 3e-4 \
+        --lr-schedule "$LR_SCHEDULE" --seed "$SEED" --out "$out" > "$out.log"
       ev "$out"; }
     prev=$out
   done
