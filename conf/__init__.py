@@ -78,8 +78,9 @@ class LiftTaskCfg:
 
 
 NO_VARIANT = "none"
-"""The empty option of the ``terrain``, ``posture`` and ``recipe`` groups, which only the standup task has: every other
-task selects it in its own defaults list."""
+"""The empty option of the ``terrain``, ``posture`` and ``recipe`` groups: every task but standup selects it unless the
+command line names one (terrains and postures are standup's only; a recipe must be one of the task's own,
+:data:`RECIPE_TASKS`)."""
 
 TASK_GROUPS_OFF = ("terrain", "posture", "recipe")
 """Config groups of the standup task that other tasks switch to :data:`NO_VARIANT`."""
@@ -113,24 +114,24 @@ RECIPES: dict[str, dict[str, Any]] = {
         "env.state_archive.fraction": 0.4,
         "env.assisted_start.fraction": 0.1,
     },
+    "cartesian": {
+        # upright's lift recipe for a 2-core CPU (docs/lift_learning.md, sessions 12-15): Cartesian actions through
+        # differential IK with gravity-compensated targets, the grasp-gated carry reward instead of Playground's lifted
+        # term, a quarter of the resets with the cube already grasped, a faster curriculum and a fixed learning rate
+        "env.action_mode": "ee_delta",
+        "env.ee_gravity_compensation": True,
+        "env.rewards.lifted": 0.0,
+        "env.rewards.carry": 16.0,
+        "env.curriculum.grasped_start_fraction": 0.25,
+        "env.curriculum.step_up": 0.1,
+        "env.curriculum.step_down": 0.1,
+        "train.schedule": "fixed",
+        "train.learning_rate": 1e-3,
+    },
 }
 """``recipe=<name>``: dotted ``env.*`` / ``train.*`` values each recipe sets on top of its task's defaults (standup:
 HoST's; lift: MuJoCo Playground's ``PandaPickCube``)."""
 
-RECIPES["cartesian"] = {
-    # upright's lift recipe for a 2-core CPU (docs/lift_learning.md, sessions 12-15): Cartesian actions through
-    # differential IK with gravity-compensated targets, the grasp-gated carry reward instead of Playground's lifted
-    # term, a quarter of the resets with the cube already grasped, a faster curriculum and a fixed learning rate
-    "env.action_mode": "ee_delta",
-    "env.ee_gravity_compensation": True,
-    "env.rewards.lifted": 0.0,
-    "env.rewards.carry": 16.0,
-    "env.curriculum.grasped_start_fraction": 0.25,
-    "env.curriculum.step_up": 0.1,
-    "env.curriculum.step_down": 0.1,
-    "train.schedule": "fixed",
-    "train.learning_rate": 1e-3,
-}
 
 RECIPE_TASKS: dict[str, str] = {"host": "standup", "fast": "standup", "cartesian": "lift"}
 """The task each recipe of :data:`RECIPES` is written for (its keys exist only in that task's config)."""
