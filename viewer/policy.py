@@ -196,9 +196,13 @@ def onnx_policy(path: str | pathlib.Path, expected: dict, obs_dim: int) -> Polic
     return act
 
 
-def checkpoint_policy(path: str | pathlib.Path, env, train_cfg, device: str = "cpu") -> PolicyFn:
+def checkpoint_policy(path: str | pathlib.Path, env, train_cfg, device: str = "cpu", task_name: str = "standup") -> PolicyFn:
     """A training checkpoint ``model_<it>.pt``: env + ``UprightRunner`` as train.py builds them, then
     ``runner.load`` and ``get_inference_policy`` (deterministic actions).
+
+    The actor's layout (``train.actor_hidden_dims`` and the rest of ``train.*``) comes from the run's
+    ``config_<n>.yaml`` beside the checkpoint when there is one (the run was trained with it, whatever the command line
+    of play or evaluate says), else from ``train_cfg``.
 
     Raises:
         PolicyLoadError: not a checkpoint, or its actor does not fit the task's observation/action sizes.
@@ -213,6 +217,7 @@ def checkpoint_policy(path: str | pathlib.Path, env, train_cfg, device: str = "c
     if not isinstance(data, dict) or "actor_state_dict" not in data:
         keys = sorted(data)[:8] if isinstance(data, dict) else type(data).__name__
         raise PolicyLoadError(f"{path}: not an upright training checkpoint (no actor_state_dict; has {keys})")
+    train_cfg = _saved_train_cfg(pathlib.Path(path)) or train_cfg
     threads = torch.get_num_threads()
     with contextlib.redirect_stdout(io.StringIO()):  # rsl-rl prints the model layout
         runner = UprightRunner(env, rsl_rl_config(train_cfg), log_dir=None, device=device)
@@ -222,7 +227,7 @@ def checkpoint_policy(path: str | pathlib.Path, env, train_cfg, device: str = "c
     except RuntimeError as err:  # size mismatch in load_state_dict
         first = " ".join(str(err).split())[:400]
         raise PolicyLoadError(
-            f"{path} does not fit task '{getattr(env.cfg, 'task_name', 'standup')}' with train.* as configured "
+            f"{path} does not fit task '{task_name}' with train.* as configured "
             f"(observation {env.obs_history.flat().shape[-1]}, actions {env.num_actions}, "
             f"actor {list(train_cfg.actor_hidden_dims)}): {first}"
         ) from None
@@ -235,6 +240,18 @@ def checkpoint_policy(path: str | pathlib.Path, env, train_cfg, device: str = "c
             return policy(td)
 
     return act
+
+
+def _saved_train_cfg(checkpoint: pathlib.Path):
+    """The ``train`` section of the run config beside ``checkpoint`` (:func:`upright.training.export.run_config_for`),
+    or None where there is none or it cannot be read (the caller's config is used then)."""
+    from upright.conf import load_run_config
+    from upright.training.export import run_config_for
+
+    try:
+        return load_run_config(run_config_for(checkpoint)).train
+    except (FileNotFoundError, ValueError):
+        return None
 
 
 def load_policy(spec: str, env, task_name: str, train_cfg=None, device: str = "cpu", seed: int = 0,
@@ -275,4 +292,4 @@ def load_policy(spec: str, env, task_name: str, train_cfg=None, device: str = "c
         from upright.training.config import TrainCfg
 
         train_cfg = OmegaConf.structured(TrainCfg)
-    return checkpoint_policy(path, env, train_cfg, device)
+    return checkpoint_policy(path, env, train_cfg, device, task_name)

@@ -85,6 +85,13 @@ class LiftCurriculumCfg:
     arm solved by IK to put the gripper site at the cube centre (:mod:`upright.tasks.lift.grasp_start`; a
     reset-to-demonstration aid for the discovery of the lift, not Playground's; 0 = off). Those episodes are left
     out of the curriculum's level updates and of ``Metrics/success``; curriculum off (evaluation, play): never."""
+    far_edge_fraction: float = 0.0
+    """Fraction of training resets whose cube start x, and independently whose target x, is drawn from the outer
+    band of the env's current xy range, ``[x0 + r - far_edge_band, x0 + r]`` (x0 = 0.7 m, r the half-width at the
+    env's level), instead of the whole range: extra practice where the hand must reach furthest and tilt
+    (``docs/lift_learning.md``, session 16; 0 = off). Curriculum off (evaluation, play): never."""
+    far_edge_band: float = 0.05
+    """Width of that outer band along x, m."""
     target_height_min_start: Optional[float] = None
     """Smallest target height above the cube's start at level 0, m (None: ``env.target_height[0]`` at every level).
     A low start (e.g. 0.05 with ``target_height_max_start=0.1``) lets a policy that has only learnt to lift the cube

@@ -72,6 +72,10 @@ class LiftEnv(VecEnv):
         h0, h1 = cfg.target_height
         if not 0 <= h0 <= h1:
             raise ValueError(f"env.target_height must be [low, high] with 0 <= low <= high, got {list(cfg.target_height)}")
+        c = cfg.curriculum
+        if not (0.0 <= c.far_edge_fraction <= 1.0 and c.far_edge_band > 0.0):
+            raise ValueError(f"env.curriculum.far_edge_fraction must be in [0, 1] and far_edge_band > 0 m, got "
+                             f"{c.far_edge_fraction}, {c.far_edge_band}")  # fmt: skip
         self.cfg = cfg
         self.sim_cfg = sim_cfg
         self.device = torch.device(device)
@@ -359,6 +363,13 @@ class LiftEnv(VecEnv):
         target[:, :2] += u(m, 2) * r["target_xy"].unsqueeze(-1)
         h0 = r["target_height_min"]
         target[:, 2] += h0 + (u(m) + 1.0) / 2.0 * (r["target_height_max"] - h0)
+        c = self.cfg.curriculum
+        if c.enabled and c.far_edge_fraction > 0.0:
+            for pos, half in ((cube, r["cube_xy"]), (target, r["target_xy"])):
+                far = (u(m) + 1.0) / 2.0 < c.far_edge_fraction
+                band = torch.minimum(torch.as_tensor(c.far_edge_band, device=dev), 2.0 * half)
+                edge_x = self.cube_home[0] + half - (u(m) + 1.0) / 2.0 * band
+                pos[:, 0] = torch.where(far, edge_x, pos[:, 0])
         return cube, target
 
     def reset_envs(self, env_ids: torch.Tensor, cube_pos: torch.Tensor | None = None, target_pos: torch.Tensor | None = None) -> None:

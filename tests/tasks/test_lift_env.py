@@ -16,9 +16,11 @@ from upright.tasks.standup.config import SimCfg
 
 
 def make(num_envs=8, dr=False, curriculum=True, **env):
+    far = env.pop("far_edge_fraction", 0.0)
     cfg = LiftEnvCfg(num_envs=num_envs, **env)
     cfg.domain_rand.enabled = dr
     cfg.curriculum.enabled = curriculum
+    cfg.curriculum.far_edge_fraction = far
     return LiftEnv(cfg, SimCfg(num_threads=1, timestep=0.005), seed=3)
 
 
@@ -41,6 +43,34 @@ def test_reset_draws_cube_and_target_in_the_level_ranges(env):
     assert (cube[32:, :2] - torch.tensor([0.7, 0.0])).abs().max() > 0.1  # the wide levels do use their range
     np.testing.assert_allclose(env.state.q[0].numpy(), panda.HOME_QPOS, atol=1e-6)
     torch.testing.assert_close(env.ctrl[0], torch.tensor(panda.HOME_CTRL))
+
+
+def test_far_edge_fraction_draws_that_share_of_starts_from_the_outer_band():
+    """``env.curriculum.far_edge_fraction``: about that share of cube and of target x lie in the outer band of the
+    env's current range (0.05 m wide at the full range: x in [0.85, 0.9] m, 1/8 of a uniform draw), the rest stay
+    uniform in the range; evaluation (curriculum off) never oversamples; a fraction outside [0, 1] is refused."""
+    e = make(num_envs=2000, far_edge_fraction=0.5)
+    try:
+        e.curriculum.level[:] = 1.0
+        cube, target = e.sample_reset(torch.arange(2000))
+        for pos in (cube, target):
+            x = pos[:, 0]
+            assert (x <= 0.9 + 1e-6).all() and (x >= 0.5 - 1e-6).all()
+            band = float((x >= 0.85 - 1e-6).float().mean())
+            assert 0.5 + 0.5 / 8 - 0.05 < band < 0.5 + 0.5 / 8 + 0.05, band  # 0.5625 expected
+        e.curriculum.level[:] = 0.0  # level 0: the band is the edge of the 0.05 m half-range
+        cube, _ = e.sample_reset(torch.arange(2000))
+        assert (cube[:, 0] <= 0.75 + 1e-6).all() and float((cube[:, 0] >= 0.70 - 1e-6).float().mean()) > 0.7
+    finally:
+        e.close()
+    e = make(num_envs=2000, curriculum=False, far_edge_fraction=0.5)
+    try:
+        cube, _ = e.sample_reset(torch.arange(2000))
+        assert abs(float((cube[:, 0] >= 0.85).float().mean()) - 1 / 8) < 0.04
+    finally:
+        e.close()
+    with pytest.raises(ValueError, match="far_edge_fraction"):
+        make(num_envs=2, far_edge_fraction=1.5)
 
 
 def test_actions_are_deltas_on_the_targets_clipped_to_the_ctrl_range():

@@ -165,6 +165,22 @@ def test_checkpoint_of_other_layout(tmp_path, standup_env):
         load_policy(str(tmp_path / "model_0.pt"), standup_env, "standup", train_cfg=_train_cfg())
 
 
+def test_checkpoint_takes_its_actor_layout_from_the_run_config(tmp_path, standup_env):
+    """A checkpoint trained with ``train.actor_hidden_dims`` off the task's default loads with the caller's (default)
+    ``train`` config when the run's ``config_<n>.yaml`` sits beside it (evaluate and play are not given the run's
+    ``train.*``); without that file the mismatch is reported, naming the task."""
+    from upright.viewer.policy import PolicyLoadError, load_policy
+
+    cfg = _train_cfg(actor_hidden_dims=[64, 32])
+    expected = _write_checkpoint(tmp_path / "model_0.pt", standup_env, cfg)
+    with pytest.raises(PolicyLoadError, match="does not fit task 'standup'"):
+        load_policy(str(tmp_path / "model_0.pt"), standup_env, "standup", train_cfg=_train_cfg())
+    (tmp_path / "config_0.yaml").write_text("task_name: standup\ntrain:\n  actor_hidden_dims: [64, 32]\n")
+    policy = load_policy(str(tmp_path / "model_0.pt"), standup_env, "standup", train_cfg=_train_cfg())
+    got = policy(standup_env.get_observations()["actor"])
+    assert torch.allclose(got, expected, atol=1e-6)
+
+
 def test_cli_reports_metadata_mismatch_clearly(tmp_path, standup_env, standup_meta):
     meta = {**standup_meta, "joint_names": list(reversed(standup_meta["joint_names"]))}
     write_onnx_policy(tmp_path / "other.onnx", _obs_dim(standup_env), 23, meta)
