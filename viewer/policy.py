@@ -217,7 +217,9 @@ def checkpoint_policy(path: str | pathlib.Path, env, train_cfg, device: str = "c
     if not isinstance(data, dict) or "actor_state_dict" not in data:
         keys = sorted(data)[:8] if isinstance(data, dict) else type(data).__name__
         raise PolicyLoadError(f"{path}: not an upright training checkpoint (no actor_state_dict; has {keys})")
-    train_cfg = _saved_train_cfg(pathlib.Path(path)) or train_cfg
+    saved = _saved_train_cfg(pathlib.Path(path))
+    if saved is not None:
+        train_cfg = saved
     threads = torch.get_num_threads()
     with contextlib.redirect_stdout(io.StringIO()):  # rsl-rl prints the model layout
         runner = UprightRunner(env, rsl_rl_config(train_cfg), log_dir=None, device=device)

@@ -367,7 +367,7 @@ class LiftEnv(VecEnv):
         if c.enabled and c.far_edge_fraction > 0.0:
             for pos, half in ((cube, r["cube_xy"]), (target, r["target_xy"])):
                 far = (u(m) + 1.0) / 2.0 < c.far_edge_fraction
-                band = torch.minimum(torch.as_tensor(c.far_edge_band, device=dev), 2.0 * half)
+                band = (2.0 * half).clamp(max=c.far_edge_band)  # never wider than the range itself
                 edge_x = self.cube_home[0] + half - (u(m) + 1.0) / 2.0 * band
                 pos[:, 0] = torch.where(far, edge_x, pos[:, 0])
         return cube, target
