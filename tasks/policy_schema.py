@@ -76,7 +76,9 @@ ACTION_FORMULAS = {
     "ee_delta": (
         "d = ee_action_scale * clip(action[:3], -action_clip, action_clip) (m, world frame), d_z raised to at least "
         "ee_min_height - (site height at p_target_prev) (m; ee_min_height null: no bound), and with ee_max_lead "
-        "(m) replaced by the step that keeps the site at p_target within ee_max_lead of the measured site; arm p_target = "
+        "(m) replaced by the step that keeps the site at p_target within ee_max_lead of the measured site, and with "
+        "ee_max_lead_down (m) d_z raised so that the site at p_target is at most ee_max_lead_down below the measured "
+        "site; arm p_target = "
         "clip(p_target_prev + dq, ctrl_lower, ctrl_upper) with dq the damped-least-squares IK step that moves the "
         "gripper site by d at p_target_prev while holding its home orientation (upright.tasks.lift.ik); finger "
         "p_target = clip(prev + action_scale * action[3]); p_target starting at default_joint_pos each episode"

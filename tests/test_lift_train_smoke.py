@@ -103,7 +103,7 @@ def test_daemon_refuses_a_lift_policy_in_one_line(run):
 def ee_run(tmp_path_factory):
     return two_iteration_run(tmp_path_factory.mktemp("lift_ee"), "lift",
                              [*SMALL, "env.action_mode=ee_delta", "env.ee_min_height=0.03",
-                              "env.ee_gravity_compensation=true", "env.ee_max_lead=0.05"])  # fmt: skip
+                              "env.ee_gravity_compensation=true", "env.ee_max_lead=0.05", "env.ee_max_lead_down=0.04"])  # fmt: skip
 
 
 def test_ee_delta_run_exports_a_4_action_policy_that_evaluate_and_play_run(ee_run, tmp_path):
@@ -113,9 +113,10 @@ def test_ee_delta_run_exports_a_4_action_policy_that_evaluate_and_play_run(ee_ru
     assert meta["ee_action_names"] == ["site_dx", "site_dy", "site_dz", "finger"] and meta["ee_min_height"] == 0.03
     from upright.tasks.lift.evaluate import policy_action_overrides
 
-    assert meta["ee_gravity_compensation"] is True and meta["ee_max_lead"] == 0.05
+    assert meta["ee_gravity_compensation"] is True and meta["ee_max_lead"] == 0.05 and meta["ee_max_lead_down"] == 0.04
     expected = ["env.action_mode=ee_delta", "env.ee_action_scale=0.015", "env.ee_min_height=0.03",
-                "env.ee_gravity_compensation=true", "env.ee_max_lead=0.05", "env.ee_observe_lead=false"]
+                "env.ee_gravity_compensation=true", "env.ee_max_lead=0.05", "env.ee_max_lead_down=0.04",
+                "env.ee_observe_lead=false"]
     assert policy_action_overrides(str(run_dir / "policy.onnx")) == expected  # from the metadata
     checkpoint = sorted(run_dir.glob("model_*.pt"))[-1]
     assert policy_action_overrides(str(checkpoint)) == expected  # from the run config

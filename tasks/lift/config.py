@@ -92,6 +92,11 @@ class LiftCurriculumCfg:
     (``docs/lift_learning.md``, session 16; 0 = off). Curriculum off (evaluation, play): never."""
     far_edge_band: float = 0.05
     """Width of that outer band along x, m."""
+    ee_max_lead_down_level: float = 0.0
+    """``env.ee_max_lead_down`` bounds the command only in envs whose level has reached this (0: in every env). From
+    scratch the bound stalled the discovery of the carry (seed 3, 186 iterations without a lift, as ``ee_max_lead``
+    in session 14), so it can wait until an env has widened its ranges (``docs/lift_learning.md``, session 17).
+    Curriculum off (evaluation, play): in every env."""
     target_height_min_start: Optional[float] = None
     """Smallest target height above the cube's start at level 0, m (None: ``env.target_height[0]`` at every level).
     A low start (e.g. 0.05 with ``target_height_max_start=0.1``) lets a policy that has only learnt to lift the cube
@@ -177,6 +182,12 @@ class LiftEnvCfg:
     the other way: the stuck far-edge episodes of session 14 had the command 30 cm below and 15 cm behind the
     hand (``docs/lift_learning.md``). The bound is an anti-windup clamp on the Cartesian command; a real cell
     computes it from the measured joint angles and the arm's kinematic model."""
+    ee_max_lead_down: Optional[float] = None
+    """``ee_delta``: the commanded gripper site is kept at most this far *below* the measured site, m (None:
+    unbounded); the other directions stay free. A one-sided ``ee_max_lead``: the windup that pressed the hand into
+    the table at the far edge (the command 30 cm below the hand, session 14) is bounded, while the lead the command
+    needs above and ahead of a sagging, outstretched arm carrying the cube (the integral action that ``ee_max_lead``
+    took away from far targets) is kept (``docs/lift_learning.md``, session 17)."""
     ee_observe_lead: bool = False
     """``ee_delta``: append the command's lead over the hand, the site at the arm's position targets minus the measured
     site (3 values, m, world frame), to the observation (:data:`upright.tasks.lift.observations.EE_LEAD_TERM`). The

@@ -65,6 +65,11 @@ class LiftEnv(VecEnv):
             raise ValueError(f"env.action_mode must be one of {list(ACTION_MODES)}, got {cfg.action_mode!r}")
         if cfg.ee_max_lead is not None and not cfg.ee_max_lead > 0:
             raise ValueError(f"env.ee_max_lead must be > 0 m (or null: unbounded), got {cfg.ee_max_lead}")
+        if cfg.ee_max_lead_down is not None and not cfg.ee_max_lead_down > 0:
+            raise ValueError(f"env.ee_max_lead_down must be > 0 m (or null: unbounded), got {cfg.ee_max_lead_down}")
+        if not 0.0 <= cfg.curriculum.ee_max_lead_down_level <= 1.0:
+            raise ValueError("env.curriculum.ee_max_lead_down_level must be a level in [0, 1], got "
+                             f"{cfg.curriculum.ee_max_lead_down_level}")
         if cfg.ee_observe_lead and cfg.action_mode != "ee_delta":
             raise ValueError("env.ee_observe_lead=true needs env.action_mode=ee_delta (the lead is the IK command's)")
         if cfg.ee_action_scale <= 0:
@@ -308,6 +313,17 @@ class LiftEnv(VecEnv):
             measured = self.state.gripper_pos.detach().cpu().double().numpy()  # the site as MuJoCo measured it
             bounded = bound_lead(frames[0], measured, translation.detach().cpu().double().numpy(), cfg.ee_max_lead)
             translation = torch.as_tensor(bounded, dtype=torch.float32, device=self.device)
+        if cfg.ee_max_lead_down is not None:  # one-sided anti-windup: the command not far below the hand
+            from upright.tasks.lift.ik import bound_lead_down
+
+            measured = self.state.gripper_pos.detach().cpu().double().numpy()
+            bounded = bound_lead_down(frames[0], measured, translation.detach().cpu().double().numpy(), cfg.ee_max_lead_down)
+            bounded = torch.as_tensor(bounded, dtype=torch.float32, device=self.device)
+            gate = cfg.curriculum.ee_max_lead_down_level
+            if cfg.curriculum.enabled and gate > 0.0:  # only the envs that have reached the gate's level
+                on = (self.curriculum.level >= gate).unsqueeze(-1)
+                bounded = torch.where(on, bounded, translation)
+            translation = bounded
         step[:, :7] = self.ik.joint_step(self.ctrl[:, :7], translation, cfg.ee_min_height, frames=frames)
         step[:, 7] = cfg.action_scale * actions[:, 3]
         return step

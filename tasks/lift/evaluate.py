@@ -31,9 +31,10 @@ from upright.tasks.registry import make_env
 METRICS = ("success", "success_at_end", "time_to_success_s", "final_distance_m")
 
 
-EE_SETTINGS = ("ee_action_scale", "ee_min_height", "ee_gravity_compensation", "ee_max_lead", "ee_observe_lead")
+EE_SETTINGS = ("ee_action_scale", "ee_min_height", "ee_gravity_compensation", "ee_max_lead", "ee_max_lead_down", "ee_observe_lead")
 """``env.*`` settings that give an ``ee_delta`` action its meaning besides the mode (step scale, workspace floor,
-gravity compensation, the command's largest lead over the hand, the lead as an observation)."""
+gravity compensation, the command's largest lead over the hand, in all directions or downward only, the lead as
+an observation)."""
 
 
 def policy_action_overrides(policy: str) -> list[str]:

@@ -53,6 +53,15 @@ def bound_lead(p_cmd: np.ndarray, p_meas: np.ndarray, translation: np.ndarray, m
     return p_meas + off * np.minimum(1.0, max_lead / np.maximum(norm, 1e-12)) - p_cmd
 
 
+def bound_lead_down(p_cmd: np.ndarray, p_meas: np.ndarray, translation: np.ndarray, max_lead_down: float) -> np.ndarray:
+    """The translation (N, 3) m that replaces ``translation`` (N, 3) m so that the commanded site ``p_cmd`` (N, 3) m
+    ends at most ``max_lead_down`` m below the measured site ``p_meas`` (N, 3) m (world z; a one-sided anti-windup
+    clamp): only the z component is raised, and a command already further below is wound back in one step."""
+    out = np.array(translation, dtype=np.float64, copy=True)
+    out[:, 2] = np.maximum(out[:, 2], p_meas[:, 2] - max_lead_down - p_cmd[:, 2])
+    return out
+
+
 class DifferentialIK:
     """Batched differential IK of the Panda's gripper site (module docstring) on a private ``MjData``.
 

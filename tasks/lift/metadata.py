@@ -59,6 +59,7 @@ def lift_policy_metadata(env) -> dict[str, Any]:
               "ee_min_height": None if env.cfg.ee_min_height is None else float(env.cfg.ee_min_height),
               "ee_gravity_compensation": bool(env.cfg.ee_gravity_compensation),
               "ee_max_lead": None if env.cfg.ee_max_lead is None else float(env.cfg.ee_max_lead),
+              "ee_max_lead_down": None if env.cfg.ee_max_lead_down is None else float(env.cfg.ee_max_lead_down),
               "ee_observe_lead": bool(env.cfg.ee_observe_lead)}  # fmt: skip
     return {
         "task": "lift",

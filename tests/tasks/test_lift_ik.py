@@ -9,7 +9,7 @@ import torch
 
 from upright.tasks.lift.config import LiftEnvCfg
 from upright.tasks.lift.env import LiftEnv
-from upright.tasks.lift.ik import DifferentialIK, bound_lead
+from upright.tasks.lift.ik import DifferentialIK, bound_lead, bound_lead_down
 from upright.tasks.lift.metadata import lift_policy_metadata
 from upright.tasks.lift.scene import lift_scene
 from upright.tasks.standup.config import SimCfg
@@ -163,6 +163,68 @@ def test_max_lead_stops_the_command_winding_up_into_the_table():
         env.close()
     assert leads[0.05] < 0.05 + 0.016 and leads[None] > 0.15, leads  # one step may land past the bound's ball
     assert steps_to_rise[0.05] <= 12 and steps_to_rise[None] >= steps_to_rise[0.05] + 8, steps_to_rise
+
+
+def test_bound_lead_down_raises_only_the_z_of_a_command_too_far_below():
+    p_meas = np.zeros((3, 3))
+    p_cmd = np.array([[0.2, 0.0, 0.10], [0.0, 0.0, -0.02], [0.0, 0.1, -0.30]])
+    d = np.array([[0.015, 0.0, 0.0], [0.01, 0.0, -0.015], [0.0, -0.01, -0.015]])
+    out = bound_lead_down(p_cmd, p_meas, d, 0.03)
+    np.testing.assert_allclose(out[0], d[0])  # far ahead and above: unbounded
+    np.testing.assert_allclose(out[1], [0.01, 0.0, -0.01], atol=1e-12)  # stops at 3 cm below, x kept
+    np.testing.assert_allclose(out[2], [0.0, -0.01, 0.27], atol=1e-12)  # wound back at once, y kept
+
+
+def test_max_lead_down_stops_the_command_winding_up_into_the_table():
+    """Pressed down on the table for 40 steps, then commanded up: with ``ee_max_lead_down`` 0.05 m the command never
+    sinks more than that below the hand, and the hand leaves the table within a few steps (as with ``ee_max_lead``,
+    test above; that the bound is one-sided is the unit test's)."""
+    cfg = LiftEnvCfg(num_envs=1, action_mode="ee_delta", ee_gravity_compensation=True, ee_max_lead_down=0.05)
+    cfg.domain_rand.enabled = False
+    env = LiftEnv(cfg, SimCfg(backend="native", num_threads=1))
+    site = lambda q: env.ik.site_frames(q[:, :7].double().numpy())[0][0]  # noqa: E731
+    env.reset_envs(torch.arange(1), torch.tensor([[0.5, 0.25, 0.03]]), torch.tensor([[0.5, 0.25, 0.3]]))
+    env.state = env._read_state()
+    sink = 0.0
+    for _ in range(40):
+        env.step(torch.tensor([[0.0, 0.0, -1.0, 0.0]]))
+        sink = max(sink, float(site(env.last_state.q)[2] - site(env.ctrl)[2]))
+    pressed = site(env.last_state.q)[2]
+    assert pressed < 0.06, pressed  # the hand is down on the table
+    assert sink < 0.05 + 0.016, sink  # one step may land past the bound
+    for step in range(1, 41):
+        env.step(torch.tensor([[0.0, 0.0, 1.0, 0.0]]))
+        if site(env.last_state.q)[2] > pressed + 0.03:
+            break
+    env.close()
+    assert step <= 12, step
+
+
+def test_max_lead_down_waits_for_the_gate_level_in_training_and_always_applies_in_evaluation():
+    """``env.curriculum.ee_max_lead_down_level`` 0.5: of two envs pressed onto the table, the one at level 0 winds its
+    command far below the hand and the one at level 1 does not; with the curriculum off both are bounded."""
+    sinks = {}
+    for curriculum in (True, False):
+        cfg = LiftEnvCfg(num_envs=2, action_mode="ee_delta", ee_gravity_compensation=True, ee_max_lead_down=0.05)
+        cfg.curriculum.enabled, cfg.curriculum.ee_max_lead_down_level = curriculum, 0.5
+        cfg.domain_rand.enabled = False
+        env = LiftEnv(cfg, SimCfg(backend="native", num_threads=1))
+        env.curriculum.level[:] = torch.tensor([0.0, 1.0])
+        env.reset_envs(torch.arange(2), torch.tensor([[0.5, 0.25, 0.03]] * 2), torch.tensor([[0.5, 0.25, 0.3]] * 2))
+        env.state = env._read_state()
+        sink = np.zeros(2)
+        for _ in range(40):
+            env.step(torch.tensor([[0.0, 0.0, -1.0, 0.0]] * 2))
+            sites = lambda q: env.ik.site_frames(q[:, :7].double().numpy())[0]  # noqa: E731
+            sink = np.maximum(sink, sites(env.last_state.q)[:, 2] - sites(env.ctrl)[:, 2])
+        sinks[curriculum] = sink
+        env.close()
+    assert sinks[True][0] > 0.1 and sinks[True][1] < 0.05 + 0.016, sinks
+    assert (sinks[False] < 0.05 + 0.016).all(), sinks
+    with pytest.raises(ValueError, match="ee_max_lead_down_level"):
+        bad = LiftEnvCfg(num_envs=1, action_mode="ee_delta", ee_max_lead_down=0.05)
+        bad.curriculum.ee_max_lead_down_level = 1.5
+        LiftEnv(bad, SimCfg(backend="native", num_threads=1))
 
 
 def test_ee_lead_term_is_the_command_minus_the_hand_and_needs_the_switch():
