@@ -307,23 +307,20 @@ class LiftEnv(VecEnv):
             return cfg.action_scale * actions
         step = torch.zeros(actions.shape[0], self.num_ctrl, device=self.device)
         translation, frames = cfg.ee_action_scale * actions[:, :3], self.ctrl_frames()
-        if cfg.ee_max_lead is not None:  # anti-windup: the command stays near the measured hand (config docstring)
-            from upright.tasks.lift.ik import bound_lead
+        if cfg.ee_max_lead is not None or cfg.ee_max_lead_down is not None:  # anti-windup (config docstrings)
+            from upright.tasks.lift.ik import bound_lead, bound_lead_down
 
             measured = self.state.gripper_pos.detach().cpu().double().numpy()  # the site as MuJoCo measured it
-            bounded = bound_lead(frames[0], measured, translation.detach().cpu().double().numpy(), cfg.ee_max_lead)
-            translation = torch.as_tensor(bounded, dtype=torch.float32, device=self.device)
-        if cfg.ee_max_lead_down is not None:  # one-sided anti-windup: the command not far below the hand
-            from upright.tasks.lift.ik import bound_lead_down
-
-            measured = self.state.gripper_pos.detach().cpu().double().numpy()
-            bounded = bound_lead_down(frames[0], measured, translation.detach().cpu().double().numpy(), cfg.ee_max_lead_down)
-            bounded = torch.as_tensor(bounded, dtype=torch.float32, device=self.device)
-            gate = cfg.curriculum.ee_max_lead_down_level
-            if cfg.curriculum.enabled and gate > 0.0:  # only the envs that have reached the gate's level
-                on = (self.curriculum.level >= gate).unsqueeze(-1)
-                bounded = torch.where(on, bounded, translation)
-            translation = bounded
+            d = translation.detach().cpu().double().numpy()
+            if cfg.ee_max_lead is not None:  # the command stays near the measured hand
+                d = bound_lead(frames[0], measured, d, cfg.ee_max_lead)
+            if cfg.ee_max_lead_down is not None:  # one-sided: the command not far below the hand
+                down = bound_lead_down(frames[0], measured, d, cfg.ee_max_lead_down)
+                gate = cfg.curriculum.ee_max_lead_down_level
+                if cfg.curriculum.enabled and gate > 0.0:  # only the envs that have reached the gate's level
+                    down = np.where((self.curriculum.level >= gate).cpu().numpy()[:, None], down, d)
+                d = down
+            translation = torch.as_tensor(d, dtype=torch.float32, device=self.device)
         step[:, :7] = self.ik.joint_step(self.ctrl[:, :7], translation, cfg.ee_min_height, frames=frames)
         step[:, 7] = cfg.action_scale * actions[:, 3]
         return step

@@ -212,10 +212,10 @@ def test_max_lead_down_waits_for_the_gate_level_in_training_and_always_applies_i
         env.curriculum.level[:] = torch.tensor([0.0, 1.0])
         env.reset_envs(torch.arange(2), torch.tensor([[0.5, 0.25, 0.03]] * 2), torch.tensor([[0.5, 0.25, 0.3]] * 2))
         env.state = env._read_state()
+        sites = lambda q: env.ik.site_frames(q[:, :7].double().numpy())[0]  # noqa: E731
         sink = np.zeros(2)
         for _ in range(40):
             env.step(torch.tensor([[0.0, 0.0, -1.0, 0.0]] * 2))
-            sites = lambda q: env.ik.site_frames(q[:, :7].double().numpy())[0]  # noqa: E731
             sink = np.maximum(sink, sites(env.last_state.q)[:, 2] - sites(env.ctrl)[:, 2])
         sinks[curriculum] = sink
         env.close()
