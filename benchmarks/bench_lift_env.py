@@ -20,7 +20,10 @@ targets, and ``ee_delta``, the gripper site through differential IK), with the f
 envs) and its cost as a multiple of the ``delta`` step's on the same backend. The two modes' random actions drive the
 arm differently, so their physics differs too; the IK alone (``DifferentialIK.joint_step`` at the env's last targets)
 is timed as well. Camera: one ``mujoco.Renderer`` on one thread, the ``front`` camera at
-64 x 64 (and 128 x 128), shadows/reflections off as the ``rgb`` group renders, frames/s. The CPU model and the share
+64 x 64 (and 128 x 128), shadows/reflections off as the ``rgb`` group renders, frames/s; then, when mujoco-warp is
+installed, MuJoCo Warp's batch renderer (``env.camera.backend=warp``) on Warp's preferred device (CUDA when present,
+else the CPU) with ``--camera-warp-envs`` worlds per batch, frames/s and its ratio to the OpenGL figure of the
+same run. The CPU model and the share
 of the CPU other processes used during the run are printed with the figures.
 
 Training (``--train-iters K`` > 0; skipped by default): real PPO iterations of the lift task as ``python train.py
@@ -228,6 +231,27 @@ def camera_rate(model, qpos, size: int, frames: int) -> float:
     return rate
 
 
+def warp_camera_rate(model, qpos, size: int, num_envs: int, frames: int) -> tuple[float, str]:
+    """Frames/s of MuJoCo Warp's batch renderer (:class:`~upright.tasks.lift.camera_warp.WarpCameraRenderer`, the
+    ``front`` camera, ``num_envs`` worlds per batch, each at ``qpos``) on Warp's preferred device, and that device.
+    The first batch (kernel compile or cache load, BVH build) is not timed."""
+    from upright.tasks.lift.camera_warp import WarpCameraRenderer
+    from upright.tasks.lift.config import LiftCameraCfg
+
+    cfg = LiftCameraCfg(enabled=True, width=size, height=size, cameras=("front",), backend="warp")
+    renderer = WarpCameraRenderer(model, cfg)
+    state = type("State", (), {"qpos": torch.as_tensor(np.tile(qpos, (num_envs, 1)))})()
+    sim = type("Sim", (), {"state": state})()
+    renderer.render(sim)
+    batches = max(1, frames // num_envs)
+    t = time.perf_counter()
+    for _ in range(batches):
+        renderer.render(sim)
+    rate = batches * num_envs / (time.perf_counter() - t)
+    renderer.close()
+    return rate, renderer.device
+
+
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--num-envs", type=int, default=256)
@@ -236,6 +260,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--backends", default="native", help="comma-separated: native, mjx")
     p.add_argument("--action-modes", default="delta,ee_delta", help="comma-separated env.action_mode values")
     p.add_argument("--camera-frames", type=int, default=20, help="0 skips the camera figure")
+    p.add_argument("--camera-warp-envs", type=int, default=16,
+                   help="envs per batch of the MuJoCo Warp camera figure (0 skips it; skipped without mujoco-warp)")
     p.add_argument("--out", default=None, help="append the table to this markdown file")
     p.add_argument("--device", default="cpu", help="torch device of the env figures (cuda: MJX on the GPU)")
     p.add_argument("--train-iters", type=int, default=0,
@@ -276,10 +302,26 @@ def main(argv: list[str] | None = None) -> None:
     if notes:
         lines += ["", *notes]
     if args.camera_frames > 0:
-        lines += ["", "| camera | frames/s per core |", "|---|---|"]
+        lines += ["", "| camera | frames/s | / OpenGL, same size |", "|---|---|---|"]
+        gl_rates = {}
         for size in (64, 128):
-            lines.append(f"| front {size} x {size} ({os.environ.get('MUJOCO_GL', '?')}) | "
-                         f"{camera_rate(model, qpos, size, args.camera_frames):.1f} |")  # fmt: skip
+            gl_rates[size] = camera_rate(model, qpos, size, args.camera_frames)
+            lines.append(f"| front {size} x {size}, OpenGL ({os.environ.get('MUJOCO_GL', '?')}), one thread | "
+                         f"{gl_rates[size]:.1f} | 1.00 |")  # fmt: skip
+        if args.camera_warp_envs > 0:
+            from upright.tasks.lift.camera_warp import warp_cuda_available
+
+            try:
+                warp_cuda_available()  # imports mujoco_warp with Warp's banner off
+                import mujoco_warp  # noqa: F401
+            except ImportError:
+                lines.append("| MuJoCo Warp batch | not installed (`pip install 'upright[warp]'`) | - |")
+            else:
+                for size in (64, 128):
+                    rate, dev = warp_camera_rate(model, qpos, size, args.camera_warp_envs,
+                                                 max(args.camera_frames, 2 * args.camera_warp_envs))
+                    lines.append(f"| front {size} x {size}, MuJoCo Warp batch of {args.camera_warp_envs} on {dev} | "
+                                 f"{rate:.1f} | {rate / gl_rates[size]:.2f} |")  # fmt: skip
     if args.train_iters > 0:
         rows = {}
         for mode in modes:

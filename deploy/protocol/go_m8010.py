@@ -26,9 +26,9 @@ Reply (motor -> host), 16 bytes::
                                 bits 3-14 foot force (raw 12 bit), bit 15 reserved
     14-15 CRC-16/CCITT of bytes 0-13
 
-The motor runs τ = tau + kp·(q* − q) + kd·(dq* − dq) on the rotor side. Scalings follow the SDK
-header comments and community reimplementations (see ``../shared/reference/deploy_realtime.md`` §2);
-they still need checking on a real motor. Encoding rounds to nearest (ties away from zero) and
+The motor runs τ = tau + kp·(q* − q) + kd·(dq* − dq) on the rotor side. Scalings follow the header
+comments of Unitree's SDK (github.com/unitreerobotics/unitree_actuator_sdk, ``motor_msg_GO-M8010-6.h``)
+and community reimplementations of it; they still need checking on a real motor. Encoding rounds to nearest (ties away from zero) and
 saturates at the field range, so an out-of-range value can never wrap around.
 """
 

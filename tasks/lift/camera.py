@@ -7,7 +7,9 @@ that env's qpos (and the target marker's position), so the cost grows linearly w
 project's 2-core CPU they made a 64 x 64 frame of the Panda's ~137,000-triangle visual meshes take 456 ms instead of
 ~50 ms. This group is for
 demonstrations and vision-policy work, not for state-based training (``env.camera.enabled`` is off by default).
-``benchmarks/bench_lift_camera.py`` measures frames/s per core. A GPU batch renderer (MuJoCo Warp) is not wired in.
+``benchmarks/bench_lift_env.py`` measures frames/s per core. On a GPU, ``env.camera.backend=auto`` (the default)
+renders with MuJoCo Warp's batch ray tracer instead (:mod:`upright.tasks.lift.camera_warp`);
+:func:`make_camera_renderer` picks the backend.
 """
 
 from __future__ import annotations
@@ -31,27 +33,66 @@ def draw(renderer: mujoco.Renderer, data: mujoco.MjData, camera: str) -> np.ndar
     return renderer.render()
 
 
+BACKENDS = ("auto", "opengl", "warp")
+"""Values of ``env.camera.backend``."""
+
+
+def check_camera_cfg(cfg) -> None:
+    """Check ``env.camera`` (:class:`~upright.tasks.lift.config.LiftCameraCfg`).
+
+    Raises:
+        ValueError: an unknown or empty camera list, a size < 16 px or an unknown backend (one line naming the valid
+            values).
+    """
+    cams = list(cfg.cameras)
+    unknown = [c for c in cams if c not in CAMERAS]
+    if unknown or not cams:
+        raise ValueError(f"env.camera.cameras: unknown or empty {unknown or cams}; valid cameras: {list(CAMERAS)}")
+    if cfg.width < 16 or cfg.height < 16:
+        raise ValueError(f"env.camera.width/height must be >= 16 px, got {cfg.width} x {cfg.height}")
+    if cfg.backend not in BACKENDS:
+        raise ValueError(f"env.camera.backend={cfg.backend!r} is unknown; use one of {list(BACKENDS)}")
+
+
+def make_camera_renderer(model: mujoco.MjModel, cfg):
+    """The renderer of ``env.camera``: :class:`CameraRenderer` (``opengl``) or
+    :class:`~upright.tasks.lift.camera_warp.WarpCameraRenderer` (``warp``; ``auto`` picks it when mujoco-warp is
+    installed and a CUDA device is present). Both have ``render(sim, target_pos) -> (N, C, H, W, 3) uint8`` and
+    ``close()``.
+
+    Raises:
+        ValueError: see :func:`check_camera_cfg`.
+        RuntimeError: the chosen backend cannot run here (no GL context; mujoco-warp missing), with the fix.
+    """
+    check_camera_cfg(cfg)
+    backend = cfg.backend
+    if backend == "auto":
+        from upright.tasks.lift.camera_warp import warp_cuda_available
+
+        backend = "warp" if warp_cuda_available() else "opengl"
+    if backend == "warp":
+        from upright.tasks.lift.camera_warp import WarpCameraRenderer
+
+        return WarpCameraRenderer(model, cfg)
+    return CameraRenderer(model, cfg)
+
+
 class CameraRenderer:
-    """Renders the configured cameras of every env.
+    """Renders the configured cameras of every env with MuJoCo's OpenGL renderer (``env.camera.backend=opengl``).
 
     Args:
         model: the lift scene.
         cfg: ``env.camera`` (:class:`~upright.tasks.lift.config.LiftCameraCfg`): size and cameras.
 
     Raises:
-        ValueError: an unknown camera or a size < 16 px (the message lists the valid cameras).
+        ValueError: see :func:`check_camera_cfg`.
         RuntimeError: no OpenGL context can be created (the message says to set ``MUJOCO_GL=egl`` or ``osmesa``).
     """
 
     def __init__(self, model: mujoco.MjModel, cfg):
-        cams = list(cfg.cameras)
-        unknown = [c for c in cams if c not in CAMERAS]
-        if unknown or not cams:
-            raise ValueError(f"env.camera.cameras: unknown or empty {unknown or cams}; valid cameras: {list(CAMERAS)}")
-        if cfg.width < 16 or cfg.height < 16:
-            raise ValueError(f"env.camera.width/height must be >= 16 px, got {cfg.width} x {cfg.height}")
+        check_camera_cfg(cfg)
         self.model = model
-        self.cameras = cams
+        self.cameras = list(cfg.cameras)
         self.width, self.height = int(cfg.width), int(cfg.height)
         self.data = mujoco.MjData(model)
         try:

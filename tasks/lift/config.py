@@ -135,6 +135,11 @@ class LiftCameraCfg:
     height: int = 64
     cameras: tuple[str, ...] = ("front",)
     """Scene cameras to render: ``front`` and/or ``wrist``."""
+    backend: str = "auto"
+    """``opengl`` (MuJoCo's renderer, one env after another; EGL or OSMesa on CPU), ``warp`` (MuJoCo Warp's batch ray
+    tracer, all envs in one launch; needs ``upright[warp]``; CUDA when present, else Warp's CPU device) or ``auto``
+    (``warp`` when mujoco-warp is installed and a CUDA device is present, else ``opengl``). The two shade differently:
+    keep one backend for a vision policy's training and evaluation."""
 
 
 @dataclass

@@ -143,9 +143,9 @@ class LiftEnv(VecEnv):
         self.obs_history = ObservationHistory(n, sum(self.observation_dims), HISTORY_LENGTH, dev)
         self.renderer = None
         if cfg.camera.enabled:
-            from upright.tasks.lift.camera import CameraRenderer
+            from upright.tasks.lift.camera import make_camera_renderer
 
-            self.renderer = CameraRenderer(self.model, cfg.camera)
+            self.renderer = make_camera_renderer(self.model, cfg.camera)
         self.reset_all()
 
     # ------------------------------------------------------------------ set-up
