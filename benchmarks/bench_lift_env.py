@@ -53,6 +53,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import datetime
+import importlib.util
 import io
 import os
 import pathlib
@@ -210,22 +211,18 @@ def training_times(mode: str, args, mj_rate) -> dict:
 
 
 def camera_rate(model, qpos, size: int, frames: int) -> float:
-    """Frames/s of one renderer on one thread (``front`` camera, shadows/reflections/skybox off)."""
+    """Frames/s of one renderer on one thread (``front`` camera, drawn as the ``rgb`` group draws it:
+    :func:`upright.tasks.lift.camera.draw`, shadows/reflections/skybox off)."""
+    from upright.tasks.lift.camera import draw
+
     r = mujoco.Renderer(model, size, size)
     d = mujoco.MjData(model)
     d.qpos[:] = qpos
     mujoco.mj_forward(model, d)
-
-    def frame():
-        r.update_scene(d, camera="front")
-        for flag in (mujoco.mjtRndFlag.mjRND_SHADOW, mujoco.mjtRndFlag.mjRND_REFLECTION, mujoco.mjtRndFlag.mjRND_SKYBOX):
-            r.scene.flags[flag] = False
-        return r.render()
-
-    frame()
+    draw(r, d, "front")
     t = time.perf_counter()
     for _ in range(frames):
-        frame()
+        draw(r, d, "front")
     rate = frames / (time.perf_counter() - t)
     r.close()
     return rate
@@ -309,12 +306,7 @@ def main(argv: list[str] | None = None) -> None:
             lines.append(f"| front {size} x {size}, OpenGL ({os.environ.get('MUJOCO_GL', '?')}), one thread | "
                          f"{gl_rates[size]:.1f} | 1.00 |")  # fmt: skip
         if args.camera_warp_envs > 0:
-            from upright.tasks.lift.camera_warp import warp_cuda_available
-
-            try:
-                warp_cuda_available()  # imports mujoco_warp with Warp's banner off
-                import mujoco_warp  # noqa: F401
-            except ImportError:
+            if importlib.util.find_spec("mujoco_warp") is None:
                 lines.append("| MuJoCo Warp batch | not installed (`pip install 'upright[warp]'`) | - |")
             else:
                 for size in (64, 128):

@@ -28,8 +28,9 @@ Reply (motor -> host), 16 bytes::
 
 The motor runs τ = tau + kp·(q* − q) + kd·(dq* − dq) on the rotor side. Scalings follow the header
 comments of Unitree's SDK (github.com/unitreerobotics/unitree_actuator_sdk, ``motor_msg_GO-M8010-6.h``)
-and community reimplementations of it; they still need checking on a real motor. Encoding rounds to nearest (ties away from zero) and
-saturates at the field range, so an out-of-range value can never wrap around.
+and community reimplementations of it; they still need checking on a real motor. Encoding rounds to
+nearest (ties away from zero) and saturates at the field range, so an out-of-range value can never
+wrap around.
 """
 
 from __future__ import annotations

@@ -21,13 +21,24 @@ import torch
 from upright.robots import panda
 
 
+def _import_warp():
+    """(warp, mujoco_warp), with Warp's device banner off (set before mujoco_warp initialises Warp).
+
+    Raises:
+        ImportError: mujoco-warp or warp-lang is not installed.
+    """
+    import warp as wp
+
+    wp.config.quiet = True
+    import mujoco_warp as mjw
+
+    return wp, mjw
+
+
 def warp_cuda_available() -> bool:
     """True when ``mujoco_warp`` imports and Warp sees a CUDA device (what ``env.camera.backend=auto`` asks)."""
     try:
-        import warp as wp
-
-        wp.config.quiet = True  # before mujoco_warp initialises Warp: no device banner on stdout
-        import mujoco_warp  # noqa: F401
+        wp, _ = _import_warp()
     except ImportError:
         return False
     try:
@@ -55,10 +66,7 @@ class WarpCameraRenderer:
 
     def __init__(self, model: mujoco.MjModel, cfg, device: str | None = None):
         try:
-            import warp as wp
-
-            wp.config.quiet = True
-            import mujoco_warp as mjw
+            wp, mjw = _import_warp()
         except ImportError as err:
             raise RuntimeError(
                 f"env.camera.backend=warp needs mujoco-warp ({err}); pip install 'upright[warp]', "
