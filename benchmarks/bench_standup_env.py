@@ -248,19 +248,39 @@ def backend_stepper(env: StandupEnv, actions: list[torch.Tensor]):
     return step
 
 
+RECIPE = "host"
+"""``--recipe``: the ``env.*`` / ``train.*`` values of ``train.py recipe=<name>`` (:data:`upright.conf.RECIPES`) applied
+to the benchmarked env and the training section's PPO settings (``host``: HoST's defaults)."""
+
 DOMAIN_RAND = False
 """Domain randomisation in the benchmarked env (``--domain-rand``). Off by default, so figures compare with
 docs/bench_standup_env.md, measured before randomisation existed; on, the action delay steps substep by substep."""
 
 
-def bench_env_cfg(n: int) -> StandupEnvCfg:
-    cfg = StandupEnvCfg(num_envs=n)
+def _recipe_values(prefix: str) -> dict:
+    from upright.conf import RECIPES
+
+    return {k.removeprefix(prefix): v for k, v in RECIPES[RECIPE].items() if k.startswith(prefix)}
+
+
+def bench_env_cfg(n: int):
+    cfg = OmegaConf.structured(StandupEnvCfg(num_envs=n))
+    for key, value in _recipe_values("env.").items():
+        OmegaConf.update(cfg, key, value, merge=False)
     cfg.domain_rand.enabled = DOMAIN_RAND
     return cfg
 
 
+def bench_train_cfg(steps_per_env: int):
+    cfg = OmegaConf.structured(TrainCfg())
+    for key, value in _recipe_values("train.").items():
+        OmegaConf.update(cfg, key, value, merge=False)
+    cfg.num_steps_per_env = steps_per_env
+    return cfg
+
+
 def make_standup_env(n: int, threads: int, seed: int = 0) -> StandupEnv:
-    env = StandupEnv(bench_env_cfg(n), SimCfg(num_threads=threads), seed=seed)
+    env = make_env("standup", bench_env_cfg(n), SimCfg(num_threads=threads), device="cpu", seed=seed)
     # spread episodes over their length, as training does (init_at_random_ep_len, HoST)
     env.episode_length_buf = torch.randint_like(env.episode_length_buf, high=int(env.max_episode_length))
     return env
@@ -333,7 +353,7 @@ def training(args, mj: MjStepRate) -> dict:
     env_only = Measurement("training env, stepping only", n, t, rate, probes, env.cfg.decimation, others)
     print(env_only.row(), flush=True)
 
-    train_cfg = rsl_rl_config(OmegaConf.structured(TrainCfg(num_steps_per_env=args.steps_per_env)))
+    train_cfg = rsl_rl_config(bench_train_cfg(args.steps_per_env))
     train_probes = Probes(mj, t, args.mj_seconds)
     train_probes.take()
     total = args.train_warmup_iters + args.train_iters
@@ -355,6 +375,7 @@ def training(args, mj: MjStepRate) -> dict:
         with contextlib.redirect_stdout(quiet):
             runner.learn_until(total, init_at_random_ep_len=TrainCfg().init_at_random_ep_len)
         wall, others = time.perf_counter() - t0, meter.stop()
+    own = env_state_physics(env, mj, 2 * args.mj_seconds)  # the physics of the states training visited
     env.close()
     measured = times[args.train_warmup_iters :]
     collect = sum(c for c, _ in measured)
@@ -371,6 +392,7 @@ def training(args, mj: MjStepRate) -> dict:
         "update_s_per_iter": learn / len(measured),
         "wall_s": wall,
         "total_iters": total,
+        "own_physics": own,
     }
 
 
@@ -475,8 +497,17 @@ def report(args, mj: MjStepRate, grid: list[Measurement], physics: dict, train: 
             f"| overall (collection + update) / stepping only | {train['overall'].rate / env_rate:.2f} |",
             f"| wall s, all {train['total_iters']} iterations (with checkpoint + ONNX saves, probes) "
             f"| {train['wall_s']:.1f} |",
-            "",
         ]
+        own = train.get("own_physics") or {}
+        if own:
+            limit = own["rate"] * args.train_threads / 4
+            lines += [
+                f"| physics limit of the training states: single-thread mj_step/s on the env's own states after "
+                f"training ({own['rows']} rows, mean {own['ncon']:.1f} contacts) x {args.train_threads} threads / 4 "
+                f"| {limit:,.0f} env-steps/s |",
+                f"| **overall / that physics limit** | **{train['overall'].rate / limit:.2f}** |",
+            ]
+        lines.append("")
     rows = grid + ([train[k] for k in ("env_only", "collection", "overall")] if train else [])
     busy = [r for r in rows if r.others > 0.1]
     if busy:
@@ -514,6 +545,7 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="torch threads while stepping (default 1, as train.py uses while collecting; "
                         "the training section's runner switches to all CPUs for the update itself)")  # fmt: skip
     p.add_argument("--domain-rand", action="store_true", help="domain randomisation on in the env (HoST training)")
+    p.add_argument("--recipe", default="host", help="train.py's recipe=<name> for the env and the PPO settings")
     p.add_argument("--out", type=str, default=None, help="also write the Markdown report to this file")
     args = p.parse_args(argv)
     if args.quick:
@@ -530,9 +562,10 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 
 def main(argv=None) -> None:
-    global DOMAIN_RAND
+    global DOMAIN_RAND, RECIPE
     args = parse_args(argv)
     DOMAIN_RAND = args.domain_rand
+    RECIPE = args.recipe
     if args.torch_threads is not None:
         torch.set_num_threads(args.torch_threads)
     if not os.environ.get("MENAGERIE_ROOT"):
@@ -540,6 +573,7 @@ def main(argv=None) -> None:
     model = standup_scene(PhysicsOptions(timestep=SimCfg().timestep))
     mj = MjStepRate(model)
     header = machine_header(mj)  # load average at the start
+    header.append(f"Recipe: `recipe={RECIPE}`" + (" (domain randomisation on)" if DOMAIN_RAND else ""))
     print("\n".join(header) + "\n\n" + Measurement.HEAD, flush=True)
     grid, physics = ([], {}) if args.no_grid else stepping_grid(args, mj)
     train = training(args, mj) if args.train_iters > 0 else None

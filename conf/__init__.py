@@ -114,6 +114,25 @@ RECIPES: dict[str, dict[str, Any]] = {
         "env.state_archive.fraction": 0.4,
         "env.assisted_start.fraction": 0.1,
     },
+    "getup": {
+        # the get-up MDP of MuJoCo Playground's Go1Getup and mujocolab/mjlab_playground's g1-getup branch
+        # (upright.tasks.standup.getup): standing and dropped starts, actions relative to the measured q (scale 0.6,
+        # 0.6 s settle after a drop), 5 Hz reflected-inertia gains, one reward group, 6 s episodes, no pull force;
+        # PPO as mjlab_playground's rl_cfg.py (24 steps per env, [512, 256, 128] ELU, unbounded Gaussian, std 1.0)
+        "env.mdp": "getup",
+        "env.episode_length_s": 6.0,
+        "env.curriculum.enabled": False,
+        "env.curriculum.beta_init": 0.6,
+        "env.curriculum.beta_min": 0.6,
+        "train.num_steps_per_env": 24,
+        "train.group_weights": [1.0],
+        "train.critic_hidden_dims": [512, 256, 128],
+        "train.actor_tanh": False,
+        "train.init_noise_std": 1.0,
+        "train.l2c2_policy_coef": 0.0,
+        "train.l2c2_value_coef": 0.0,
+        "train.save_interval": 25,
+    },
     "cartesian": {
         # upright's lift recipe for a 2-core CPU (docs/lift_learning.md, sessions 12-17): Cartesian actions through
         # differential IK with gravity-compensated targets, the grasp-gated carry reward instead of Playground's lifted
@@ -140,7 +159,7 @@ RECIPES: dict[str, dict[str, Any]] = {
 HoST's; lift: MuJoCo Playground's ``PandaPickCube``)."""
 
 
-RECIPE_TASKS: dict[str, str] = {"host": "standup", "fast": "standup", "cartesian": "lift"}
+RECIPE_TASKS: dict[str, str] = {"host": "standup", "fast": "standup", "getup": "standup", "cartesian": "lift"}
 """The task each recipe of :data:`RECIPES` is written for (its keys exist only in that task's config)."""
 
 

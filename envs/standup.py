@@ -14,6 +14,10 @@ domain randomisation and observation noise on), unless ``overrides`` change it:
   ``info["reward_groups"]``; ``train.py`` instead trains one critic per group and weights their normalised advantages;
 * ``terminated``: a fall the terrain ends episodes on, or a diverged simulation; ``truncated``: the 10 s time limit
   (500 steps of 0.02 s).
+
+``recipe="getup"`` gives the get-up MDP of ``train.py recipe=getup`` (:mod:`upright.tasks.standup.getup`): a (75,)
+observation of one frame, actions PD targets q + 0.6·a, one reward group (``getup``), 6 s episodes that start standing
+or dropped (or, with ``overrides={"getup.stand_fraction": 0, "getup.fall_fraction": 0}``, from the posture).
 """
 
 from __future__ import annotations
@@ -54,7 +58,7 @@ class StandupTask(BatchedTask):
 
     def __init__(self, num_envs: int, *, terrain: str = "ground", posture: str = "supine",
                  overrides: dict[str, Any] | None = None, backend: str = "native", device: str = "cpu",
-                 num_threads: int = 0):  # fmt: skip
+                 num_threads: int = 0, recipe: str | None = None):  # fmt: skip
         from upright.tasks.registry import make_env
         from upright.tasks.standup.config import SimCfg
         from upright.tasks.standup.rewards import REWARD_GROUPS
@@ -64,14 +68,14 @@ class StandupTask(BatchedTask):
             raise ValueError(f"num_envs must be an int >= 1, got {num_envs!r}")
         from upright.tasks.standup.config import StandupEnvCfg
 
-        overrides = dict(overrides or {})
+        overrides = recipe_env_overrides(recipe) | dict(overrides or {})
         check_overrides(StandupEnvCfg(), overrides, RESERVED_OVERRIDES)
         self.cfg = standup_env_cfg(terrain, posture, num_envs=num_envs, **overrides)
         self.sim_cfg = SimCfg(backend=backend, num_threads=int(num_threads))
         self._device = device
         self.env = make_env("standup", self.cfg, self.sim_cfg, device=device, seed=0)
         self._initial_state = _clone(self.env.state_dict())
-        self.reward_group_names = tuple(REWARD_GROUPS)
+        self.reward_group_names = tuple(getattr(self.env, "reward_group_names", REWARD_GROUPS))
         self.step_dt = float(self.env.step_dt)
         self._final_rng = torch.Generator(device="cpu").manual_seed(0)
         obs = self.env.get_observations()["actor"]
@@ -80,7 +84,16 @@ class StandupTask(BatchedTask):
             raise RuntimeError(f"StandupEnv returned observations of shape {tuple(obs.shape)}, expected {(num_envs, d)}"
                                "; upright.envs.standup is out of date with tasks/standup")  # fmt: skip
 
+    @property
+    def getup(self) -> bool:
+        """Whether the env runs the get-up MDP (``recipe="getup"`` or ``overrides={"mdp": "getup", ...}``)."""
+        return str(self.cfg.mdp) == "getup"
+
     def observation_bounds(self) -> tuple[float, float, int]:
+        if self.getup:
+            from upright.tasks.standup.getup import observations as gobs
+
+            return -gobs.OBS_CLIP, gobs.OBS_CLIP, sum(gobs.observation_dims(int(self.env.num_actions)))
         from upright.tasks.standup.observations import HISTORY_LENGTH, OBS_CLIP
 
         return -OBS_CLIP, OBS_CLIP, HISTORY_LENGTH * int(self.env.num_obs_per_step)
@@ -104,6 +117,8 @@ class StandupTask(BatchedTask):
             return
         env.rng.manual_seed(seed)
         env.randomizer.reseed(seed + RANDOMIZER_SEED_OFFSET)  # creation-time fields: friction, restitution, masses, COM
+        if self.getup:
+            env.draw_encoder_bias(seed)
         env.load_state_dict(_clone(self._initial_state))
         env.pull_force = torch.zeros_like(env.pull_force)
         env.push_force = torch.zeros_like(env.push_force)
@@ -129,6 +144,11 @@ class StandupTask(BatchedTask):
         env = self.env
         state = env.last_state
         scale = env.randomizer.obs_noise_scale(bool(env.cfg.obs_noise))
+        if self.getup:  # one frame, no history: the actor's terms on the state before the reset
+            from upright.managers.observation import compute_frame
+            from upright.tasks.standup.getup import observations as gobs
+
+            return compute_frame(gobs.ACTOR_TERMS, state.as_measured(), scale, self._final_rng, gobs.OBS_CLIP)[done]
         frame = observation_frame(state, state.episode_step < env.cfg.unactuated_steps, scale, self._final_rng)
         history = before.view(before.shape[0], HISTORY_LENGTH, -1)
         return torch.cat([history[done, 1:], frame[done].unsqueeze(1)], dim=1).flatten(1)
@@ -155,14 +175,32 @@ def prepare_gl(render_mode: str | None) -> None:
         choose_offscreen_gl()
 
 
+def recipe_env_overrides(recipe: str | None) -> dict[str, Any]:
+    """The ``env.*`` values (keys without ``env.``) of ``train.py``'s ``recipe=<name>`` for the standup task, e.g.
+    ``recipe="getup"``: the get-up MDP. None: none.
+
+    Raises:
+        ValueError: an unknown recipe or another task's (the message lists the standup recipes).
+    """
+    if recipe is None:
+        return {}
+    from upright.conf import RECIPE_TASKS, RECIPES
+
+    valid = sorted(name for name, task in RECIPE_TASKS.items() if task == "standup")
+    if recipe not in valid:
+        raise ValueError(f"recipe={recipe!r} is not a standup recipe; valid: {', '.join(valid)}")
+    return {k.removeprefix("env."): v for k, v in RECIPES[recipe].items() if k.startswith("env.")}
+
+
 def make_env(*, terrain: str = "ground", posture: str = "supine", overrides: dict[str, Any] | None = None,
              backend: str = "native", device: str = "cpu", num_threads: int = 1, render_mode: str | None = None,
-             render_size: tuple[int, int] = (640, 480), reward_weights: Sequence[float] | None = None) -> UprightEnv:
+             render_size: tuple[int, int] = (640, 480), reward_weights: Sequence[float] | None = None,
+             recipe: str | None = None) -> UprightEnv:
     """``gymnasium.make("upright/G1Standup-v0", **kwargs)``: one env (see the module doc and :class:`StandupTask`;
     ``num_threads`` defaults to 1 here). Render modes: ``rgb_array``, ``human``."""  # fmt: skip
     prepare_gl(render_mode)
     task = StandupTask(1, terrain=terrain, posture=posture, overrides=overrides, backend=backend, device=device,
-                       num_threads=num_threads)  # fmt: skip
+                       num_threads=num_threads, recipe=recipe)  # fmt: skip
     return UprightEnv(task, render_mode=render_mode, render_size=render_size, reward_weights=reward_weights)
 
 
@@ -170,12 +208,12 @@ def make_vector_env(num_envs: int = 1, *, terrain: str = "ground", posture: str 
                     overrides: dict[str, Any] | None = None, backend: str = "native", device: str = "cpu",
                     num_threads: int = 0, as_torch: bool = False, render_mode: str | None = None,
                     render_env_ids: Sequence[int] = (0,), render_size: tuple[int, int] = (640, 480),
-                    reward_weights: Sequence[float] | None = None) -> UprightVectorEnv:
+                    reward_weights: Sequence[float] | None = None, recipe: str | None = None) -> UprightVectorEnv:
     """``gymnasium.make_vec("upright/G1Standup-v0", num_envs=N, vectorization_mode="vector_entry_point", **kwargs)``:
     N envs on one batched simulation (see the module doc, :class:`StandupTask` and
     :class:`~upright.envs.core.UprightVectorEnv`; ``as_torch=True`` returns torch tensors)."""  # fmt: skip
     prepare_gl(render_mode)
     task = StandupTask(num_envs, terrain=terrain, posture=posture, overrides=overrides, backend=backend,
-                       device=device, num_threads=num_threads)  # fmt: skip
+                       device=device, num_threads=num_threads, recipe=recipe)  # fmt: skip
     return UprightVectorEnv(task, as_torch=as_torch, render_mode=render_mode, render_env_ids=render_env_ids,
                             render_size=render_size, reward_weights=reward_weights)  # fmt: skip

@@ -163,6 +163,24 @@ def joint_armature(joint: str) -> float:
 SOFT_LIMIT_FACTOR = 0.9
 """Soft joint position/velocity limits are 0.9 x the URDF limits (HoST ``soft_dof_pos_limit``)."""
 
+
+def soft_position_limits(lower: np.ndarray, upper: np.ndarray, factor: float = SOFT_LIMIT_FACTOR):
+    """Soft joint position limits as HoST computes them: each bound scaled by ``factor`` towards 0 rad.
+
+    HoST (InternRobotics/HoST, ``legged_gym/envs/base/host_ground.py``, ``_init_buffers``) multiplies the URDF's
+    lower and upper limits by ``soft_dof_pos_limit`` (0.9); it does not shrink the range about its centre as
+    legged_gym's ``LeggedRobot`` does. The difference matters for a joint whose range ends near 0: the G1 knee's
+    [-0.087, 2.88] rad gives [-0.079, 2.59] here (a straight knee is inside) but [0.061, 2.73] about the centre.
+
+    Args:
+        lower, upper: (J,) joint limits, rad (array-likes or tensors).
+        factor: scale of each bound (HoST: 0.9).
+
+    Returns:
+        (soft lower, soft upper), the same type and shape as the inputs, rad.
+    """
+    return lower * factor, upper * factor
+
 HEAD_OFFSET_IN_TORSO = (0.0, 0.0, 0.45)
 """Head keyframe: torso_link origin + 0.45 m along z (HoST URDF ``keyframe_head``)."""
 

@@ -7,7 +7,7 @@ from typing import Any
 from upright.robots import g1
 from upright.tasks.metadata import POLICY_IO, observation_metadata
 from upright.tasks.policy_schema import ACTION_FORMULAS
-from upright.tasks.standup.config import SimCfg, StandupEnvCfg
+from upright.tasks.standup.config import SimCfg
 
 
 ROBOT_MEASURABLE_TERMS: dict[str, str] = {
@@ -29,6 +29,13 @@ def make_env(task_name: str, env_cfg, sim_cfg: SimCfg, device: str, seed: int):
         ValueError: unknown task (the message lists the valid ones).
     """
     if task_name == "standup":
+        mdp = str(getattr(env_cfg, "mdp", "host"))
+        if mdp == "getup":
+            from upright.tasks.standup.getup.env import GetupEnv
+
+            return GetupEnv(env_cfg, sim_cfg, device=device, seed=seed)
+        if mdp != "host":
+            raise ValueError(f"env.mdp must be 'host' or 'getup', got {mdp!r}")
         from upright.tasks.standup.env import StandupEnv
 
         return StandupEnv(env_cfg, sim_cfg, device=device, seed=seed)
@@ -52,27 +59,17 @@ def policy_metadata(task_name: str, env) -> dict[str, Any]:
         from upright.tasks.lift.metadata import lift_policy_metadata
 
         return lift_policy_metadata(env)
+    if str(getattr(env.cfg, "mdp", "host")) == "getup":
+        return getup_policy_metadata(env)
     from upright.tasks.standup import observations  # read at call time (a test adds a term to OBSERVATION_TERMS)
 
-    info = env.robot
-    pol, held = info.policy_joint_ids, info.held_joint_ids
     h, dims = observations.HISTORY_LENGTH, observations.observation_dims(env.num_actions)
     obs = observation_metadata(observations.OBSERVATION_TERMS, dims, h, observations.OBS_CLIP, ROBOT_MEASURABLE_TERMS)
     return {
         "task": task_name,
         "terrain": str(env.cfg.terrain),
         "posture": str(env.cfg.posture),
-        "robot": "unitree_g1_29dof",
-        "joint_names": list(info.policy_joint_names),
-        "kp": info.kp[pol],
-        "kd": info.kd[pol],
-        "default_joint_pos": info.default_pose[pol],
-        "torque_limit": info.torque_limit[pol],
-        "held_joint_names": list(g1.HELD_JOINT_NAMES),
-        "held_kp": info.kp[held],
-        "held_kd": info.kd[held],
-        "held_torque_limit": info.torque_limit[held],
-        "held_joint_pos": info.default_pose[held],
+        **_joint_metadata(env),
         "action_scale": float(env.beta.mean()),
         "action_mode": str(env.cfg.action_mode),
         "action_formula": ACTION_FORMULAS[str(env.cfg.action_mode)],
@@ -96,5 +93,66 @@ def policy_metadata(task_name: str, env) -> dict[str, Any]:
             "training applied an upward pull force on the torso (pull-force curriculum) that the policy does not "
             "observe; run it without any such force. No privileged or simulator-only input is in the observation"
         ),
+        **POLICY_IO,
+    }
+
+
+def _joint_metadata(env) -> dict[str, Any]:
+    """The per-joint keys of a standup-task policy (policy and held joints; gains of the env's model)."""
+    info = env.robot
+    pol, held = info.policy_joint_ids, info.held_joint_ids
+    return {
+        "robot": "unitree_g1_29dof",
+        "joint_names": list(info.policy_joint_names),
+        "kp": info.kp[pol],
+        "kd": info.kd[pol],
+        "default_joint_pos": info.default_pose[pol],
+        "torque_limit": info.torque_limit[pol],
+        "held_joint_names": list(g1.HELD_JOINT_NAMES),
+        "held_kp": info.kp[held],
+        "held_kd": info.kd[held],
+        "held_torque_limit": info.torque_limit[held],
+        "held_joint_pos": info.default_pose[held],
+    }
+
+
+def getup_policy_metadata(env) -> dict[str, Any]:
+    """ONNX metadata of a ``recipe=getup`` (``env.mdp=getup``) policy: one observation frame of
+    :data:`upright.tasks.standup.getup.observations.ACTOR_TERMS`, relative actions with the env's fixed β, the
+    reflected-inertia gains (:mod:`upright.tasks.standup.getup.actions`) and the settle after a drop."""
+    from upright.tasks.standup.getup import observations as gobs
+
+    dims = gobs.observation_dims(env.num_actions)
+    obs = observation_metadata(gobs.ACTOR_TERMS, dims, 1, gobs.OBS_CLIP, gobs.ACTOR_SENSORS)
+    g = env.cfg.getup
+    return {
+        "task": "standup",
+        "mdp": "getup",
+        "terrain": str(env.cfg.terrain),
+        "posture": str(env.cfg.posture),
+        **_joint_metadata(env),
+        "gains_source": (
+            f"policy joints: Kp = I*w^2, Kd = 2*zeta*I*w with I the motor's reflected rotor inertia (joint armature), "
+            f"w = 2*pi*{float(g.natural_freq_hz)} Hz, zeta = {float(g.damping_ratio)}; held joints: HoST's gains"
+        ),
+        "action_scale": float(env.beta.mean()),
+        "action_mode": "relative",
+        "action_formula": ACTION_FORMULAS["relative"],
+        "action_clip": env.cfg.action_clip,
+        "control_dt": env.step_dt,
+        "sim_dt": env.sim_cfg.timestep,
+        "decimation": env.cfg.decimation,
+        **obs,
+        "history_layout_description": (
+            f"input = one frame of {sum(dims)} values: concat over observation_names of scale * term, clipped to "
+            "+-observation_clip"
+        ),
+        "unactuated_steps": int(env.cfg.unactuated_steps),
+        "unactuated_start": (
+            "settle: after a start from lying or falling, for the first unactuated_steps control steps the PD target "
+            "is the measured q (the action is ignored, last_action is 0); observations are real frames throughout. "
+            "A start standing in the default pose acts at once"
+        ),
+        "training_assistance": "none: no pull force or other external help in training",
         **POLICY_IO,
     }

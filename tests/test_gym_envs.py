@@ -349,3 +349,32 @@ def test_vector_env_on_mjx_is_one_mjx_simulation_and_matches_native():
     assert runs["mjx"][0].dtype == np.float32 and runs["mjx"][0].shape == runs["native"][0].shape == (6, 2, 456)
     np.testing.assert_allclose(runs["mjx"][0], runs["native"][0], atol=1e-3)  # measured max |diff| 1.9e-7 (4 steps)
     np.testing.assert_allclose(runs["mjx"][2], runs["native"][2], rtol=1e-3, atol=1e-5)
+
+
+def test_getup_recipe_passes_gymnasiums_checker_and_reseeds_like_a_fresh_env():
+    """``recipe="getup"``: gymnasium's checker passes, the observation is the get-up actor's one frame (75), the reward
+    is the one ``getup`` group, and reset(seed=s) equals a freshly built env of that seed (encoder bias included)."""
+    from upright.tasks.registry import make_env
+
+    env = gymnasium.make(ID, recipe="getup", overrides={"episode_length_s": 0.3})
+    check_env(env.unwrapped, skip_render_check=True)
+    assert env.observation_space.shape == (75,)
+    obs, _ = env.reset(seed=5)
+    task = env.unwrapped.task
+    assert task.reward_group_names == ("getup",)
+    fresh = make_env("standup", task.cfg, task.sim_cfg, device="cpu", seed=5)
+    torch.testing.assert_close(task.env.encoder_bias, fresh.encoder_bias, rtol=0, atol=0)
+    assert float(fresh.encoder_bias.abs().max()) > 0
+    np.testing.assert_array_equal(obs, fresh.get_observations()["actor"][0].numpy())
+    for a in torch.rand(20, 1, 23) * 2 - 1:  # up to the time limit: the final observation is the unreset one
+        obs, _, terminated, truncated, info = env.step(a[0].numpy())
+        fresh_obs, *_ = fresh.step(a)
+        if terminated or truncated:
+            assert truncated and obs.shape == (75,) and np.isfinite(obs).all()
+            break
+        np.testing.assert_array_equal(obs, fresh_obs["actor"][0].numpy())
+    assert truncated
+    fresh.close()
+    env.close()
+    with pytest.raises(ValueError, match="valid: fast, getup, host"):
+        gymnasium.make(ID, recipe="cartesian")

@@ -79,7 +79,7 @@ def test_mismatched_state_names_the_fix():
     saved = alg.save()["optimizer_state_dict"]
     saved["param_groups"][0]["params"] = saved["param_groups"][0]["params"][:-1]
     with pytest.raises(ValueError, match="std_learning_rate"):
-        convert_optimizer_state(saved, alg.actor, alg.critic, 2, 0.01)
+        convert_optimizer_state(saved, alg.actor, alg.critic, 0.01)
 
 
 def test_update_reports_the_kl_the_schedule_measured(monkeypatch):
@@ -119,3 +119,72 @@ def test_set_action_std_refuses_a_non_positive_std(bad):
     alg, _ = build(num_steps=NUM_STEPS)
     with pytest.raises(ValueError, match="train.resume_std must be > 0"):
         set_action_std(alg.actor, bad, alg.optimizer)
+
+
+def test_critic_group_keeps_its_rate_while_the_schedule_adapts_the_actor():
+    """``train.critic_learning_rate``: the critics learn at their fixed rate although the actor's KL drives the
+    schedule to its floor; without it they move at the floor."""
+    alg, env = build(num_steps=NUM_STEPS, critic_learning_rate=1e-2, learning_rate=1e-3, desired_kl=1e-9)
+    main, critic_group = alg.optimizer.param_groups
+    critic_ids = {id(p) for p in alg.critic.parameters()}
+    assert {id(p) for p in critic_group["params"]} == critic_ids and critic_group.get(FIXED_LR_KEY)
+    assert all(id(p) not in critic_ids for p in main["params"])
+    before = [p.detach().clone() for p in alg.critic.parameters()]
+    _update(alg, env)
+    assert main["lr"] == pytest.approx(1e-5) and critic_group["lr"] == 1e-2
+    fast = max((p.detach() - b).abs().max().item() for p, b in zip(alg.critic.parameters(), before))
+    slow_alg, slow_env = build(num_steps=NUM_STEPS, learning_rate=1e-3, desired_kl=1e-9)
+    before = [p.detach().clone() for p in slow_alg.critic.parameters()]
+    _update(slow_alg, slow_env)
+    slow = max((p.detach() - b).abs().max().item() for p, b in zip(slow_alg.critic.parameters(), before))
+    assert fast > 20 * slow  # Adam steps ~lr per step: 1e-2 vs mostly the 1e-5 floor
+
+
+@pytest.mark.parametrize("src,dst", [((None, None), (0.02, 1e-3)), ((0.02, 1e-3), (None, None)),
+                                     ((0.02, None), (None, 1e-3)), ((None, 1e-3), (0.02, 1e-3))])
+def test_checkpoint_optimizer_state_crosses_std_and_critic_layouts(src, dst):
+    source, env = build(num_steps=NUM_STEPS, std_learning_rate=src[0], critic_learning_rate=src[1], seed=1)
+    _update(source, env)
+    saved = source.save()
+    target, _ = build(num_steps=NUM_STEPS, std_learning_rate=dst[0], critic_learning_rate=dst[1], seed=2)
+    target.load(saved, None, True)
+    assert len(target.optimizer.param_groups) == 1 + sum(x is not None for x in dst)
+
+    def named(alg):
+        names = {id(p): n for n, p in list(alg.actor.named_parameters()) + [("c." + n, p) for n, p in alg.critic.named_parameters()]}
+        return {names[k]: v for k, v in _moments_by_param(alg).items()}
+
+    src_m, dst_m = named(source), named(target)
+    assert src_m.keys() == dst_m.keys() and all(torch.equal(src_m[k], dst_m[k]) for k in src_m)
+    rates = {g.get("upright_group"): g["lr"] for g in target.optimizer.param_groups}
+    if dst[0] is not None:
+        assert rates["std"] == dst[0]
+    if dst[1] is not None:
+        assert rates["critic"] == dst[1]
+    _update(target, env)
+
+
+def test_masked_transitions_add_nothing_to_the_policy_gradient():
+    """``train.mask_unapplied_actions``: transitions flagged ``action_applied=False`` get a zero advantage (no policy
+    gradient); the others keep theirs; without the flag nothing changes."""
+    from tensordict import TensorDict  # noqa: F401
+
+    def rollout(mask: bool):
+        alg, env = build(num_steps=NUM_STEPS, mask_unapplied_actions=mask, seed=3)
+        obs = env.get_observations()
+        applied = torch.ones(NUM_STEPS, env.num_envs, dtype=torch.bool)
+        applied[:2, 0] = False  # env 0 ignored its first two actions
+        with torch.inference_mode():
+            for t in range(NUM_STEPS):
+                actions = alg.act(obs)
+                obs, rewards, dones, extras = env.step(actions)
+                alg.process_env_step(obs, rewards, dones, {**extras, "action_applied": applied[t]})
+            alg.compute_returns(obs)
+        return alg
+
+    masked, plain = rollout(True), rollout(False)
+    adv_m, adv_p = masked.storage.advantages[..., 0], plain.storage.advantages[..., 0]
+    assert torch.all(adv_m[:2, 0] == 0) and torch.all(adv_p[:2, 0] != 0)
+    torch.testing.assert_close(adv_m[2:], adv_p[2:])
+    torch.testing.assert_close(adv_m[:, 1:], adv_p[:, 1:])
+    assert masked.masked_fraction == pytest.approx(2 / (NUM_STEPS * 5))

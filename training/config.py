@@ -32,6 +32,9 @@ class TrainCfg:
     critic_shared_trunk: bool = False
     """Not HoST: the critics share one [512, 256] trunk with a linear head per reward group (about 1/4 of the
     critic FLOPs; ``benchmarks/bench_ppo_update.py``). False: HoST's separate critics."""
+    actor_tanh: bool = True
+    """Pass the actor's mean action through Tanh (HoST's actor, :class:`~upright.training.multi_critic_model.
+    TanhActorModel`). False: rsl-rl's plain ``MLPModel`` (unbounded mean; mjlab and ``recipe=getup``)."""
     init_noise_std: float = 0.8
     """Initial action std (state-independent), HoST."""
     obs_normalization: bool = True
@@ -57,6 +60,14 @@ class TrainCfg:
     std_learning_rate: Optional[float] = None
     """Fixed Adam learning rate of the action std, in a parameter group outside the adaptive-KL schedule
     (``training/std_learning_rate.py`` says why). None: rsl_rl's single group, as HoST. Not HoST's recipe."""
+    critic_learning_rate: Optional[float] = None
+    """Fixed Adam learning rate of the critics, in a parameter group outside the adaptive-KL schedule (which follows
+    the actor's KL and, at this project's batch sizes, sits at its 1e-5 floor, so the critics barely learn). None:
+    rsl_rl's shared rate, as HoST. Not HoST's recipe."""
+    mask_unapplied_actions: bool = False
+    """Leave the transitions whose action the env ignored (the standup env's unactuated start, where the robot falls
+    whatever the policy does) out of the policy gradient (their advantage is zeroed; the critics still learn from
+    them). False: every transition counts, as HoST. Not HoST's recipe."""
     resume_std: Optional[float] = None
     """On ``resume=``, set every entry of the action std to this value (and clear its Adam moments) before
     training on; e.g. less exploration noise when fine-tuning a policy. None keeps the checkpoint's std. Only

@@ -179,9 +179,12 @@ saved in a checkpoint, else the terrain's β floor),
             None.
         PolicyLoadError: the policy cannot be loaded or does not fit the task.
     """
-    from upright.viewer.policy import load_policy, policy_action_mode
+    from upright.viewer.policy import load_policy, policy_action_mode, policy_mdp
 
     all_overrides = [f"task={task}", f"terrain={terrain}", f"posture={posture}", *overrides]
+    named = {o.split("=", 1)[0].lstrip("+") for o in overrides}
+    if task == "standup" and policy_mdp(policy_source) == "getup" and not named & {"recipe", "env.mdp"}:
+        all_overrides.append("recipe=getup")  # the get-up MDP's gains, observations and action scale
     problem = validate_overrides(all_overrides)
     if problem:
         if error is None:
@@ -209,6 +212,8 @@ saved in a checkpoint, else the terrain's β floor),
         cfg.env.state_archive.fraction = 0.0
     if "rise_path" in cfg.env:
         cfg.env.rise_path.fraction = 0.0
+    if "getup" in cfg.env:  # recipe=getup: every episode from the terrain's posture too
+        cfg.env.getup.stand_fraction = cfg.env.getup.fall_fraction = 0.0
     if not domain_rand:
         cfg.env.domain_rand.enabled = False
     cfg.train.init_at_random_ep_len = False

@@ -34,7 +34,7 @@ from rsl_rl.utils import resolve_class, resolve_obs_groups
 
 from .multi_critic_model import MultiCriticModel
 from .multi_critic_storage import MultiCriticRolloutStorage
-from .std_learning_rate import FIXED_LR_KEY, build_optimizer, convert_optimizer_state
+from .std_learning_rate import FIXED_LR_KEY, GROUP_KEY, build_optimizer, convert_optimizer_state
 
 DEFAULT_GROUP_WEIGHTS: tuple[float, ...] = (2.5, 0.1, 1.0, 1.0)
 """HoST ``reward_group_weights`` for (task, regularization, style, post-task) (HoST ``legged_gym/legged_gym/envs/g1/g1_config_ground.py``)."""
@@ -229,6 +229,8 @@ class MultiCriticPPO(PPO):
         l2c2_policy_coef: float = HOST_L2C2_POLICY_COEF,
         l2c2_value_coef: float = HOST_L2C2_VALUE_COEF,
         std_learning_rate: float | None = None,
+        critic_learning_rate: float | None = None,
+        mask_unapplied_actions: bool = False,
         **kwargs,
     ) -> None:
         """Initialize the algorithm.
@@ -245,6 +247,13 @@ class MultiCriticPPO(PPO):
             std_learning_rate: Fixed Adam learning rate of the action std in a parameter group of its own, outside
                 the adaptive-KL schedule (see :mod:`upright.training.std_learning_rate`); None (default): one group,
                 as in rsl_rl.
+            critic_learning_rate: Fixed Adam learning rate of the critics in a parameter group of their own, outside
+                the adaptive-KL schedule (which follows the actor's KL; the audit of 2026-11 found it pins the critics
+                at the 1e-5 floor); None (default): the critics share the schedule's rate, as in rsl_rl.
+            mask_unapplied_actions: Zero the combined advantage of transitions whose action the env did not apply
+                (``extras["action_applied"]``, (N,) bool: the standup env's unactuated start, where the robot falls
+                whatever the policy does), so they add nothing to the policy gradient; the critics still learn from
+                them. False (default): every transition counts, as in rsl_rl and HoST.
             **kwargs: All other arguments of :class:`~rsl_rl.algorithms.PPO` (clip_param, gamma, lam, ...).
         """
         if kwargs.get("rnd_cfg"):
@@ -273,9 +282,14 @@ class MultiCriticPPO(PPO):
         self.l2c2_policy_coef = float(l2c2_policy_coef)
         self.l2c2_value_coef = float(l2c2_value_coef)
         self.std_learning_rate = std_learning_rate
+        self.critic_learning_rate = critic_learning_rate
+        self.mask_unapplied_actions = bool(mask_unapplied_actions)
+        self._applied = torch.ones(storage.num_transitions_per_env, storage.num_envs, 1, device=self.device)
+        """(T, N, 1) float: 1 where the rollout's action was applied (see ``mask_unapplied_actions``)."""
         self._kl_sum, self._kl_count = 0.0, 0
-        if std_learning_rate is not None:
-            self.optimizer = build_optimizer(self.optimizer, self.actor, self.critic, std_learning_rate)
+        if std_learning_rate is not None or critic_learning_rate is not None:
+            self.optimizer = build_optimizer(self.optimizer, self.actor, self.critic, std_learning_rate,
+                                             critic_learning_rate)  # fmt: skip
 
     @property
     def l2c2_enabled(self) -> bool:
@@ -299,8 +313,10 @@ class MultiCriticPPO(PPO):
         if "time_outs" in extras:
             time_outs = extras["time_outs"].to(self.device).reshape(-1, 1).to(group_rewards.dtype)
             group_rewards = group_rewards + self.gamma * self.transition.values * time_outs  # type: ignore
+        if self.mask_unapplied_actions and "action_applied" in extras and self.storage.step < self._applied.shape[0]:
+            self._applied[self.storage.step] = extras["action_applied"].to(self.device).reshape(-1, 1).float()
         # The parent's own timeout bootstrap assumes a scalar reward: bootstrap here and hide the key from it.
-        parent_extras = {key: value for key, value in extras.items() if key != "time_outs"}
+        parent_extras = {key: value for key, value in extras.items() if key not in ("time_outs", "action_applied")}
         super().process_env_step(obs, group_rewards, dones, parent_extras)
 
     def compute_returns(self, obs: TensorDict) -> None:
@@ -316,6 +332,11 @@ class MultiCriticPPO(PPO):
         st.returns.copy_(returns)
         st.group_advantages.copy_(normalize_group_advantages(advantages))
         st.advantages.copy_(combine_group_advantages(advantages, self.group_weights))
+        if self.mask_unapplied_actions:
+            st.advantages.mul_(self._applied)
+            self.masked_fraction = float(1.0 - self._applied.mean())
+            """Fraction of the last rollout's transitions left out of the policy gradient."""
+            self._applied.fill_(1.0)
 
     def update(self) -> dict[str, float]:
         """PPO update over ``num_learning_epochs`` x ``num_mini_batches`` mini-batches, with HoST's L2C2 term.
@@ -484,13 +505,14 @@ class MultiCriticPPO(PPO):
         if (load_cfg is None or load_cfg.get("optimizer")) and "optimizer_state_dict" in loaded_dict:
             loaded_dict = dict(loaded_dict)
             loaded_dict["optimizer_state_dict"] = convert_optimizer_state(
-                loaded_dict["optimizer_state_dict"], self._raw_actor, self._raw_critic,
-                len(self.optimizer.param_groups), self.std_learning_rate,
+                loaded_dict["optimizer_state_dict"], self._raw_actor, self._raw_critic, self.std_learning_rate,
+                self.critic_learning_rate,
             )
         result = super().load(loaded_dict, load_cfg, strict)
+        rates = {"std": self.std_learning_rate, "critic": self.critic_learning_rate}
         for group in self.optimizer.param_groups:
             if group.get(FIXED_LR_KEY, False):
-                group["lr"] = self.std_learning_rate
+                group["lr"] = rates[group.get(GROUP_KEY, "std")]
         return result
 
     @staticmethod

@@ -65,12 +65,17 @@ class ProgressLogger(Logger):
         head = _mean_of_extra(self.ep_extras, "Metrics/head_height")
         success = _mean_of_extra(self.ep_extras, "Metrics/success")
         level = _mean_of_extra(self.ep_extras, "Curriculum/level")
-        beta = _mean_of_extra(self.ep_extras, "Metrics/action_scale")
-        force = _mean_of_extra(self.ep_extras, "Curriculum/pull_force_level")
-        stood = _mean_of_extra(self.ep_extras, "Metrics/stood_from_posture")
-        curriculum = (f" | beta {beta:.2f}" if beta is not None else "") + (
-            f" | pull {force:.0f} N" if force is not None else ""
-        ) + (f" | stood {100 * stood:.1f} %" if stood is not None else "")
+        getup = _mean_of_extra(self.ep_extras, "Metrics/host_success")
+        if getup is not None:  # recipe=getup: the rising indicators over episodes that did not start standing
+            passed = _mean_of_extra(self.ep_extras, "Metrics/pelvis_passed_0.5")
+            curriculum = f" | pelvis>0.5m {100 * passed:.1f} % | host-success {100 * getup:.1f} %"
+        else:
+            beta = _mean_of_extra(self.ep_extras, "Metrics/action_scale")
+            force = _mean_of_extra(self.ep_extras, "Curriculum/pull_force_level")
+            stood = _mean_of_extra(self.ep_extras, "Metrics/stood_from_posture")
+            curriculum = (f" | beta {beta:.2f}" if beta is not None else "") + (
+                f" | pull {force:.0f} N" if force is not None else ""
+            ) + (f" | stood {100 * stood:.1f} %" if stood is not None else "")
         with contextlib.redirect_stdout(io.StringIO()):  # the parent prints a multi-line block
             super().log(it=it, start_it=start_it, total_it=total_it, collect_time=collect_time,
                         learn_time=learn_time, **kwargs)  # fmt: skip

@@ -1,4 +1,4 @@
-"""A learning rate of its own for the policy's action std, outside the adaptive-KL schedule.
+"""Learning rates of their own for the policy's action std and for the critics, outside the adaptive-KL schedule.
 
 Why: with HoST's actor (456 normalised inputs → [512, 256, 128] ELU → 23 Tanh) Adam's near sign-sized steps move the
 action mean so far that rsl_rl's adaptive-KL schedule (desired KL 0.01) pins the learning rate at its 1e-5 floor from
@@ -10,6 +10,10 @@ policy kept exploring with noise ~0.8 of its full action range.
 
 With ``std_learning_rate`` set, the std parameter gets its own Adam parameter group with that fixed rate; the adaptive
 schedule sets only the other group. ``None`` keeps rsl_rl's single group (the plain HoST update).
+
+``critic_learning_rate`` does the same for the critics (the adaptive schedule follows the ACTOR's KL, so at this
+project's batch sizes it also held the critics at 1e-5: the audit of 2026-11 measured their explained variance rising
+within 8 iterations at a fixed 1e-3). Groups are named (:data:`GROUP_KEY`).
 
 Checkpoints written with one group load into two groups and back: Adam's per-parameter state is re-indexed
 (:func:`convert_optimizer_state`), so a run can switch the option on at a resume.
@@ -60,68 +64,102 @@ def _param_order(actor: nn.Module, critic: nn.Module) -> list[nn.Parameter]:
     return list(chain(actor.parameters(), critic.parameters()))
 
 
-def build_optimizer(
-    optimizer: torch.optim.Optimizer, actor: nn.Module, critic: nn.Module, std_lr: float
-) -> torch.optim.Optimizer:
-    """A fresh optimizer of ``optimizer``'s class and hyperparameters with two groups: group 0 = all actor and critic
-    parameters except the std (lr = ``optimizer``'s lr, adapted by the KL schedule), group 1 = the std alone (lr =
-    ``std_lr``, flagged :data:`FIXED_LR_KEY`).
+GROUP_KEY = "upright_group"
+"""Param-group name: ``main`` (the adaptive-KL schedule's), ``std`` (``train.std_learning_rate``) or ``critic``
+(``train.critic_learning_rate``). A saved state without it is rsl_rl's one group, or ``main`` + ``std`` (the only
+two-group layout before the critic group existed)."""
+
+
+def group_layout(
+    actor: nn.Module, critic: nn.Module, std_lr: float | None, critic_lr: float | None = None
+) -> list[tuple[str, list[nn.Parameter]]]:
+    """The optimizer's parameter groups for these settings, in order: ``main`` (every parameter not in another
+    group, in rsl_rl's order), then ``std`` when ``std_lr`` is set, then ``critic`` when ``critic_lr`` is set.
 
     Raises:
-        ValueError: ``std_lr`` is not > 0, or ``optimizer`` does not hold exactly one group.
+        ValueError: ``std_lr`` is set and the actor has no state-independent std.
     """
-    if not std_lr > 0.0:
-        raise ValueError(f"std_learning_rate must be > 0 (or null to disable), got {std_lr}.")
+    order = _param_order(actor, critic)
+    std = std_parameter(actor) if std_lr is not None else None
+    critic_ids = {id(p) for p in critic.parameters()} if critic_lr is not None else set()
+    groups = [("main", [p for p in order if p is not std and id(p) not in critic_ids])]
+    if std is not None:
+        groups.append(("std", [std]))
+    if critic_lr is not None:
+        groups.append(("critic", [p for p in order if id(p) in critic_ids]))
+    return groups
+
+
+def build_optimizer(
+    optimizer: torch.optim.Optimizer, actor: nn.Module, critic: nn.Module, std_lr: float | None,
+    critic_lr: float | None = None,
+) -> torch.optim.Optimizer:
+    """A fresh optimizer of ``optimizer``'s class and hyperparameters with the groups of :func:`group_layout`: ``main``
+    (lr = ``optimizer``'s, adapted by the KL schedule), ``std`` (lr = ``std_lr``) and ``critic`` (lr = ``critic_lr``),
+    the last two flagged :data:`FIXED_LR_KEY`.
+
+    Raises:
+        ValueError: a rate is not > 0, or ``optimizer`` does not hold exactly one group.
+    """
+    for name, lr in (("std_learning_rate", std_lr), ("critic_learning_rate", critic_lr)):
+        if lr is not None and not lr > 0.0:
+            raise ValueError(f"train.{name} must be > 0 (or null to disable), got {lr}.")
     if len(optimizer.param_groups) != 1:
         raise ValueError(f"expected rsl_rl's single-group optimizer, got {len(optimizer.param_groups)} groups.")
-    std = std_parameter(actor)
-    others = [p for p in _param_order(actor, critic) if p is not std]
     defaults = {k: v for k, v in optimizer.param_groups[0].items() if k != "params"}
-    return type(optimizer)(
-        [{"params": others, **defaults}, {"params": [std], **defaults, "lr": std_lr, FIXED_LR_KEY: True}]
-    )
+    rates = {"std": std_lr, "critic": critic_lr}
+    groups = []
+    for name, params in group_layout(actor, critic, std_lr, critic_lr):
+        extra = {} if name == "main" else {"lr": rates[name], FIXED_LR_KEY: True}
+        groups.append({"params": params, **defaults, **extra, GROUP_KEY: name})
+    return type(optimizer)(groups)
 
 
-def convert_optimizer_state(saved: dict, actor: nn.Module, critic: nn.Module, target_groups: int, std_lr: float | None
-                            ) -> dict:
-    """Re-index a saved optimizer ``state_dict`` between rsl_rl's one-group layout and :func:`build_optimizer`'s
-    two-group layout (either direction); returned unchanged when it already has ``target_groups`` groups.
+def _saved_layout(groups: list[dict]) -> list[str]:
+    """Group names of a saved optimizer state (see :data:`GROUP_KEY`)."""
+    if all(GROUP_KEY in g for g in groups):
+        return [str(g[GROUP_KEY]) for g in groups]
+    return ["main", "std"][: len(groups)] if len(groups) <= 2 else []
 
-    Parameter indices follow each layout's parameter order: one group = :func:`_param_order`; two groups = that order
-    without the std, then the std. Adam's per-parameter moments move with their parameter.
+
+def convert_optimizer_state(
+    saved: dict, actor: nn.Module, critic: nn.Module, std_lr: float | None, critic_lr: float | None = None
+) -> dict:
+    """Re-index a saved optimizer ``state_dict`` to the groups of :func:`group_layout` for ``std_lr`` and ``critic_lr``
+    (from any of those layouts, rsl_rl's one group included); returned unchanged when it already has them.
+
+    Adam's per-parameter moments move with their parameter; every group takes its own settings of this run.
 
     Raises:
-        ValueError: The saved state has neither 1 nor 2 groups, or its parameter count does not match the models.
+        ValueError: the saved state's groups or parameter count do not fit the models (the message names the fix).
     """
     groups = saved["param_groups"]
-    if len(groups) == target_groups:
+    target = group_layout(actor, critic, std_lr, critic_lr)
+    names = _saved_layout(groups)
+    if names == [name for name, _ in target]:
         return saved
-    order = _param_order(actor, critic)
-    std = std_parameter(actor)
-    std_index = next(i for i, p in enumerate(order) if p is std)
-    n = len(order)
-    if sum(len(g["params"]) for g in groups) != n or {len(groups), target_groups} != {1, 2}:
+    n = len(_param_order(actor, critic))
+    source_names = set(names)
+    if sum(len(g["params"]) for g in groups) != n or not names or not source_names <= {"main", "std", "critic"}:
         raise ValueError(
             f"optimizer state with {len(groups)} group(s) and {sum(len(g['params']) for g in groups)} parameters "
-            f"does not fit this model ({n} parameters, {target_groups} group(s)); load the checkpoint with the "
-            "train.std_learning_rate setting it was written with, or without its optimizer state."
+            f"does not fit this model ({n} parameters); load the checkpoint with the train.std_learning_rate and "
+            "train.critic_learning_rate settings it was written with, or without its optimizer state."
         )
-    # one-group index i  <->  two-group index: i (< std), i - 1 (> std), n - 1 (the std)
-    def to_two(i: int) -> int:
-        return n - 1 if i == std_index else (i if i < std_index else i - 1)
-
+    source = group_layout(actor, critic, 1.0 if "std" in source_names else None,
+                          1.0 if "critic" in source_names else None)  # fmt: skip
+    saved_index = {id(p): i for i, p in enumerate(p for _, params in source for p in params)}
+    new_index = {id(p): i for i, p in enumerate(p for _, params in target for p in params)}
+    remap = {saved_index[k]: new_index[k] for k in saved_index}
+    hyper = {k: v for k, v in groups[0].items() if k not in ("params", FIXED_LR_KEY, GROUP_KEY)}
+    rates = {"std": std_lr, "critic": critic_lr}
     out = copy.deepcopy(saved)
-    hyper = {k: v for k, v in groups[0].items() if k != "params"}
-    if target_groups == 2:
-        remap = {i: to_two(i) for i in range(n)}
-        out["param_groups"] = [
-            {**hyper, "params": list(range(n - 1))},
-            {**hyper, "params": [n - 1], "lr": std_lr, FIXED_LR_KEY: True},
-        ]
-    else:
-        remap = {to_two(i): i for i in range(n)}
-        hyper.pop(FIXED_LR_KEY, None)
-        out["param_groups"] = [{**hyper, "params": list(range(n))}]
+    out["param_groups"], start = [], 0
+    for name, params in target:
+        extra = {} if name == "main" else {"lr": rates[name], FIXED_LR_KEY: True}
+        indices = list(range(start, start + len(params)))
+        out["param_groups"].append({**hyper, **extra, GROUP_KEY: name, "params": indices})
+        start += len(params)
     out["state"] = {remap[int(k)]: v for k, v in saved["state"].items()}
     return out
 

@@ -40,11 +40,16 @@ def rsl_rl_config(train: DictConfig) -> dict:
             "l2c2_policy_coef": train.l2c2_policy_coef,
             "l2c2_value_coef": train.l2c2_value_coef,
             "std_learning_rate": train.get("std_learning_rate"),
+            "critic_learning_rate": train.get("critic_learning_rate"),
+            "mask_unapplied_actions": bool(train.get("mask_unapplied_actions", False)),
             "use_clipped_value_loss": True,
             "use_mixed_precision": bool(train.get("use_mixed_precision", False)),
         },
         "actor": {
-            "class_name": "upright.training.multi_critic_model:TanhActorModel",
+            "class_name": (
+                "upright.training.multi_critic_model:TanhActorModel" if train.get("actor_tanh", True)
+                else "rsl_rl.models:MLPModel"
+            ),
             "hidden_dims": list(train.actor_hidden_dims),
             "activation": "elu",
             "obs_normalization": train.obs_normalization,

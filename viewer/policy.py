@@ -100,6 +100,34 @@ def policy_action_mode(policy: str) -> str | None:
     return str(OmegaConf.load(config).get("env", {}).get("action_mode", "relative"))
 
 
+def policy_mdp(policy: str) -> str | None:
+    """The standup ``env.mdp`` (``host`` | ``getup``) the policy ``policy=`` names was trained with, so that play and
+    evaluation build that MDP's env: an ONNX file's metadata ``mdp`` (``host`` when absent), a checkpoint's run config
+    ``env.mdp`` (``host`` when the config predates it). None for ``zero``, ``random``, a file that cannot be read
+    (loading it reports why) or a non-standup policy."""
+    import json
+
+    from omegaconf import OmegaConf
+
+    from upright.training.export import run_config_for
+
+    if policy in ("zero", "random"):
+        return None
+    try:
+        path = resolve_policy_path(policy)
+        if path.suffix == ".onnx":
+            import onnx
+
+            meta = {e.key: json.loads(e.value) for e in onnx.load(str(path), load_external_data=False).metadata_props}
+            return str(meta.get("mdp", "host")) if meta.get("task") == "standup" else None
+        config = OmegaConf.load(run_config_for(path))
+        if str(config.get("task_name", "standup")) != "standup":
+            return None
+        return str(config.get("env", {}).get("mdp", "host"))
+    except Exception:  # noqa: BLE001 - not a readable file or config: load_policy says why
+        return None
+
+
 def expected_metadata(task_name: str, env) -> dict:
     """The ONNX metadata an exported policy of ``task_name`` carries for this env (what train.py writes)."""
     from upright.tasks.registry import policy_metadata

@@ -172,6 +172,16 @@ class Session:
         pass
 
 
+def _policy_recipe_env(mdp: str | None, cfg) -> dict:
+    """The ``env.*`` values (keys without ``env.``) of the recipe of ``mdp`` when the config runs another MDP: a
+    ``recipe=getup`` policy played with the default config gets the get-up env; empty otherwise."""
+    from upright.conf import RECIPES
+
+    if mdp != "getup" or OmegaConf.select(cfg, "env.mdp", default=None) in (None, "getup"):
+        return {}
+    return {k.removeprefix("env."): v for k, v in RECIPES["getup"].items() if k.startswith("env.")}
+
+
 def _play_env_cfg(env_cfg, variant: Variant, randomize: bool):
     cfg = apply_variant(env_cfg, variant)
     if isinstance(cfg, DictConfig):
@@ -185,6 +195,8 @@ def _play_env_cfg(env_cfg, variant: Variant, randomize: bool):
         cfg.state_archive.fraction = 0.0
     if "rise_path" in cfg:
         cfg.rise_path.fraction = 0.0
+    if "getup" in cfg:  # env.mdp=getup: from the variant's posture too
+        cfg.getup.stand_fraction = cfg.getup.fall_fraction = 0.0
     if not randomize:
         for key in ("obs_noise",):  # randomisation switches of the task config
             if key in cfg:
@@ -210,7 +222,7 @@ class PolicySession(Session):
     def __init__(self, cfg: DictConfig):
         super().__init__()
         from upright.tasks.standup.rewards import REWARD_GROUPS
-        from upright.viewer.policy import load_policy, policy_action_mode
+        from upright.viewer.policy import load_policy, policy_action_mode, policy_mdp
 
         self.cfg = cfg
         self.task_name = str(cfg.task_name)
@@ -223,6 +235,10 @@ class PolicySession(Session):
         self.beta = None if beta is None else float(beta)
         """Fixed action scale β of tasks that have one (standup); None for tasks without (lift)."""
         self.randomize = bool(cfg.get("randomize", False))
+        self.recipe_env = _policy_recipe_env(policy_mdp(str(cfg.policy)), cfg)
+        """``env.*`` values of the recipe whose MDP the policy was trained in (``recipe=getup``), else empty."""
+        if cfg.get("beta") is None and "curriculum.beta_init" in self.recipe_env:
+            self.beta = float(self.recipe_env["curriculum.beta_init"])
         self.action_mode = policy_action_mode(str(cfg.policy))
         """The policy's ``env.action_mode`` (:func:`~upright.viewer.policy.policy_action_mode`; None: the config's)."""
         configured = OmegaConf.select(cfg, "env.action_mode", default=None)  # None: a task without the setting (lift)
@@ -255,6 +271,10 @@ class PolicySession(Session):
         if self._keep_cfg_env:
             variant = Variant(variant.name, variant.posture, variant.terrain)  # no overrides
         env_cfg = _play_env_cfg(cfg.env, variant, self.randomize)
+        for key, value in self.recipe_env.items():  # the policy's MDP (recipe=getup), whatever the config says
+            OmegaConf.update(env_cfg, key, value, merge=False)
+        if "getup" in env_cfg:
+            env_cfg.getup.stand_fraction = env_cfg.getup.fall_fraction = 0.0
         if self.action_mode is not None:  # actions mean what they meant in training
             env_cfg.action_mode = self.action_mode
         if self.action_mode == "ee_delta":  # and the ee step and workspace floor too

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from upright.tasks.standup.assisted_start import AssistedStartCfg
 from upright.tasks.standup.curriculum import CurriculumCfg
+from upright.tasks.standup.getup.config import GetupCfg
 from upright.tasks.standup.randomization import DisturbanceCfg, DomainRandCfg
 from upright.tasks.standup.rise_path import RisePathCfg
 from upright.tasks.standup.state_archive import StateArchiveCfg
@@ -23,6 +24,12 @@ from upright.tasks.standup.state_archive import StateArchiveCfg
 class StandupEnvCfg:
     """Env settings: episode, action, observation, reset randomisation."""
 
+    mdp: str = "host"
+    """The MDP: ``host`` (HoST's rewards, starts, observations and gains) or ``getup`` (the get-up MDP of MuJoCo
+    Playground and mjlab_playground, :mod:`upright.tasks.standup.getup`; ``recipe=getup`` sets it with its PPO
+    settings). Evaluation, export and play run either."""
+    getup: GetupCfg = field(default_factory=GetupCfg)
+    """Settings of ``mdp=getup`` (ignored by ``host``)."""
     terrain: str = "ground"
     """Terrain: ground | platform | wall | slope (set with the top-level ``terrain=<name>``, which also sets
     the terrain's values of the fields below)."""

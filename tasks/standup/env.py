@@ -83,7 +83,7 @@ class StandupEnv(VecEnv):
         """HoST's settings of the terrain (:class:`~upright.tasks.standup.terrains.TerrainSpec`)."""
         self.terrain_layout = terrain_layout(cfg.terrain)
         """The sub-terrains in the model."""
-        self.model = standup_scene(PhysicsOptions(timestep=sim_cfg.timestep), cfg.terrain, self.terrain.kp_overrides)
+        self.model = self._build_model(sim_cfg)
         self.sim = make_sim(sim_cfg.backend, self.model, cfg.num_envs, sim_cfg.num_threads, self.device)
         self.num_envs = cfg.num_envs
         self.step_dt = sim_cfg.timestep * cfg.decimation
@@ -92,7 +92,7 @@ class StandupEnv(VecEnv):
         self._init_indices()
         self.num_actions = len(g1.POLICY_JOINT_NAMES)
         self.num_obs_per_step = sum(observation_dims(self.num_actions))
-        self.reward_manager = RewardManager(standup_reward_terms(cfg.terrain, cfg.posture), GROUPS, dt=self.step_dt)
+        self.reward_manager = RewardManager(*self._reward_setup(), dt=self.step_dt)
         self.reward_group_names = tuple(self.reward_manager.group_names)
         """Reward groups, in the column order of ``extras["reward_groups"]`` (one critic each)."""
         n, j, dev = self.num_envs, self.num_actions, self.device
@@ -131,9 +131,21 @@ class StandupEnv(VecEnv):
         self.reset_all()
 
     # ------------------------------------------------------------------ set-up
+    def _build_model(self, sim_cfg: SimCfg) -> mujoco.MjModel:
+        """The compiled scene of ``cfg.terrain`` (HoST's gains, with the terrain's Kp overrides)."""
+        return standup_scene(PhysicsOptions(timestep=sim_cfg.timestep), self.cfg.terrain, self.terrain.kp_overrides)
+
+    def _robot_info(self) -> g1.RobotInfo:
+        """The G1's per-joint constants the env and the policy metadata use (HoST's gains)."""
+        return g1.robot_info()
+
+    def _reward_setup(self) -> tuple[list, tuple]:
+        """(reward terms, reward groups) of HoST's recipe for the terrain and posture."""
+        return standup_reward_terms(self.cfg.terrain, self.cfg.posture), GROUPS
+
     def _init_indices(self) -> None:
         m = self.model
-        info = g1.robot_info()
+        info = self._robot_info()
         if self.terrain.kp_overrides:  # the compiled actuators' Kp (slope: hip 100, knee 150)
             info = dataclasses.replace(info, kp=m.actuator_gainprm[:, 0].astype(float).copy())
         self.robot = info
@@ -182,8 +194,8 @@ class StandupEnv(VecEnv):
         """(N,) index of each env's current sub-terrain in :attr:`terrain_layout`."""
         rng = torch.tensor(m.jnt_range[jids], dtype=torch.float32, device=dev)
         self.joint_lower, self.joint_upper = rng[:, 0], rng[:, 1]
-        mid, half = rng.mean(dim=1), 0.5 * (rng[:, 1] - rng[:, 0]) * g1.SOFT_LIMIT_FACTOR
-        self.q_soft_lower, self.q_soft_upper = (mid - half)[pol], (mid + half)[pol]
+        soft_lower, soft_upper = g1.soft_position_limits(rng[:, 0], rng[:, 1])
+        self.q_soft_lower, self.q_soft_upper = soft_lower[pol], soft_upper[pol]
         self.dq_limit = torch.tensor(info.velocity_limit, dtype=torch.float32, device=dev)[pol]
 
         def site(name: str) -> int:
@@ -273,11 +285,12 @@ class StandupEnv(VecEnv):
 
         Returns:
             obs, rewards (N,) (sum over the 4 groups, for logging), dones (N,) long, and extras with
-            ``time_outs`` (N,) bool, ``reward_groups`` (N, 4) float32 and ``episode`` log scalars.
+            ``time_outs`` (N,) bool, ``reward_groups`` (N, 4) float32, ``episode`` log scalars and
+            ``action_applied`` (N,) bool (False in the unactuated start, where the action was ignored).
         """
         cfg = self.cfg
         a = actions.to(self.device).clamp(-cfg.action_clip, cfg.action_clip)
-        actuated = (self.episode_length_buf >= cfg.unactuated_steps).unsqueeze(-1)
+        actuated = self._actuated().unsqueeze(-1)
         a = torch.where(actuated, a, torch.zeros_like(a))
         self.last_last_actions.copy_(self.last_actions)
         self.last_actions.copy_(self.actions)
@@ -333,8 +346,13 @@ class StandupEnv(VecEnv):
             self.start_head_height[done_ids] = state.head_height[done_ids]
         self.state = state
         self._update_history()
-        extras = {"time_outs": time_outs, "reward_groups": group_rewards, "episode": episode_log}
+        extras = {"time_outs": time_outs, "reward_groups": group_rewards, "episode": episode_log,
+                  "action_applied": actuated.squeeze(-1)}  # fmt: skip
         return self.get_observations(), group_rewards.sum(dim=1), dones.long(), extras
+
+    def _actuated(self) -> torch.Tensor:
+        """(N,) bool: the envs whose action is applied this env step (past the unactuated start)."""
+        return self.episode_length_buf >= self.cfg.unactuated_steps
 
     def _apply_pull_force(self, actuated: torch.Tensor) -> None:
         """Set the torso's wrench for this env step from the state at its start (gated per env): the curriculum's

@@ -51,7 +51,14 @@ class DomainRandCfg:
     restitution coefficient: the contact's e (see :attr:`average_with_terrain`) sets the contact damping ratio
     ζ = -ln e / sqrt(π² + ln² e) (a linear spring-damper bounces with e = exp(-ζπ / sqrt(1 - ζ²));
     e = 0 -> ζ = 1, the compiled contacts), written to every geom's ``solref`` in MuJoCo's direct form
-    (-stiffness, -damping) with the compiled stiffness kept, see :func:`contact_solref`."""
+    (-stiffness, -damping) with the compiled stiffness kept, see :func:`contact_solref`; only when
+    :attr:`restitution_as_damping` is on (off by default: the sampled value is then recorded, not applied)."""
+    restitution_as_damping: bool = False
+    """Apply :attr:`restitution` as the damping ratio of every contact. Off by default: PhysX (HoST's simulator)
+    applies restitution only to impacts faster than its bounce threshold (0.5 m/s by default), while a MuJoCo
+    damping ratio acts on every contact, resting ones included: at ζ = 0.14 a foot dropped 1 cm onto the floor
+    loses and regains contact for hundreds of ms (``tests/standup/test_fidelity.py``). MuJoCo has no
+    velocity-gated restitution, so upright keeps the compiled, critically damped contacts."""
     average_with_terrain: bool = True
     """Combine as HoST's simulator did: PhysX (Isaac Gym) gives a contact the average of its two shapes'
     friction and restitution, so HoST's robot met the ground's :attr:`terrain_friction` and
@@ -65,10 +72,11 @@ class DomainRandCfg:
     link_mass_scale: tuple[float, float] = (0.8, 1.2)
     """Factor on each robot link's mass, per link and env, at creation (HoST spec §6 "Link mass (all links)").
     upright also scales the link's rotational inertia by it (a density change); Isaac Gym changes the mass only."""
-    torso_payload: tuple[float, float] = (-2.0, 5.0)
-    """Mass added to ``torso_link`` after the link scaling, kg, at creation (HoST spec §6 "Torso payload";
-    a point mass at the COM: inertia unchanged). HoST's code loses it: its link-mass loop overwrites the torso
-    mass afterwards (spec §6 "Payload bug"); upright applies both the link scale and the payload."""
+    torso_payload: tuple[float, float] = (0.0, 0.0)
+    """Mass added to ``torso_link`` after the link scaling, kg, at creation (a point mass at the COM: inertia
+    unchanged). Off (0, 0) by default, as HoST actually trained: its config lists -2..+5 kg (spec §6 "Torso
+    payload"), but its link-mass loop overwrites the torso mass afterwards (spec §6 "Payload bug"), so HoST's
+    policies never felt it. ``env.domain_rand.torso_payload=[-2,5]`` applies the published range."""
     torso_com_offset: tuple[float, float] = (-0.03, 0.03)
     """Offset of ``torso_link``'s COM (``body_ipos``), m, times :attr:`torso_com_offset_axis_scale` per axis of
     the torso frame, at creation (HoST spec §6: U(-0.03, 0.03) x [4, 4, 2], i.e. ±0.12 m x/y, ±0.06 m z)."""
@@ -353,7 +361,7 @@ class StandupRandomizer:
             friction = torch.tensor(m.geom_friction, dtype=torch.float32, device=self.device).repeat(n, 1, 1)
             friction[:, :, 0] = self.friction[:, None]
             self.sim.set_model_field("geom_friction", all_ids, friction)
-        if self.enabled:
+        if self.enabled and dr.restitution_as_damping:
             zeta = restitution_to_damping_ratio(self.restitution.double())
             solref = contact_solref(torch.tensor(m.geom_solref), zeta, float(m.opt.timestep)).to(self.device)
             self.sim.set_model_field("geom_solref", all_ids, solref)

@@ -31,7 +31,15 @@ def set_position_gains(spec: mujoco.MjSpec, kp_by_key: Sequence[tuple[str, float
 def standup_scene(
     physics: PhysicsOptions | None = None, terrain: str = "ground", kp_overrides: Sequence[tuple[str, float]] = ()
 ) -> mujoco.MjModel:
-    """Compile the standup scene (floor plane + ``terrain``'s sub-terrains + G1) into an ``MjModel``.
+    """Compile the standup scene (floor plane + ``terrain``'s sub-terrains + G1) into an ``MjModel``: the compiled
+    :func:`standup_spec`. Arguments and errors as :func:`standup_spec`."""
+    return standup_spec(physics, terrain, kp_overrides).compile()
+
+
+def standup_spec(
+    physics: PhysicsOptions | None = None, terrain: str = "ground", kp_overrides: Sequence[tuple[str, float]] = ()
+) -> mujoco.MjSpec:
+    """The standup scene (floor plane + ``terrain``'s sub-terrains + G1) as an ``MjSpec``, ready to compile.
 
     Adds the foot contact sensors (:func:`~upright.tasks.standup.foot_contact.add_foot_contact_sensors`) that
     the feet-stumble reward reads.
@@ -58,4 +66,4 @@ def standup_scene(
     add_foot_contact_sensors(spec)
     set_position_gains(spec, kp_overrides)
     apply_physics_options(spec, physics or PhysicsOptions())
-    return spec.compile()
+    return spec

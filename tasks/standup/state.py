@@ -34,9 +34,9 @@ class StandupState:
     last_last_action: torch.Tensor
     """(N, J) a_{t-2}."""
     q_soft_lower: torch.Tensor
-    """(J,) soft lower position limits (0.9 x URDF range about its centre), rad."""
+    """(J,) soft lower position limits (0.9 x the URDF lower limit, HoST; :func:`upright.robots.g1.soft_position_limits`), rad."""
     q_soft_upper: torch.Tensor
-    """(J,) soft upper position limits, rad."""
+    """(J,) soft upper position limits (0.9 x the URDF upper limit), rad."""
     dq_limit: torch.Tensor
     """(J,) joint velocity limits (URDF, not yet scaled by 0.9), rad/s."""
     base_pos: torch.Tensor

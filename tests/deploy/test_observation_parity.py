@@ -81,3 +81,33 @@ def test_stacked_history_matches_the_env_from_the_first_actuated_step(recorded):
             np.testing.assert_allclose(flat[0], st["obs"][i].numpy(), atol=1e-6, rtol=0)
             compared += 1
         assert compared == STEPS - UNACTUATED + 1
+
+
+def test_a_getup_policy_file_gives_the_daemon_the_getup_actors_observation(tmp_path):
+    """``recipe=getup``: the daemon reads the file's terms and scales (one frame, scale 1) and rebuilds the get-up
+    env's actor observation from the robot's readings (encoder joint positions, pelvis IMU), to 1e-6."""
+    from deploy_testlib import write_linear_policy
+
+    from upright.tasks.registry import policy_metadata
+    from upright.tasks.standup.getup.env import GetupEnv
+    from upright.tasks.standup.randomization import DomainRandCfg
+
+    cfg = StandupEnvCfg(num_envs=2, mdp="getup", obs_noise=False, domain_rand=DomainRandCfg(enabled=False))
+    cfg.curriculum.enabled, cfg.curriculum.beta_init = False, 0.6
+    cfg.getup.stand_fraction, cfg.getup.fall_fraction = 0.5, 0.5
+    env = GetupEnv(cfg, SimCfg(num_threads=1), seed=3)
+    try:
+        path = write_linear_policy(tmp_path / "getup.onnx", 75, 23, policy_metadata("standup", env), gain=0.003)
+        spec = load_policy_spec(path, g1_29dof())
+        assert spec.history_length == 1 and spec.action_scale == pytest.approx(0.6)
+        builder = ObservationBuilder(spec)
+        gen = torch.Generator().manual_seed(0)
+        for _ in range(8):
+            obs, _, _, _ = env.step(torch.randn(2, 23, generator=gen) * 0.5)
+            s = env.state
+            for i in range(2):
+                frame = builder.frame(s.q[i].numpy(), s.dq[i].numpy(), s.base_ang_vel[i].numpy(),
+                                      s.base_quat[i].numpy(), s.action[i].numpy())  # fmt: skip
+                np.testing.assert_allclose(frame, obs["actor"][i].numpy(), atol=1e-6, rtol=0)
+    finally:
+        env.close()

@@ -125,7 +125,7 @@ def test_samples_lie_in_hosts_ranges_differ_across_envs_and_reach_the_model(env1
     limit = torch.tensor(info.torque_limit[info.policy_joint_ids], dtype=torch.float32)
     # contact coefficients: the robot's sample averaged with HoST's ground (0.8, 0.3), as PhysX combines them
     for values, lo, hi in (
-        (r.friction, 0.45, 0.9), (r.restitution, 0.15, 0.65), (r.link_mass_scale, 0.8, 1.2), (r.payload, -2.0, 5.0),
+        (r.friction, 0.45, 0.9), (r.restitution, 0.15, 0.65), (r.link_mass_scale, 0.8, 1.2),
         (r.kp_factor, 0.85, 1.15), (r.kd_factor, 0.85, 1.15), (r.motor_strength, 0.9, 1.1),
         (r.torque_offset / limit, -0.05, 0.05), (r.delay.delay.float(), 0, 4),
     ):  # fmt: skip
@@ -149,6 +149,20 @@ def test_samples_lie_in_hosts_ranges_differ_across_envs_and_reach_the_model(env1
     inertia_ratio = f["body_inertia"][:, pelvis] / torch.tensor(m.body_inertia[pelvis])
     torch.testing.assert_close(inertia_ratio, ratio[:, None].expand(n, 3))
     assert torch.all(f["body_mass"][:, 0] == 0)  # the world body is not a link
+    # by default no payload (HoST never trained with one) and the compiled, critically damped contacts
+    assert torch.all(r.payload == 0)
+    torch.testing.assert_close(f["geom_solref"], torch.tensor(m.geom_solref).expand(n, -1, -1))
+
+
+def test_published_payload_and_restitution_as_damping_reach_the_model_when_asked():
+    n = 16
+    env = make_env(n, seed=2, domain_rand=DomainRandCfg(torso_payload=(-2.0, 5.0), restitution_as_damping=True))
+    r, m, f = env.randomizer, env.model, fields(env)
+    assert r.payload.min() >= -2.0 and r.payload.max() <= 5.0 and r.payload.unique().numel() > 1
+    torso = body(env, "torso_link")
+    col = int((r._robot_bodies == torso).nonzero()[0, 0])
+    expected = float(m.body_mass[torso]) * r.link_mass_scale[:, col].double() + r.payload.double()
+    torch.testing.assert_close(f["body_mass"][:, torso], expected, rtol=1e-6, atol=1e-6)
     # damping of every contact: b = 2ζ·sqrt(k), k = 1/0.02² (the compiled solref (0.02, 1))
     zeta = -f["geom_solref"][:, :, 1] / (2 * 50.0)
     torch.testing.assert_close(f["geom_solref"][:, :, 0], torch.full((n, m.ngeom), -2500.0, dtype=torch.float64))

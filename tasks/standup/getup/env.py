@@ -1,0 +1,213 @@
+"""The get-up env (``env.mdp=getup``, set by ``recipe=getup``): the standup env's scene, step, domain randomisation,
+evaluation and export, with the get-up MDP's gains, resets, observations and rewards.
+
+What it changes in :class:`~upright.tasks.standup.env.StandupEnv` (the terms live in this package's files):
+
+- **gains** (:mod:`.actions`): each policy joint's Kp/Kd from its motor's reflected inertia at 5 Hz, ζ = 2;
+- **resets** (:mod:`.events`): standing (40 %, acting at once) or dropped from 0.8 m with a random orientation
+  (60 %, then the ``env.unactuated_steps`` settle), or the HoST posture (the remainder; the evaluation's start);
+- **observations** (:mod:`.observations`): one frame of pelvis gyro, projected gravity, joint positions (with an
+  encoder bias), joint velocities and the last action; the critic also gets the torso's gravity and the pelvis
+  velocity;
+- **rewards** (:mod:`.rewards`): one group, torso uprightness, torso and pelvis height, gated posture and
+  regularisation.
+
+The pull-force curriculum is off and β fixed (``recipe=getup`` sets ``env.curriculum``); HoST's extra start
+levers (assisted, archive, rise path) are refused.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import mujoco
+import torch
+from tensordict import TensorDict
+
+from upright.managers.observation import compute_frame
+from upright.robots import g1
+from upright.sim.options import PhysicsOptions
+from upright.tasks.standup.config import SimCfg, StandupEnvCfg
+from upright.tasks.standup.env import StandupEnv
+from upright.tasks.standup.getup import events
+from upright.tasks.standup.getup.actions import getup_robot_info, set_actuator_gains
+from upright.tasks.standup.getup.config import validate_getup
+from upright.tasks.standup.getup.observations import ACTOR_TERMS, CRITIC_TERMS, OBS_CLIP, GetupState
+from upright.tasks.standup.getup.rewards import GROUP, getup_reward_terms
+from upright.tasks.standup.scene import standup_spec
+
+STOOD_HEIGHT_MARGIN = 0.02
+"""``Metrics/stood``: the pelvis within this of its standing height, m (mjlab_playground ``getup_success``)."""
+
+
+def add_getup_sensors(spec: mujoco.MjSpec) -> None:
+    """Add the sensors the get-up terms read: ``torso_pos`` (framepos of body torso_link, world, m),
+    ``torso_upvector`` (world z axis in the ``imu_in_torso`` site frame) and ``self_collision`` (``contact``
+    sensor, the pelvis subtree against itself, strongest contact's force; native MuJoCo, MuJoCo Warp)."""
+    s = spec.add_sensor(name="torso_pos", type=mujoco.mjtSensor.mjSENS_FRAMEPOS, objname="torso_link")
+    s.objtype = mujoco.mjtObj.mjOBJ_BODY
+    s = spec.add_sensor(name="torso_upvector", type=mujoco.mjtSensor.mjSENS_FRAMEZAXIS, objname="world",
+                        refname="imu_in_torso")  # fmt: skip
+    s.objtype, s.reftype = mujoco.mjtObj.mjOBJ_BODY, mujoco.mjtObj.mjOBJ_SITE
+    s = spec.add_sensor(name="self_collision", type=mujoco.mjtSensor.mjSENS_CONTACT, objname="pelvis",
+                        refname="pelvis")  # fmt: skip
+    s.objtype, s.reftype = mujoco.mjtObj.mjOBJ_XBODY, mujoco.mjtObj.mjOBJ_XBODY
+    s.intprm = [(1 << 0) | (1 << 1), 2, 1]  # data: found, force (contact frame); reduce maxforce; one contact
+
+
+class GetupEnv(StandupEnv):
+    """G1 getting up (``env.mdp=getup``), N envs in parallel; arguments, returns and errors as
+    :class:`~upright.tasks.standup.env.StandupEnv`, plus a ValueError for bad ``env.getup.*`` settings or a HoST
+    start lever switched on."""
+
+    def __init__(self, cfg: StandupEnvCfg, sim_cfg: SimCfg | None = None, device: str = "cpu", seed: int = 0):
+        validate_getup(cfg.getup, cfg.terrain)
+        for lever in ("assisted_start", "state_archive", "rise_path"):
+            if float(getattr(cfg, lever).fraction) > 0:
+                raise ValueError(f"env.{lever}.fraction is a HoST-recipe lever; env.mdp=getup has its own starts "
+                                 f"(env.getup.stand_fraction, fall_fraction): set env.{lever}.fraction=0")  # fmt: skip
+        gcfg = cfg.getup
+        self._getup_info = getup_robot_info(gcfg.natural_freq_hz, gcfg.damping_ratio)
+        n = cfg.num_envs
+        self.encoder_bias = torch.zeros(n, len(g1.POLICY_JOINT_NAMES), device=device)
+        """(N, J) constant encoder offset per env and policy joint, rad (0 with ``env.domain_rand.enabled=false``)."""
+        self._cfg_for_bias = cfg
+        self.draw_encoder_bias(seed)
+        self.start_kind = torch.full((n,), events.POSTURE, dtype=torch.long, device=device)
+        """(N,) start kind of each env's episode (:data:`~upright.tasks.standup.getup.events.STAND` etc.)."""
+        self.peak_pelvis = torch.zeros(n, device=device)
+        """(N,) highest pelvis z of the episode's actuated steps, m."""
+        self.stood = torch.zeros(n, dtype=torch.bool, device=device)
+        """(N,) the episode has reached ``Metrics/stood`` (torso upright, pelvis at its standing height)."""
+        self.host_above = torch.zeros(n, dtype=torch.bool, device=device)
+        self.host_fell = torch.zeros(n, dtype=torch.bool, device=device)
+        super().__init__(cfg, sim_cfg, device, seed)
+
+    def draw_encoder_bias(self, seed: int) -> None:
+        """Draw :attr:`encoder_bias` from U(±``env.getup.encoder_bias``) with a generator seeded from ``seed`` (as at
+        construction; zeros when domain randomisation is off)."""
+        cfg = self._cfg_for_bias
+        rng = torch.Generator().manual_seed(int(seed) + 2_000_003)
+        bias = (2.0 * torch.rand(self.encoder_bias.shape, generator=rng) - 1.0) * float(cfg.getup.encoder_bias)
+        self.encoder_bias.copy_(bias if cfg.domain_rand.enabled else torch.zeros_like(bias))
+
+    # ------------------------------------------------------------------ set-up hooks
+    def _build_model(self, sim_cfg: SimCfg) -> mujoco.MjModel:
+        spec = standup_spec(PhysicsOptions(timestep=sim_cfg.timestep), self.cfg.terrain)
+        set_actuator_gains(spec, self._getup_info.kp, self._getup_info.kd)
+        add_getup_sensors(spec)
+        return spec.compile()
+
+    def _robot_info(self) -> g1.RobotInfo:
+        return self._getup_info
+
+    def _reward_setup(self) -> tuple[list, tuple]:
+        return getup_reward_terms(self.cfg.getup, self.torso_target, self.pelvis_target), (GROUP,)
+
+    def _init_indices(self) -> None:
+        super()._init_indices()
+        m = self.model
+
+        def sensor(name: str) -> slice:
+            sid = mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_SENSOR, name)
+            adr = int(m.sensor_adr[sid])
+            return slice(adr, adr + int(m.sensor_dim[sid]))
+
+        self._torso_pos, self._torso_up = sensor("torso_pos"), sensor("torso_upvector")
+        sc = sensor("self_collision")
+        self._self_force = slice(sc.start + 1, sc.start + 4)
+        pose = {int(a): float(q) for a, q in zip(self._q_adr, self.default_pose.cpu())}
+        self.pelvis_target, self.torso_target = events.standing_heights(m, pose, self._torso_body)
+        """Heights of the pelvis and the torso_link origin standing in the default pose, m (the rewards' h*)."""
+        self._default_q = self.default_pose[self._policy_ids]
+
+    # ------------------------------------------------------------------ state and observations
+    def _read_state(self) -> GetupState:
+        base = super()._read_state()
+        data = self.sim.state.sensordata
+        return GetupState(
+            **{f.name: getattr(base, f.name) for f in dataclasses.fields(base)},
+            torso_pos=data[:, self._torso_pos],
+            torso_projected_gravity=-data[:, self._torso_up],
+            q_encoder=base.q + self.encoder_bias,
+            default_q=self._default_q,
+            self_collision_force=data[:, self._self_force].norm(dim=1),
+        )
+
+    def get_observations(self) -> TensorDict:
+        """Actor (N, 75) and critic (N, 78) observations: one frame each (:mod:`.observations`)."""
+        return TensorDict({"actor": self._actor_obs, "critic": self._critic_obs}, batch_size=[self.num_envs],
+                          device=self.device)  # fmt: skip
+
+    def _update_history(self) -> None:
+        scale = self.randomizer.obs_noise_scale(bool(self.cfg.obs_noise))
+        self._actor_obs = compute_frame(ACTOR_TERMS, self.state.as_measured(), scale, self.rng, OBS_CLIP)
+        self._critic_obs = compute_frame(CRITIC_TERMS, self.state, 0.0, None, OBS_CLIP)
+
+    # ------------------------------------------------------------------ resets
+    def reset_envs(self, env_ids: torch.Tensor) -> None:
+        """Start new episodes in ``env_ids``: standing, dropped or from the HoST posture (:mod:`.events`)."""
+        m = env_ids.numel()
+        if m == 0:
+            return
+        cfg, g, dev = self.cfg, self.cfg.getup, self.device
+        kind = events.choose_start_kind(m, g.stand_fraction, g.fall_fraction, self.rng).to(dev)
+        (lo, hi), (olo, ohi) = self.randomizer.init_joint_ranges(cfg.init_joint_scale, cfg.init_joint_offset)
+        scale = lo + (hi - lo) * torch.rand(m, self.robot.kp.size, generator=self.rng).to(dev)
+        offset = olo + (ohi - olo) * torch.rand(m, self.robot.kp.size, generator=self.rng).to(dev)
+        joints = (self.reset_pose * scale + offset).clamp(self.joint_lower, self.joint_upper)
+        qpos = torch.zeros(m, self.model.nq, device=dev)
+        qvel = torch.zeros(m, self.model.nv, device=dev)
+        sub, qpos[:, 0:3], qpos[:, 3:7] = self._starts.sample(m, self.rng)
+        fall, stand = kind == events.FALL, kind == events.STAND
+        k = int(fall.sum())
+        if k:
+            joints[fall] = events.fallen_joints(k, self.joint_lower, self.joint_upper, g.fall_joint_fraction, self.rng)
+            qpos[fall, 2] = float(g.fall_height)
+            qpos[fall, 3:7] = events.random_quaternions(k, self.rng).to(dev)
+            qvel[fall, 0:6] = events.uniform_velocities(k, 6, g.fall_velocity, self.rng).to(dev)
+            qvel[fall.nonzero().flatten()[:, None], self._v_adr] = events.uniform_velocities(
+                k, self._v_adr.numel(), g.fall_velocity, self.rng).to(dev)  # fmt: skip
+        k = int(stand.sum())
+        if k:
+            joints[stand] = self.default_pose
+            qpos[stand, 2] = self.pelvis_target + STOOD_HEIGHT_MARGIN
+            qpos[stand, 3:7] = torch.tensor([1.0, 0.0, 0.0, 0.0], device=dev)
+        joints[:, self._held_ids] = self.default_pose[self._held_ids]
+        qpos[:, self._q_adr] = joints
+        self.sub_terrain[env_ids] = sub
+        self.sim.reset_envs(env_ids, qpos, qvel)
+        self.randomizer.on_reset(env_ids, qpos[:, self._q_adr])
+        self.episode.reset(env_ids)
+        self.start_kind[env_ids] = kind
+        for buf in (self.actions, self.last_actions, self.last_last_actions, self.prev_dq):
+            buf[env_ids] = 0.0
+        self.p_target[env_ids] = qpos[:, self._pq_adr]
+        for buf in (self.peak_pelvis, self.stood, self.host_above, self.host_fell):
+            buf[env_ids] = 0
+
+    def _actuated(self) -> torch.Tensor:
+        """Standing starts act from their first step; the others after the ``env.unactuated_steps`` settle."""
+        return (self.episode_length_buf >= self.cfg.unactuated_steps) | (self.start_kind == events.STAND)
+
+    # ------------------------------------------------------------------ logging
+    def _log_step(self, state, group_rewards, terms, dones) -> dict[str, torch.Tensor]:
+        """The standup env's log plus the get-up indicators over finished episodes that did not start standing:
+        ``Metrics/pelvis_passed_0.5`` (the pelvis rose above 0.5 m), ``Metrics/stood`` (torso upright and pelvis at
+        its standing height at some step) and ``Metrics/host_success`` (HoST's ground criterion: pelvis above 0.7 m,
+        then never below 0.5 m)."""
+        actuated = self._actuated()
+        z = state.base_pos[:, 2]
+        self.peak_pelvis = torch.where(actuated, torch.maximum(self.peak_pelvis, z), self.peak_pelvis)
+        upright = state.torso_tilt_error < self.cfg.getup.success_tilt
+        self.stood |= actuated & upright & (z > self.pelvis_target - STOOD_HEIGHT_MARGIN)
+        self.host_fell |= self.host_above & (z < 0.5)
+        self.host_above |= actuated & (z > 0.7)
+        log = super()._log_step(state, group_rewards, terms, dones)
+        done = dones & (self.start_kind != events.STAND)
+        if done.any():
+            log["Metrics/pelvis_passed_0.5"] = (self.peak_pelvis[done] > 0.5).float()
+            log["Metrics/stood"] = self.stood[done].float()
+            log["Metrics/host_success"] = (self.host_above & ~self.host_fell)[done].float()
+            log["Metrics/peak_pelvis_height"] = self.peak_pelvis[done]
+        return log
