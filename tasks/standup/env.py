@@ -306,7 +306,7 @@ class StandupEnv(VecEnv):
         ctrl[:, self._policy_ids] = self.p_target
         self._apply_pull_force(actuated.squeeze(-1))
         self.sim.step(self.randomizer.before_physics(ctrl, actuated.squeeze(-1)), cfg.decimation)
-        self.episode_length_buf += 1
+        self.episode.length += 1  # not through the property: its setter means "set from outside"
 
         state = self._read_state()
         group_rewards, terms = self.reward_manager.compute(state, self.num_envs, self.device)

@@ -276,3 +276,18 @@ def test_getup_refuses_other_terrains_and_host_start_levers():
     cfg.state_archive.fraction = 0.4
     with pytest.raises(ValueError, match=r"env\.state_archive\.fraction=0"):
         GetupEnv(cfg, SimCfg(num_threads=1))
+
+
+def test_indicators_leave_out_episodes_whose_clock_was_set_from_outside():
+    """rsl-rl's ``init_at_random_ep_len`` writes the episode clock; those episodes' starts are unknown (a robot can be
+    mid-drop at 0.8 m), so they stay out of ``Metrics/pelvis_passed_0.5``; the next episodes count again."""
+    env = make(4, dr=False, stand_fraction=0.0, fall_fraction=1.0)
+    env.episode_length_buf = torch.full((4,), env.max_episode_length - 2, dtype=torch.long)
+    assert torch.all(env.clock_set)
+    logged = []
+    for _ in range(2 + env.max_episode_length):
+        _, _, dones, extras = env.step(torch.zeros(4, 23))
+        if dones.any():
+            logged.append("Metrics/pelvis_passed_0.5" in extras["episode"])
+    assert logged == [False, True]  # the set clocks' episodes ended first, unlogged; the next ones are logged
+    assert not env.clock_set.any()

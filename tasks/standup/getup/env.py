@@ -79,6 +79,9 @@ class GetupEnv(StandupEnv):
         """(N,) highest pelvis z of the episode's actuated steps, m."""
         self.stood = torch.zeros(n, dtype=torch.bool, device=device)
         """(N,) the episode has reached ``Metrics/stood`` (torso upright, pelvis at its standing height)."""
+        self.clock_set = torch.zeros(n, dtype=torch.bool, device=device)
+        """(N,) the episode clock was set from outside (rsl-rl's ``init_at_random_ep_len``) since the last reset: the
+        episode's start is unknown, so it stays out of the indicators."""
         self.host_above = torch.zeros(n, dtype=torch.bool, device=device)
         self.host_fell = torch.zeros(n, dtype=torch.bool, device=device)
         super().__init__(cfg, sim_cfg, device, seed)
@@ -183,8 +186,19 @@ class GetupEnv(StandupEnv):
         for buf in (self.actions, self.last_actions, self.last_last_actions, self.prev_dq):
             buf[env_ids] = 0.0
         self.p_target[env_ids] = qpos[:, self._pq_adr]
-        for buf in (self.peak_pelvis, self.stood, self.host_above, self.host_fell):
+        for buf in (self.peak_pelvis, self.stood, self.host_above, self.host_fell, self.clock_set):
             buf[env_ids] = 0
+
+    @property
+    def episode_length_buf(self) -> torch.Tensor:
+        """(N,) int64 env steps of each env's current episode (setting it marks every env's episode as of unknown
+        start, :attr:`clock_set`)."""
+        return self.episode.length
+
+    @episode_length_buf.setter
+    def episode_length_buf(self, value: torch.Tensor) -> None:
+        self.episode.length = value.to(self.device, torch.long)
+        self.clock_set[:] = True
 
     def _actuated(self) -> torch.Tensor:
         """Standing starts act from their first step; the others after the ``env.unactuated_steps`` settle."""
@@ -192,7 +206,8 @@ class GetupEnv(StandupEnv):
 
     # ------------------------------------------------------------------ logging
     def _log_step(self, state, group_rewards, terms, dones) -> dict[str, torch.Tensor]:
-        """The standup env's log plus the get-up indicators over finished episodes that did not start standing:
+        """The standup env's log plus the get-up indicators over finished episodes that did not start standing (and
+        whose clock was not set from outside, :attr:`clock_set`):
         ``Metrics/pelvis_passed_0.5`` (the pelvis rose above 0.5 m), ``Metrics/stood`` (torso upright and pelvis at
         its standing height at some step) and ``Metrics/host_success`` (HoST's ground criterion: pelvis above 0.7 m,
         then never below 0.5 m)."""
@@ -204,7 +219,7 @@ class GetupEnv(StandupEnv):
         self.host_fell |= self.host_above & (z < 0.5)
         self.host_above |= actuated & (z > 0.7)
         log = super()._log_step(state, group_rewards, terms, dones)
-        done = dones & (self.start_kind != events.STAND)
+        done = dones & (self.start_kind != events.STAND) & ~self.clock_set
         if done.any():
             log["Metrics/pelvis_passed_0.5"] = (self.peak_pelvis[done] > 0.5).float()
             log["Metrics/stood"] = self.stood[done].float()
