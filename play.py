@@ -64,7 +64,6 @@ if __name__ == "__main__":
     sys.argv[1:] = apply_aliases(sys.argv[1:])
     error = validate_overrides(sys.argv[1:], config_name="play")
     if error:
-        error = error.replace("(resume=<run dir or checkpoint .pt>)", "(policy=<run dir | .pt | .onnx | zero | random>)")
         print(f"error: {error}", file=sys.stderr)
         raise SystemExit(2)
     from upright.conf import with_task_groups

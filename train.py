@@ -20,12 +20,16 @@ register_configs()
 
 @hydra.main(version_base=None, config_name="config")
 def main(cfg: DictConfig) -> None:
+    from upright.robots.menagerie import ModelNotFoundError
     from upright.training.train_loop import train
 
     try:
         train(cfg)
     except KeyboardInterrupt:
         sys.exit(130)
+    except (ModelNotFoundError, FileExistsError) as err:  # no robot model; run.name of a run that has checkpoints
+        print(f"error: {' '.join(str(err).split())}", file=sys.stderr, flush=True)
+        sys.exit(2)
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import pathlib
 import re
 import sys
@@ -9,7 +10,7 @@ import sys
 from hydra import compose, initialize
 from hydra.errors import HydraException
 from omegaconf import OmegaConf
-from omegaconf.errors import OmegaConfBaseException
+from omegaconf.errors import OmegaConfBaseException, ValidationError
 
 from upright.conf import NO_VARIANT, RECIPE_TASKS, RECIPES, TASK_GROUPS_OFF, TASKS, register_configs, with_task_groups
 from upright.tasks.standup.terrains import check_variant
@@ -28,8 +29,92 @@ def leaf_keys(cfg, prefix: str = "") -> list[str]:
     return keys
 
 
+GROUPS = ("task", "terrain", "posture", "recipe")
+"""Config groups an override may select (``task=lift``); they are keys of no composed config."""
+
+
+def _node(cfg, key: str):
+    """The OmegaConf node of dotted ``key`` in ``cfg`` (list indices dropped), or None where there is none."""
+    node = cfg
+    for part in re.sub(r"\[\d+\]", "", key).split("."):
+        if not OmegaConf.is_dict(node):
+            return None
+        node = node._get_node(part)
+        if node is None:
+            return None
+    return node
+
+
+def expected_type(cfg, key: str) -> str | None:
+    """What the leaf ``key`` of ``cfg`` takes, in words (``an integer``, ``true or false``, ``one of a, b``), with its
+    default as an example; None where ``key`` is not a typed leaf."""
+    from omegaconf.nodes import BooleanNode, EnumNode, FloatNode, IntegerNode, StringNode
+
+    node = _node(cfg, key)
+    if node is None:
+        return None
+    key = re.sub(r"\[\d+\]", "", key)
+    if isinstance(node, EnumNode):
+        return f"one of {', '.join(m.name for m in node.enum_type)}"
+    if OmegaConf.is_list(node):
+        return f"a list, e.g. {key}=[{','.join(str(v) for v in OmegaConf.to_container(node, resolve=True))}]"
+    kinds = {IntegerNode: "an integer", FloatNode: "a number", BooleanNode: "true or false", StringNode: "a string"}
+    kind = next((text for cls, text in kinds.items() if isinstance(node, cls)), None)
+    if kind is None:
+        return None
+    value = node._value()
+    example = "" if value is None else f", e.g. {key}={str(value).lower() if isinstance(value, bool) else value}"
+    return kind + example
+
+
+def suggest_keys(key: str, cfg) -> str:
+    """``did you mean env.num_envs?`` for an unknown override ``key`` (the nearest keys of ``cfg`` and the config
+    groups, :func:`difflib.get_close_matches`); without a close one, the keys at the deepest level of ``key`` that
+    exists, on one line."""
+    valid = [k for k in leaf_keys(cfg) if k != "defaults"] + list(GROUPS)
+    near = difflib.get_close_matches(key, valid, n=2, cutoff=0.8)
+    if not near:  # the right leaf under the wrong parent, or with the parent left out: num_envs=8
+        near = [k for k in valid if k.rsplit(".", 1)[-1] == key.rsplit(".", 1)[-1]][:2]
+    if near:
+        return f"did you mean {' or '.join(near)}?"
+    parent, node = "", cfg
+    for part in key.split(".")[:-1]:
+        child = node.get(part) if OmegaConf.is_dict(node) else None
+        if not OmegaConf.is_dict(child):
+            break
+        parent, node = f"{parent}{part}.", child
+    names = [f"{k}.*" if OmegaConf.is_dict(node[k]) else str(k) for k in node if k != "defaults"]
+    if not parent:
+        names += [f"{g}=" for g in GROUPS]
+    return f"keys of {parent.rstrip('.') or 'the config'}: {', '.join(names)}"
+
+
+def override_error(err: Exception, overrides: list[str], base) -> str:
+    """One line for an override that Hydra or OmegaConf refused (``err``): a value of the wrong type names the key
+    and the type it takes, an unknown key the nearest valid ones (:func:`suggest_keys`); ``base`` is the config
+    composed without the overrides."""
+    cause = err
+    while cause.__cause__ is not None and not isinstance(cause, ValidationError):
+        cause = cause.__cause__
+    given = dict(a.split("=", 1) for a in overrides if "=" in a)
+    if isinstance(cause, ValidationError) and getattr(cause, "full_key", None):
+        key = re.sub(r"\[\d+\]", "", str(cause.full_key))
+        takes = expected_type(base, key)
+        if takes is not None:
+            value = given.get(key, getattr(cause, "value", "?"))
+            return f"{key}={value}: {key} takes {takes}."
+    unknown = re.search(r"Could not override '([^']+)'", str(err))
+    message = " ".join(str(err).strip().splitlines()[:2])
+    # Hydra suggests '+key=value' to append a key; upright's structured configs take no new keys
+    message = re.sub(r"\s*To append to your config use \S+", " (unknown key; upright's keys are fixed)", message)
+    if unknown:
+        return f"Invalid override: {message}; {suggest_keys(unknown.group(1), base)}"
+    return f"Invalid override: {message}"
+
+
 def validate_overrides(args: list[str], config_name: str = "config") -> str | None:
-    """Compose the config with ``args``; return None if valid, else an error naming the valid options."""
+    """Compose the config with ``args``; return None if valid, else a one-line error that names the fix (the valid
+    options, the expected type, the nearest key: :func:`override_error`, :func:`check_values`)."""
     overrides = [a for a in args if not a.startswith("-") and not a.lstrip("+~").startswith("hydra")]
     register_configs()
     task = next((a.split("=", 1)[1] for a in overrides if a.startswith("task=")), "standup")
@@ -68,15 +153,7 @@ def validate_overrides(args: list[str], config_name: str = "config") -> str | No
     except (HydraException, OmegaConfBaseException, ValueError) as err:
         with initialize(version_base=None, config_path=None):
             base = compose(config_name=config_name, overrides=with_task_groups([f"task={task}"]))
-        valid = [k for k in leaf_keys(base) if k != "defaults"]
-        message = " ".join(str(err).strip().splitlines()[:2])
-        # Hydra suggests '+key=value' to append a key; upright's structured configs take no new keys
-        message = re.sub(r"\s*To append to your config use \S+", " (unknown key; upright's keys are fixed)", message)
-        return (
-            f"Invalid override: {message}\n"
-            f"Valid tasks: {', '.join(sorted(TASKS))}\n"
-            "Valid keys (resume=<run dir or checkpoint .pt>):\n  " + "\n  ".join(valid)
-        )
+        return override_error(err, plain, base)
     for arg in overrides:
         if arg.startswith("+"):
             key = arg.lstrip("+").split("=", 1)[0]
@@ -92,8 +169,20 @@ def check_values(cfg) -> str | None:
     if env is not None and "num_envs" in env and int(env.num_envs) < 1:
         return f"env.num_envs must be >= 1 (got {env.num_envs}); e.g. env.num_envs=512."
     resume = cfg.get("resume")
+    if train is not None and train.get("resume_std") is not None and not resume:
+        return "train.resume_std applies to a resumed run (resume=...); a new run uses train.init_noise_std."
     if resume and not pathlib.Path(str(resume)).expanduser().exists():
-        return f"resume={resume}: no such run directory or checkpoint file (give logs/<task>/<run.name> or a model_<it>.pt)."
+        return (f"resume={resume}: no such run directory or checkpoint file (give logs/<task>/<run.name> or a "
+                "model_<it>.pt).")
+    if resume and "task_name" in cfg:
+        problem = check_resume_task(str(resume), str(cfg.task_name))
+        if problem:
+            return problem
+    device = cfg.get("device")
+    if device is not None and str(device) != "cpu":
+        problem = check_device(str(device))
+        if problem:
+            return problem
     policy = cfg.get("policy")
     if policy is not None and "base" in policy and policy.base:
         from upright.vla.residual_config import ResidualCfg, check_residual_cfg, is_remote_base, resolve_base_file
@@ -112,6 +201,50 @@ def check_values(cfg) -> str | None:
                 resolve_base_file(pathlib.Path(str(policy.base)).expanduser())
         except (ValueError, FileNotFoundError) as err:
             return str(err)
+    return None
+
+
+def run_task(resume: str) -> tuple[str, pathlib.Path] | None:
+    """The task a run was trained for and the run config that says so: ``task_name`` of the ``config_<n>.yaml`` of
+    the run directory ``resume`` (or beside the checkpoint ``resume``); None where there is no readable one."""
+    from upright.training.export import run_config_for
+
+    path = pathlib.Path(resume).expanduser()
+    try:
+        config = max(path.glob("config_*.yaml")) if path.is_dir() else run_config_for(path)
+        return str(OmegaConf.load(config).get("task_name", "standup")), config
+    except (ValueError, FileNotFoundError, OmegaConfBaseException, OSError):  # no config, or not YAML
+        return None
+
+
+def check_resume_task(resume: str, task: str) -> str | None:
+    """One-line error when ``resume=`` is a run of a task other than ``task`` (its networks do not fit); else None."""
+    found = run_task(resume)
+    if found is None or found[0] == task:
+        return None
+    other, config = found
+    return (f"resume={resume} is a task={other} run ({config.name} says task_name: {other}), not task={task}; "
+            f"resume it with task={other}, or give a task={task} run.")
+
+
+def check_device(device: str) -> str | None:
+    """One-line error when torch cannot use ``device=`` here (not a device name, no CUDA in this torch, no such GPU);
+    else None."""
+    import torch
+
+    try:
+        dev = torch.device(device)
+    except RuntimeError:
+        return f"device={device} is not a torch device; use device=cpu or device=cuda:0."
+    if dev.type != "cuda":
+        return None
+    if torch.version.cuda is None:
+        return f"device={device} but this torch ({torch.__version__}) has no CUDA; use device=cpu."
+    count = torch.cuda.device_count()
+    if count == 0:
+        return f"device={device} but torch sees no CUDA device (CUDA_VISIBLE_DEVICES, driver); use device=cpu."
+    if dev.index is not None and dev.index >= count:
+        return f"device={device} but torch sees {count} CUDA device(s); use device=cuda:0 .. cuda:{count - 1}."
     return None
 
 

@@ -10,7 +10,8 @@ from train_testlib import run_train, two_iteration_run
 
 from upright.training.onnx_export import read_metadata
 
-SMALL = ["task=standup", "env.num_envs=8", "env.episode_length_s=0.3", "train.num_steps_per_env=8", "train.save_interval=1", "sim.num_threads=1"]
+SMALL = ["task=standup", "env.num_envs=8", "env.episode_length_s=0.3", "train.num_steps_per_env=8",
+         "train.save_interval=1", "sim.num_threads=1"]  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -64,7 +65,7 @@ def test_unknown_task_and_override_list_valid_ones(tmp_path):
     assert proc.returncode == 2 and "Valid tasks: lift, standup" in proc.stderr
     proc = run_train(["task=standup", "env.num_envz=4"], tmp_path)
     assert proc.returncode == 2
-    assert "env.num_envs" in proc.stderr and "train.max_iterations" in proc.stderr and "num_envz" in proc.stderr
+    assert "Could not override 'env.num_envz'" in proc.stderr and "did you mean env.num_envs?" in proc.stderr
 
 
 def test_tensorboard_has_every_group_and_term(first_run):
@@ -103,7 +104,8 @@ def test_train_cli_runs_the_same_task_on_mjx(tmp_path):
     """``python train.py task=standup sim.backend=mjx``: the same task code on the MJX backend."""
     pytest.importorskip("jax")
     proc = run_train(["task=standup", "sim.backend=mjx", "env.num_envs=4", "env.episode_length_s=0.3",
-                      "train.num_steps_per_env=4", "train.max_iterations=1", "run.root=runs", "run.name=mjx"], tmp_path)  # fmt: skip
+                      "train.num_steps_per_env=4", "train.max_iterations=1", "run.root=runs", "run.name=mjx"],
+                     tmp_path)  # fmt: skip
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "mjx backend" in proc.stdout
     assert [line.split()[1] for line in proc.stdout.splitlines() if line.startswith("it ")] == ["1/1"]
@@ -166,7 +168,8 @@ def test_resume_std_sets_the_action_std_of_a_resumed_run(first_run, tmp_path):
     after = torch.load(copy_dir / "model_2.pt", weights_only=False)["actor_state_dict"]["distribution.std_param"]
     assert torch.allclose(after, torch.full_like(after, 0.25), atol=0.021), after
     # a new run has no std to override: the error names the setting to use instead
-    proc = run_train([*SMALL, "train.max_iterations=1", "run.root=runs", "run.name=fresh", "train.resume_std=0.25"], tmp_path)
+    args = [*SMALL, "train.max_iterations=1", "run.root=runs", "run.name=fresh", "train.resume_std=0.25"]
+    proc = run_train(args, tmp_path)
     assert proc.returncode != 0 and "train.init_noise_std" in proc.stderr
 
 

@@ -177,10 +177,12 @@ saved in a checkpoint, else the terrain's β floor),
         SystemExit: bad overrides (through ``error``, e.g. ``argparse.ArgumentParser.error``).
         ValueError: bad overrides (or an ``env.action_mode=`` override the policy contradicts) when ``error`` is
             None.
-        PolicyLoadError: the policy cannot be loaded or does not fit the task.
+        PolicyLoadError: the policy cannot be loaded or does not fit the task; a policy of another task is refused
+            before the env is built (:func:`~upright.viewer.policy.check_policy_task`).
     """
-    from upright.viewer.policy import load_policy, policy_action_mode, policy_mdp
+    from upright.viewer.policy import check_policy_task, load_policy, policy_action_mode, policy_mdp
 
+    check_policy_task(policy_source, task, fix="--task {task}")
     all_overrides = [f"task={task}", f"terrain={terrain}", f"posture={posture}", *overrides]
     named = {o.split("=", 1)[0].lstrip("+") for o in overrides}
     if task == "standup" and policy_mdp(policy_source) == "getup" and not named & {"recipe", "env.mdp"}:
@@ -252,11 +254,17 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("overrides", nargs="*", help="task config overrides, e.g. sim.num_threads=2")
     args = parser.parse_args(argv)
 
-    env, policy, beta, cfg = make_eval_env(
-        args.policy, task=args.task, terrain=args.terrain, posture=args.posture, overrides=args.overrides,
-        num_envs=args.num_envs, episode_length_s=args.episode_length_s, beta=args.beta,
-        domain_rand=not args.no_domain_rand, seed=args.seed, error=parser.error,
-    )  # fmt: skip
+    from upright.viewer.policy import PolicyLoadError
+
+    try:
+        env, policy, beta, cfg = make_eval_env(
+            args.policy, task=args.task, terrain=args.terrain, posture=args.posture, overrides=args.overrides,
+            num_envs=args.num_envs, episode_length_s=args.episode_length_s, beta=args.beta,
+            domain_rand=not args.no_domain_rand, seed=args.seed, error=parser.error,
+        )  # fmt: skip
+    except PolicyLoadError as err:  # one line, as play.py reports it
+        print(f"error: {err}", file=sys.stderr, flush=True)
+        raise SystemExit(2) from None
     torch.set_num_threads(1)
     start = time.monotonic()
     per_episode = run_episodes(env, policy, args.episodes)
@@ -267,7 +275,8 @@ def main(argv: list[str] | None = None) -> None:
     note = (f"Policy `{args.policy}`, terrain {args.terrain}, posture {args.posture}, β = {beta}, "
             f"{args.episode_length_s} s episodes, no observation noise, no pull force, domain randomisation "
             f"{'on (HoST spec §6)' if cfg.env.domain_rand.enabled else 'off (--no-domain-rand)'}; success: {height} > "
-            f"{crit.stand_height} m, then never < {crit.fall_height} m; {args.episodes} episodes in {seconds:.0f} s.")  # fmt: skip
+            f"{crit.stand_height} m, then never < {crit.fall_height} m; {args.episodes} episodes in "
+            f"{seconds:.0f} s.")  # fmt: skip
     note += (f" Mean peak height ({height}): {ours[PEAK]:.3f} m. Mean final head height above the feet: "
              f"{ours[FINAL_HEAD]:.3f} m.")
     md = table_markdown(args.terrain, ours, args.episodes, note)

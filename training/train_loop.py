@@ -16,7 +16,8 @@ from upright.training.std_learning_rate import set_action_std
 
 
 def rsl_rl_config(train: DictConfig) -> dict:
-    """Translate :class:`~upright.training.config.TrainCfg` into rsl-rl-lib's runner dict (MultiCriticPPO by class name)."""
+    """Translate :class:`~upright.training.config.TrainCfg` into rsl-rl-lib's runner dict (MultiCriticPPO by class
+    name)."""
     return {
         "num_steps_per_env": train.num_steps_per_env,
         "save_interval": train.save_interval,
@@ -106,6 +107,26 @@ def resolve_run_dir(cfg: DictConfig) -> tuple[pathlib.Path, pathlib.Path | None]
     return run_dir, None
 
 
+def make_run_dir(run_dir: pathlib.Path) -> list[pathlib.Path]:
+    """Create ``run_dir`` and its missing parents; return the folders this created, deepest first."""
+    created = []
+    folder = run_dir
+    while not folder.exists():
+        created.append(folder)
+        folder = folder.parent
+    run_dir.mkdir(parents=True, exist_ok=True)
+    return created
+
+
+def remove_empty_dirs(folders: list[pathlib.Path]) -> None:
+    """Remove ``folders`` (deepest first) while they are empty; stop at the first that is not."""
+    for folder in folders:
+        try:
+            folder.rmdir()
+        except OSError:  # not empty (or gone): it and its parents stay
+            return
+
+
 def distributed_rank() -> tuple[int, int, int]:
     """(global rank, local rank, world size) from torchrun's environment; (0, 0, 1) without torchrun."""
     return int(os.getenv("RANK", "0")), int(os.getenv("LOCAL_RANK", "0")), int(os.getenv("WORLD_SIZE", "1"))
@@ -117,43 +138,58 @@ def train(cfg: DictConfig) -> pathlib.Path:
     Under torchrun (WORLD_SIZE > 1) every process runs ``env.num_envs`` envs with seed ``seed + RANK``;
     rsl-rl-lib averages gradients across processes (NCCL on ``cuda:<LOCAL_RANK>``, gloo on CPU) and only
     rank 0 writes checkpoints and logs.
+
+    The run folder is created once the env is built; a start that fails before training (model not found, bad
+    checkpoint, Ctrl-C) removes the folders it created while they are still empty.
+
+    Raises:
+        ModelNotFoundError: the robot model is not available (:func:`upright.robots.menagerie.model_path`).
+        FileExistsError, FileNotFoundError: see :func:`resolve_run_dir`.
+        ValueError: ``train.resume_std`` without ``resume=``.
     """
     rank, local_rank, world_size = distributed_rank()
     if world_size > 1 and str(cfg.device).startswith("cuda"):
         cfg.device = f"cuda:{local_rank}"
     seed_everything(cfg.seed + rank)
     run_dir, ckpt = resolve_run_dir(cfg)
-    run_dir.mkdir(parents=True, exist_ok=True)
     env = make_env(cfg.task_name, cfg.env, cfg.sim, device=cfg.device, seed=cfg.seed + rank)
-    train_cfg = rsl_rl_config(cfg.train)
-    meta = policy_metadata(cfg.task_name, env) | {"run_path": str(run_dir.resolve())}
-    residual = cfg.get("policy") is not None and cfg.policy.get("base")
-    if residual:  # residual RL on a frozen base (policy.base=...)
-        from upright.vla.residual import residual_metadata, setup_residual
-        from upright.vla.residual_config import ResidualCfg, check_residual_cfg
+    created = make_run_dir(run_dir)
+    try:
+        train_cfg = rsl_rl_config(cfg.train)
+        meta = policy_metadata(cfg.task_name, env) | {"run_path": str(run_dir.resolve())}
+        residual = cfg.get("policy") is not None and cfg.policy.get("base")
+        if residual:  # residual RL on a frozen base (policy.base=...)
+            from upright.vla.residual import residual_metadata, setup_residual
+            from upright.vla.residual_config import ResidualCfg, check_residual_cfg
 
-        rcfg = ResidualCfg(**OmegaConf.to_container(cfg.policy, resolve=True))
-        check_residual_cfg(rcfg, cfg.task_name)
-        env, base_info = setup_residual(env, rcfg, run_dir, cfg.train.num_steps_per_env)
-        meta = residual_metadata(meta, base_info, rcfg, env.num_actions)
-    runner = UprightRunner(
-        env, train_cfg, log_dir=str(run_dir), device=cfg.device, onnx_metadata=meta,
-        update_threads=cfg.train.update_threads, onnx_snapshots=bool(cfg.train.get("onnx_snapshots", False)),
-        onnx_dynamic_batch=bool(residual),  # ResidualChunkPolicy runs the residual graph for all envs in one call
-    )  # fmt: skip
-    resume_std = cfg.train.get("resume_std")
-    if resume_std is not None and ckpt is None:
-        raise ValueError("train.resume_std applies to a resumed run (resume=...); a new run uses train.init_noise_std.")
-    if residual and ckpt is None:
-        zero_actor_output(runner.alg.actor)  # the residual starts at 0: the first actions are the base's
-    if ckpt is not None:
-        runner.load(str(ckpt), map_location=cfg.device)
-        print(f"Resuming {ckpt} after {runner.completed_iterations} completed iterations", flush=True)
-        if resume_std is not None:
-            set_action_std(runner.alg.actor, float(resume_std), runner.alg.optimizer)
-            print(f"Action std set to {float(resume_std)} (train.resume_std)", flush=True)
-    if rank == 0:
-        atomic_write_text(run_dir / f"config_{runner.completed_iterations}.yaml", OmegaConf.to_yaml(cfg, resolve=True))
+            rcfg = ResidualCfg(**OmegaConf.to_container(cfg.policy, resolve=True))
+            check_residual_cfg(rcfg, cfg.task_name)
+            env, base_info = setup_residual(env, rcfg, run_dir, cfg.train.num_steps_per_env)
+            meta = residual_metadata(meta, base_info, rcfg, env.num_actions)
+        runner = UprightRunner(
+            env, train_cfg, log_dir=str(run_dir), device=cfg.device, onnx_metadata=meta,
+            update_threads=cfg.train.update_threads, onnx_snapshots=bool(cfg.train.get("onnx_snapshots", False)),
+            onnx_dynamic_batch=bool(residual),  # ResidualChunkPolicy runs the residual graph for all envs in one call
+        )  # fmt: skip
+        resume_std = cfg.train.get("resume_std")
+        if resume_std is not None and ckpt is None:
+            raise ValueError("train.resume_std applies to a resumed run (resume=...); a new run uses "
+                             "train.init_noise_std.")
+        if residual and ckpt is None:
+            zero_actor_output(runner.alg.actor)  # the residual starts at 0: the first actions are the base's
+        if ckpt is not None:
+            runner.load(str(ckpt), map_location=cfg.device)
+            print(f"Resuming {ckpt} after {runner.completed_iterations} completed iterations", flush=True)
+            if resume_std is not None:
+                set_action_std(runner.alg.actor, float(resume_std), runner.alg.optimizer)
+                print(f"Action std set to {float(resume_std)} (train.resume_std)", flush=True)
+        if rank == 0:
+            config = run_dir / f"config_{runner.completed_iterations}.yaml"
+            atomic_write_text(config, OmegaConf.to_yaml(cfg, resolve=True))
+    except BaseException:  # a failed start leaves no empty run folder behind
+        remove_empty_dirs(created)
+        env.close()
+        raise
     print(f"Run directory: {run_dir}  ({env.num_envs} envs, {cfg.sim.backend} backend, "
           f"{getattr(env.sim, 'num_threads', '?')} threads)", flush=True)  # fmt: skip
     try:

@@ -31,7 +31,8 @@ class PolicyLoadError(ValueError):
 
 
 def resolve_policy_path(policy: str) -> pathlib.Path:
-    """Resolve ``policy=``: a ``.pt``/``.onnx`` file, or a run directory (its ``policy.onnx``, else its latest ``model_<it>.pt``).
+    """Resolve ``policy=``: a ``.pt``/``.onnx`` file, or a run directory (its ``policy.onnx``, else its latest
+    ``model_<it>.pt``).
 
     Raises:
         PolicyLoadError: nothing loadable there (the message says what was looked for).
@@ -40,17 +41,20 @@ def resolve_policy_path(policy: str) -> pathlib.Path:
     if p.is_dir():
         if (p / "policy.onnx").is_file():
             return p / "policy.onnx"
-        ckpts = sorted(p.glob("model_*.pt"), key=lambda f: int(f.stem.split("_")[1]) if f.stem.split("_")[1].isdigit() else -1)
+        ckpts = sorted(p.glob("model_*.pt"),
+                       key=lambda f: int(f.stem.split("_")[1]) if f.stem.split("_")[1].isdigit() else -1)
         if ckpts:
             return ckpts[-1]
-        raise PolicyLoadError(f"policy={policy}: run directory has neither policy.onnx nor a model_<iteration>.pt checkpoint")
+        raise PolicyLoadError(f"policy={policy}: run directory has neither policy.onnx nor a model_<iteration>.pt "
+                              "checkpoint")
     if not p.exists():
         raise PolicyLoadError(
             f"policy={policy}: no such file or directory. Give a run directory, a checkpoint .pt, an .onnx file, "
             "'zero' or 'random'."
         )
     if p.suffix not in (".pt", ".onnx"):
-        raise PolicyLoadError(f"policy={policy}: expected a .pt checkpoint or an .onnx file, got '{p.suffix or p.name}'")
+        raise PolicyLoadError(f"policy={policy}: expected a .pt checkpoint or an .onnx file, "
+                              f"got '{p.suffix or p.name}'")
     return p
 
 
@@ -128,6 +132,52 @@ def policy_mdp(policy: str) -> str | None:
         return None
 
 
+def policy_task(policy: str) -> tuple[str, str] | None:
+    """The task the policy ``policy=`` names was trained for, and where that is written: an ONNX file's metadata
+    ``task`` (``"its ONNX metadata"``), a checkpoint's run config ``task_name``
+    (:func:`upright.training.export.run_config_for`; ``"its <config name>"``). None for ``zero``, ``random``, a file
+    that cannot be read or says no task (loading it reports why)."""
+    import json
+
+    from omegaconf import OmegaConf
+
+    from upright.training.export import run_config_for
+
+    if policy in ("zero", "random"):
+        return None
+    try:
+        path = resolve_policy_path(policy)
+        if path.suffix == ".onnx":
+            import onnx
+
+            meta = {e.key: json.loads(e.value) for e in onnx.load(str(path), load_external_data=False).metadata_props}
+            return (str(meta["task"]), "its ONNX metadata") if "task" in meta else None
+        config = run_config_for(path)
+        return str(OmegaConf.load(config).get("task_name", "standup")), f"its {config.name}"
+    except Exception:  # noqa: BLE001 - not a readable file or config: load_policy says why
+        return None
+
+
+def check_policy_task(policy: str, task: str, fix: str = "task={task}") -> None:
+    """Refuse, before any env is built, a policy trained for another registered task than ``task``.
+
+    Args:
+        fix: how the message names the policy's task as the fix, ``{task}`` standing for it (``task={task}`` as
+            play.py takes it, ``--task {task}`` for evaluate).
+
+    Raises:
+        PolicyLoadError: one line naming the policy's task (:func:`policy_task`) and the fix.
+    """
+    from upright.conf import TASKS
+
+    found = policy_task(policy)
+    if found is None or found[0] == task or found[0] not in TASKS:
+        return
+    other, where = found
+    raise PolicyLoadError(f"policy={policy} is a policy of task={other} ({where} says so), not of task={task}; "
+                          f"use {fix.format(task=other)}")
+
+
 def expected_metadata(task_name: str, env) -> dict:
     """The ONNX metadata an exported policy of ``task_name`` carries for this env (what train.py writes)."""
     from upright.tasks.registry import policy_metadata
@@ -140,7 +190,7 @@ def check_metadata(meta: dict, expected: dict, path: str | pathlib.Path) -> None
     ``action_mode`` of a schema >= 3 file: an older file's says relative whatever its run trained with).
 
     Raises:
-        PolicyLoadError: a key differs (each difference is listed: key, file's value, task's value).
+        PolicyLoadError: a key differs (one line listing each difference: key, file's value, task's value).
     """
     problems = []
     for key in METADATA_MUST_MATCH:
@@ -148,7 +198,7 @@ def check_metadata(meta: dict, expected: dict, path: str | pathlib.Path) -> None
         if isinstance(want, (np.ndarray, tuple)):
             want = list(np.asarray(want).tolist()) if isinstance(want, np.ndarray) else list(want)
         if got != want:
-            problems.append(f"  {key}: policy has {_short(got)}, task expects {_short(want)}")
+            problems.append(f"{key}: policy has {_short(got)}, task expects {_short(want)}")
     if "action_mode" in meta and meta.get("upright_metadata_version") not in ("1", "2"):
         from upright.tasks.policy_schema import ENV_ACTION_MODES, PolicyMetadataError, action_mode_of
 
@@ -157,14 +207,14 @@ def check_metadata(meta: dict, expected: dict, path: str | pathlib.Path) -> None
         except PolicyMetadataError as err:
             raise PolicyLoadError(str(err)) from None
         if mode != expected.get("action_mode"):
-            problems.append(f"  action_mode: policy has {mode!r}, env.action_mode is {expected.get('action_mode')!r}")
+            problems.append(f"action_mode: policy has {mode!r}, env.action_mode is {expected.get('action_mode')!r}")
     dt_got, dt_want = meta.get("control_dt"), expected.get("control_dt")
     if dt_got is not None and dt_want is not None and not math.isclose(float(dt_got), float(dt_want), rel_tol=1e-6):
-        problems.append(f"  control_dt: policy has {dt_got}, task expects {dt_want}")
+        problems.append(f"control_dt: policy has {dt_got}, task expects {dt_want}")
     if problems:
         raise PolicyLoadError(
-            f"{path} does not match task '{expected.get('task')}':\n" + "\n".join(problems)
-            + "\nPlay it with the task/config it was trained with, or re-export it."
+            f"{path} does not match task '{expected.get('task')}': " + "; ".join(problems)
+            + ". Play it with the task/config it was trained with, or re-export it."
         )
 
 
@@ -224,7 +274,9 @@ def onnx_policy(path: str | pathlib.Path, expected: dict, obs_dim: int) -> Polic
     return act
 
 
-def checkpoint_policy(path: str | pathlib.Path, env, train_cfg, device: str = "cpu", task_name: str = "standup") -> PolicyFn:
+def checkpoint_policy(
+    path: str | pathlib.Path, env, train_cfg, device: str = "cpu", task_name: str = "standup"
+) -> PolicyFn:
     """A training checkpoint ``model_<it>.pt``: env + ``UprightRunner`` as train.py builds them, then
     ``runner.load`` and ``get_inference_policy`` (deterministic actions).
 
@@ -298,7 +350,8 @@ def load_policy(spec: str, env, task_name: str, train_cfg=None, device: str = "c
         instruction: a VLA's instruction (``instruction=`` of play.py; default: the demonstrations' task string).
 
     Raises:
-        PolicyLoadError: see :func:`resolve_policy_path`, :func:`onnx_policy`, :func:`checkpoint_policy`.
+        PolicyLoadError: see :func:`resolve_policy_path`, :func:`check_policy_task`, :func:`onnx_policy`,
+            :func:`checkpoint_policy`.
     """
     if spec == "zero":
         return zero_policy(env.num_actions)
@@ -312,6 +365,7 @@ def load_policy(spec: str, env, task_name: str, train_cfg=None, device: str = "c
                 return VLAPolicyFn(spec, env, instruction)
             except (FileNotFoundError, ValueError, ConnectionError) as err:
                 raise PolicyLoadError(str(err)) from None
+    check_policy_task(spec, task_name)
     path = resolve_policy_path(spec)
     obs_dim = int(env.get_observations()["actor"].shape[-1])
     if path.suffix == ".onnx":

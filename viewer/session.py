@@ -213,7 +213,8 @@ class PolicySession(Session):
         cfg: the composed ``play`` config (task_name, env, sim, train, policy, beta, randomize, seed, device).
 
     Raises:
-        PolicyLoadError: the policy cannot be loaded or does not fit the task.
+        PolicyLoadError: the policy cannot be loaded or does not fit the task (a policy of another task is refused
+            before the env is built, naming its task: :func:`~upright.viewer.policy.check_policy_task`).
         ValueError: unknown ``variant=``.
     """
 
@@ -222,16 +223,18 @@ class PolicySession(Session):
     def __init__(self, cfg: DictConfig):
         super().__init__()
         from upright.tasks.standup.rewards import REWARD_GROUPS
-        from upright.viewer.policy import load_policy, policy_action_mode, policy_mdp
+        from upright.viewer.policy import check_policy_task, load_policy, policy_action_mode, policy_mdp
 
         self.cfg = cfg
         self.task_name = str(cfg.task_name)
+        check_policy_task(str(cfg.policy), self.task_name)  # a policy of another task, refused before any env
         self.variants = task_variants(self.task_name)
         self.variant_index = find_variant(self.task_name, cfg.get("variant"), cfg.env)
         self._keep_cfg_env = cfg.get("variant") is None
         """Until a switch, build the env from ``cfg.env`` as given (it already is the variant that
         ``terrain=``/``posture=`` chose, with any ``env.*`` overrides of the command line)."""
-        beta = cfg.beta if cfg.get("beta") is not None else OmegaConf.select(cfg, "env.curriculum.beta_init", default=None)
+        beta = cfg.beta if cfg.get("beta") is not None else OmegaConf.select(cfg, "env.curriculum.beta_init",
+                                                                              default=None)
         self.beta = None if beta is None else float(beta)
         """Fixed action scale β of tasks that have one (standup); None for tasks without (lift)."""
         self.randomize = bool(cfg.get("randomize", False))
@@ -250,15 +253,16 @@ class PolicySession(Session):
         self.env = self._make_env()
         default_groups = tuple(REWARD_GROUPS) if self.task_name == "standup" else ()
         self.group_names = tuple(getattr(self.env, "reward_group_names", default_groups))
-        self.policy = load_policy(str(cfg.policy), self.env, self.task_name, cfg.get("train"), str(cfg.device), int(cfg.seed),
-                                  instruction=cfg.get("instruction"))  # fmt: skip
-        self.description = f"policy={cfg.policy} task={self.task_name}" + (f" β={self.beta:g}" if self.beta is not None else "") + (
-            "" if not self.randomize else " (randomisation on)"
-        )
+        self.policy = load_policy(str(cfg.policy), self.env, self.task_name, cfg.get("train"), str(cfg.device),
+                                  int(cfg.seed), instruction=cfg.get("instruction"))  # fmt: skip
+        self.description = (f"policy={cfg.policy} task={self.task_name}"
+                            + (f" β={self.beta:g}" if self.beta is not None else "")
+                            + ("" if not self.randomize else " (randomisation on)"))  # fmt: skip
         exported = getattr(self.policy, "metadata", {}).get("action_scale")
-        if exported is not None and self.beta is not None and not math.isclose(float(exported), self.beta, abs_tol=1e-6):
-            print(f"note: the policy was exported with action_scale {exported:g}; playing with β={self.beta:g} (beta=...)",
-                  flush=True)  # fmt: skip
+        if (exported is not None and self.beta is not None
+                and not math.isclose(float(exported), self.beta, abs_tol=1e-6)):  # fmt: skip
+            print(f"note: the policy was exported with action_scale {exported:g}; playing with β={self.beta:g} "
+                  "(beta=...)", flush=True)  # fmt: skip
         self._init_display(self.env.model)
         self.dt = float(self.env.step_dt)
         self._sync_display()
@@ -442,7 +446,8 @@ def make_session(cfg: DictConfig) -> Session:
         return ReplaySession(traj, model, desc)
     if not cfg.get("policy"):
         raise ValueError(
-            "nothing to play: give policy=<run dir | checkpoint .pt | .onnx | zero | random> or replay=<.npz | dataset folder>"
+            "nothing to play: give policy=<run dir | checkpoint .pt | .onnx | zero | random> "
+            "or replay=<.npz | dataset folder>"
         )
     return PolicySession(cfg)
 

@@ -31,7 +31,8 @@ from upright.tasks.registry import make_env
 METRICS = ("success", "success_at_end", "time_to_success_s", "final_distance_m")
 
 
-EE_SETTINGS = ("ee_action_scale", "ee_min_height", "ee_gravity_compensation", "ee_max_lead", "ee_max_lead_down", "ee_observe_lead")
+EE_SETTINGS = ("ee_action_scale", "ee_min_height", "ee_gravity_compensation", "ee_max_lead", "ee_max_lead_down",
+               "ee_observe_lead")  # fmt: skip
 """``env.*`` settings that give an ``ee_delta`` action its meaning besides the mode (step scale, workspace floor,
 gravity compensation, the command's largest lead over the hand, in all directions or downward only, the lead as
 an observation)."""
@@ -41,8 +42,8 @@ def policy_action_overrides(policy: str) -> list[str]:
     """``env.*`` overrides that make a lift env's actions mean what they meant when ``policy`` was trained:
     ``env.action_mode=...`` (:func:`~upright.viewer.policy.policy_action_mode`; ``delta`` or ``ee_delta``) and, for
     ``ee_delta``, the ``env.*`` settings of :data:`EE_SETTINGS` from the ONNX metadata or the run config (absent
-    there: the defaults). Empty for ``zero``, ``random``, ``expert``, a file without a lift action mode, or an unreadable
-    file (loading it reports why).
+    there: the defaults). Empty for ``zero``, ``random``, ``expert``, a file without a lift action mode, or an
+    unreadable file (loading it reports why).
 
     Raises:
         PolicyLoadError: as :func:`~upright.viewer.policy.policy_action_mode`.
@@ -78,7 +79,9 @@ def policy_action_overrides(policy: str) -> list[str]:
     return out
 
 
-def run_episodes(env, act: Callable[[], torch.Tensor], episodes: int, on_reset: Callable | None = None) -> dict[str, torch.Tensor]:
+def run_episodes(
+    env, act: Callable[[], torch.Tensor], episodes: int, on_reset: Callable | None = None
+) -> dict[str, torch.Tensor]:
     """Run ``episodes`` full episodes of ``env`` (in waves of ``env.num_envs``); return per-episode values (E,).
 
     Args:
@@ -108,7 +111,8 @@ def run_episodes(env, act: Callable[[], torch.Tensor], episodes: int, on_reset: 
                 values["success"][ids] = env.success_once_at_done[ids].float().cpu()
                 values["success_at_end"][ids] = env.last_success[ids].float().cpu()
                 step = env.success_step_at_done[ids].float().cpu()
-                values["time_to_success_s"][ids] = torch.where(step >= 0, step * env.step_dt, torch.tensor(float("nan")))
+                nan = torch.tensor(float("nan"))
+                values["time_to_success_s"][ids] = torch.where(step >= 0, step * env.step_dt, nan)
                 values["final_distance_m"][ids] = env.last_state.cube_to_target.norm(dim=-1)[ids].cpu()
                 finished |= new
                 if on_reset is not None:
@@ -193,9 +197,16 @@ def main(argv: list[str] | None = None) -> None:
     if args.episodes < 1 or args.num_envs < 1:
         parser.error("--episodes and --num-envs must be >= 1")
     overrides = list(args.overrides)
-    if args.policy not in ("expert", "zero", "random") and not any(o.startswith("env.action_mode=") for o in overrides):
-        # actions mean what they meant in training (delta or ee_delta, the ee step and workspace floor)
-        overrides = policy_action_overrides(args.policy) + overrides
+    if args.policy not in ("expert", "zero", "random"):
+        from upright.viewer.policy import PolicyLoadError, check_policy_task
+
+        try:
+            check_policy_task(args.policy, "lift", fix="--task {task}")  # before any env is built
+            if not any(o.startswith("env.action_mode=") for o in overrides):
+                # actions mean what they meant in training (delta or ee_delta, the ee step and workspace floor)
+                overrides = policy_action_overrides(args.policy) + overrides
+        except PolicyLoadError as err:
+            parser.exit(2, f"error: {err}\n")
     try:
         env, cfg = make_lift_eval_env(overrides, args.num_envs, not args.no_domain_rand, args.seed)
     except ValueError as err:
@@ -213,7 +224,7 @@ def main(argv: list[str] | None = None) -> None:
         try:
             policy = load_policy(args.policy, env, "lift", cfg.train, seed=args.seed)
         except PolicyLoadError as err:
-            parser.exit(2, f"evaluate: {err}\n")
+            parser.exit(2, f"error: {err}\n")
 
         def act() -> torch.Tensor:
             with torch.no_grad():

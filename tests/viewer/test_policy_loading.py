@@ -190,4 +190,4 @@ def test_cli_reports_metadata_mismatch_clearly(tmp_path, standup_env, standup_me
     assert "Traceback" not in proc.stderr
     assert not (tmp_path / "out.mp4").exists()
     proc = run_play(["task=standup", "polcy=zero"], tmp_path)
-    assert proc.returncode == 2 and "Valid keys (policy=" in proc.stderr and "  replay" in proc.stderr
+    assert proc.returncode == 2 and "did you mean policy?" in proc.stderr
