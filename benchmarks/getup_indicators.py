@@ -29,6 +29,7 @@ INDICATORS = (
     ("Metrics/pelvis_passed_0.5", "episodes whose pelvis passed 0.5 m"),
     ("Metrics/host_success", "episodes meeting HoST's success criterion"),
     ("Episode_Reward/getup/orientation", "torso-orientation reward per env step"),
+    ("Metrics/standing_start_time_up", "standing starts: s until the pelvis fell below 0.5 m"),
 )
 """(TensorBoard tag, label) of each indicator."""
 
@@ -113,7 +114,7 @@ def main(argv: list[str] | None = None) -> None:
             rows += run_table(run_dir, args.every, args.smooth)
         except FileNotFoundError as err:
             sys.exit(f"error: {err}")
-    short = ["peak pelvis (m)", "pelvis > 0.5 m", "HoST success", "orientation rew."]
+    short = ["peak pelvis (m)", "pelvis > 0.5 m", "HoST success", "orientation rew.", "standing kept (s)"]
     print("| run | iteration | env steps (M) | run clock (h) | " + " | ".join(short) + " |")
     print("|---|---:|---:|---:|" + "---:|" * len(short))
     for r in rows:

@@ -68,7 +68,10 @@ class ProgressLogger(Logger):
         getup = _mean_of_extra(self.ep_extras, "Metrics/host_success")
         if getup is not None:  # recipe=getup: the rising indicators over episodes that did not start standing
             passed = _mean_of_extra(self.ep_extras, "Metrics/pelvis_passed_0.5")
-            curriculum = f" | pelvis>0.5m {100 * passed:.1f} % | host-success {100 * getup:.1f} %"
+            kept = _mean_of_extra(self.ep_extras, "Metrics/standing_start_time_up")
+            curriculum = f" | pelvis>0.5m {100 * passed:.1f} % | host-success {100 * getup:.1f} %" + (
+                f" | standing kept {kept:.1f} s" if kept is not None else ""
+            )
         else:
             beta = _mean_of_extra(self.ep_extras, "Metrics/action_scale")
             force = _mean_of_extra(self.ep_extras, "Curriculum/pull_force_level")

@@ -291,3 +291,20 @@ def test_indicators_leave_out_episodes_whose_clock_was_set_from_outside():
             logged.append("Metrics/pelvis_passed_0.5" in extras["episode"])
     assert logged == [False, True]  # the set clocks' episodes ended first, unlogged; the next ones are logged
     assert not env.clock_set.any()
+
+
+def test_standing_starts_log_how_long_the_pelvis_stayed_up():
+    """``Metrics/standing_start_time_up``: with zero actions (PD targets = measured q: no holding torque) a standing
+    G1 sinks; the logged time is when its pelvis first went below 0.5 m, less than the episode."""
+    cfg = getup_cfg(4, stand_fraction=1.0, fall_fraction=0.0)
+    cfg.domain_rand = DomainRandCfg(enabled=False)
+    cfg.episode_length_s = 3.0
+    env = GetupEnv(cfg, SimCfg(num_threads=1), seed=0)
+    logged = None
+    for _ in range(env.max_episode_length):
+        _, _, dones, extras = env.step(torch.zeros(4, 23))
+        if dones.any():
+            logged = extras["episode"].get("Metrics/standing_start_time_up")
+            break
+    assert logged is not None and logged.shape == (4,)
+    assert torch.all(logged > 0.05) and torch.all(logged < 3.0 - 0.02)

@@ -82,6 +82,9 @@ class GetupEnv(StandupEnv):
         self.clock_set = torch.zeros(n, dtype=torch.bool, device=device)
         """(N,) the episode clock was set from outside (rsl-rl's ``init_at_random_ep_len``) since the last reset: the
         episode's start is unknown, so it stays out of the indicators."""
+        self.stand_time = torch.zeros(n, device=device)
+        """(N,) seconds a standing start has kept its pelvis above 0.5 m so far (frozen at its first fall)."""
+        self.stand_fell = torch.zeros(n, dtype=torch.bool, device=device)
         self.host_above = torch.zeros(n, dtype=torch.bool, device=device)
         self.host_fell = torch.zeros(n, dtype=torch.bool, device=device)
         super().__init__(cfg, sim_cfg, device, seed)
@@ -186,7 +189,8 @@ class GetupEnv(StandupEnv):
         for buf in (self.actions, self.last_actions, self.last_last_actions, self.prev_dq):
             buf[env_ids] = 0.0
         self.p_target[env_ids] = qpos[:, self._pq_adr]
-        for buf in (self.peak_pelvis, self.stood, self.host_above, self.host_fell, self.clock_set):
+        for buf in (self.peak_pelvis, self.stood, self.host_above, self.host_fell, self.clock_set, self.stand_time,
+                    self.stand_fell):  # fmt: skip
             buf[env_ids] = 0
 
     @property
@@ -210,7 +214,8 @@ class GetupEnv(StandupEnv):
         whose clock was not set from outside, :attr:`clock_set`):
         ``Metrics/pelvis_passed_0.5`` (the pelvis rose above 0.5 m), ``Metrics/stood`` (torso upright and pelvis at
         its standing height at some step) and ``Metrics/host_success`` (HoST's ground criterion: pelvis above 0.7 m,
-        then never below 0.5 m)."""
+        then never below 0.5 m); over those that started standing, ``Metrics/standing_start_time_up`` (s until the
+        pelvis first fell below 0.5 m, the episode's length if never)."""
         actuated = self._actuated()
         z = state.base_pos[:, 2]
         self.peak_pelvis = torch.where(actuated, torch.maximum(self.peak_pelvis, z), self.peak_pelvis)
@@ -218,7 +223,13 @@ class GetupEnv(StandupEnv):
         self.stood |= actuated & upright & (z > self.pelvis_target - STOOD_HEIGHT_MARGIN)
         self.host_fell |= self.host_above & (z < 0.5)
         self.host_above |= actuated & (z > 0.7)
+        self.stand_fell |= z < 0.5
+        up = (self.start_kind == events.STAND) & ~self.stand_fell
+        self.stand_time = torch.where(up, self.episode_length_buf.float() * self.step_dt, self.stand_time)
         log = super()._log_step(state, group_rewards, terms, dones)
+        stand_done = dones & (self.start_kind == events.STAND) & ~self.clock_set
+        if stand_done.any():
+            log["Metrics/standing_start_time_up"] = self.stand_time[stand_done]
         done = dones & (self.start_kind != events.STAND) & ~self.clock_set
         if done.any():
             log["Metrics/pelvis_passed_0.5"] = (self.peak_pelvis[done] > 0.5).float()
