@@ -79,7 +79,8 @@ def _add_run(sub) -> None:
     p.add_argument("--no-log", action="store_true", help="do not record a dataset")
     p.add_argument("--task-description", help="task string of the recorded episodes (default: the policy's task)")
     p.add_argument("--socket", help="operator socket path (default $UPRIGHT_DEPLOY_SOCKET, "
-                   "/run/upright-deploy/ctl.sock, $XDG_RUNTIME_DIR/upright-deploy.sock, or a private 0700 folder in /tmp)")
+                   "/run/upright-deploy/ctl.sock, $XDG_RUNTIME_DIR/upright-deploy.sock, or a private 0700 folder in "
+                   "/tmp)")
     p.add_argument("--ctl-group", help="group (name or gid) whose members may also operate the daemon "
                    "(default: only this user and root)")
     p.add_argument("--sim", action="store_true", help="timing checks for sim-robot in lockstep on a loaded machine "
@@ -106,8 +107,8 @@ def _add_run(sub) -> None:
     p.add_argument("--overruns", type=_none_or_int, default=_UNSET,
                    help="K: consecutive overrunning policy ticks -> damping (default 5; --sim: none)")
     p.add_argument("--overrun-ms", type=float, default=2.0, help="a policy tick this late counts as an overrun")
-    p.add_argument("--max-sensor-age-ms", type=float, default=_UNSET, help="motor / IMU data older than this -> damping "
-                   "(default 50; --sim: 1000)")
+    p.add_argument("--max-sensor-age-ms", type=float, default=_UNSET, help="motor / IMU data older than this -> "
+                   "damping (default 50; --sim: 1000)")
     p.add_argument("--watchdog-s", type=_none_or_float, default=_UNSET, help="loop watchdog, or 'none' "
                    "(default 0.25; --sim: 5)")
     p.add_argument("--damping-kd", type=float, default=8.0, help="damping gain, N·m·s/rad")
@@ -196,13 +197,28 @@ def _chunk_runner(args, spec, vla, cameras: dict | None = None):
     return runner
 
 
+def _onnx_policy(spec):
+    """The :class:`~upright.deploy.policy.OnnxPolicy` of a checked MLP policy file (before any port opens).
+
+    Raises:
+        ValueError: onnxruntime failed on it (one line; :func:`~upright.deploy.metadata.dry_run` already ran it once).
+    """
+    from upright.deploy.policy import OnnxPolicy
+
+    try:
+        return OnnxPolicy(spec)
+    except Exception as err:  # noqa: BLE001 - onnxruntime raises its own exception types
+        raise ValueError(f"{spec.path}: onnxruntime failed on the policy: {type(err).__name__}: "
+                         f"{' '.join(str(err).split())[:240]}") from None  # fmt: skip
+
+
 def cmd_run(args) -> int:
     from dataclasses import replace
 
     from upright.deploy.camera import parse_camera_args, parse_size
     from upright.deploy.chunk_policy import check_camera_sources, is_chunk_policy_source, load_chunk_policy
     from upright.deploy.controller import Controller, ControllerConfig
-    from upright.deploy.metadata import PolicyMetadataError, load_policy_spec
+    from upright.deploy.metadata import PolicyMetadataError, check_plausible, load_policy_spec
     from upright.deploy.operator import SocketSecurityError, resolve_group
     from upright.deploy.robot_config import load_robot_config
     from upright.deploy.safety import SafetyConfig
@@ -232,18 +248,21 @@ def cmd_run(args) -> int:
                                  "e.g. --instruction 'lift the cube'")  # fmt: skip
             spec, vla = load_chunk_policy(str(args.policy), robot_cfg, args.policy_contract, task=args.instruction)
             try:
+                check_plausible(spec, robot_cfg, args.io_rate)  # the contract's gains, action_scale and control_dt
                 size = check_camera_sources(spec, given, image_size)
                 cameras = _open_cameras(args, given, size) if size else {}
             except BaseException:
                 if hasattr(vla, "close"):
                     vla.close()
                 raise
-            runner = _chunk_runner(args, spec, vla, cameras)
+            runner = policy = _chunk_runner(args, spec, vla, cameras)
         else:
             if args.instruction or args.policy_contract or given:
                 raise ValueError(f"--instruction, --policy-contract and --camera are for chunked (VLA) policies; "
                                  f"{args.policy} is an MLP policy file (its metadata is its contract)")  # fmt: skip
-            spec = load_policy_spec(args.policy, robot_cfg)
+            # metadata, plausibility for this robot and --io-rate, and one inference of the graph (dry run)
+            spec = load_policy_spec(args.policy, robot_cfg, io_rate_hz=args.io_rate)
+            policy = _onnx_policy(spec)
         ctl_group = resolve_group(args.ctl_group)
     except (PolicyMetadataError, ValueError) as err:
         release()
@@ -252,7 +271,6 @@ def cmd_run(args) -> int:
     from upright.deploy.logger_process import LoggerClient, frame_features
     from upright.deploy.loop import run_loop, setup_realtime
     from upright.deploy.operator import Keyboard, OperatorServer, default_socket_path
-    from upright.deploy.policy import OnnxPolicy
     from upright.deploy.robot import SerialRobot
 
     safety = SafetyConfig(
@@ -266,7 +284,6 @@ def cmd_run(args) -> int:
         io_rate_hz=args.io_rate, ramp_s=args.ramp_s, policy_ramp_s=args.policy_ramp_s, auto_start=args.auto_start,
         auto_engage_s=args.auto_engage, exit_after_damping_s=args.exit_after_damping, safety=safety,
     )  # fmt: skip
-    policy = runner if runner is not None else OnnxPolicy(spec)
     # the operator socket and the dataset first: either can refuse to start, and nothing has opened a port yet
     try:
         operator = OperatorServer(args.socket or default_socket_path(), group=ctl_group)
@@ -333,7 +350,8 @@ def cmd_run(args) -> int:
         controller.close()
         robot.close()
         _close_cameras(cameras)
-    print(f"upright-deploy: exit ({controller.sm.mode.name}: {controller.sm.damping_reason})", file=sys.stderr, flush=True)
+    print(f"upright-deploy: exit ({controller.sm.mode.name}: {controller.sm.damping_reason})", file=sys.stderr,
+          flush=True)
     return code
 
 

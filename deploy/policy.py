@@ -16,6 +16,24 @@ class PolicyFault(RuntimeError):
     sends the robot to DAMPING with this exception's message (one line) as the reason."""
 
 
+def open_session(path: str, quiet: bool = False):
+    """An onnxruntime session of ``path`` on the CPU with one intra-op and one inter-op thread, sequential, every graph
+    optimisation, no spinning threads (the daemon's; :func:`upright.deploy.metadata.dry_run` loads the file the same
+    way before any port opens). ``quiet``: no onnxruntime warnings on stderr (the dry run's findings are its errors)."""
+    import onnxruntime as ort
+
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = 1
+    opts.inter_op_num_threads = 1
+    opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    opts.add_session_config_entry("session.inter_op.allow_spinning", "0")
+    if quiet:
+        opts.log_severity_level = 3
+    return ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
+
+
 class OnnxPolicy:
     """Runs ``spec.path`` with onnxruntime on the CPU with one intra-op and one inter-op thread.
 
@@ -25,16 +43,7 @@ class OnnxPolicy:
     """
 
     def __init__(self, spec: PolicySpec, warmup: int = 200):
-        import onnxruntime as ort
-
-        opts = ort.SessionOptions()
-        opts.intra_op_num_threads = 1
-        opts.inter_op_num_threads = 1
-        opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-        opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        opts.add_session_config_entry("session.inter_op.allow_spinning", "0")
-        self.session = ort.InferenceSession(spec.path, opts, providers=["CPUExecutionProvider"])
+        self.session = open_session(spec.path)
         self.spec = spec
         self._input = np.zeros((1, spec.obs_dim), np.float32)
         self._feed = {spec.input_name: self._input}

@@ -18,6 +18,8 @@ def test_g1_table_matches_the_robot_model():
     for m in cfg.motors:
         i = g1.JOINT_NAMES.index(m.joint)
         assert m.torque_limit == info.torque_limit[i] and m.velocity_limit == info.velocity_limit[i]
+        motor, count = g1.motor_of(m.joint)  # the datasheet the table's limits come from
+        assert m.actuator == (motor if count == 1 else f"{motor} x{count}")
         jid = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_JOINT, m.joint)
         assert (m.lower, m.upper) == pytest.approx(tuple(model.jnt_range[jid]), abs=1e-6)
     per_bus = [len(b.motors) for b in cfg.buses]
