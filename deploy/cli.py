@@ -77,6 +77,10 @@ def _add_run(sub) -> None:
     p.add_argument("--port-dir", help="folder with one serial port (or link) per bus name, e.g. sim-robot's --link-dir")
     p.add_argument("--dataset", default="deploy_data", help="LeRobot v3 dataset folder for the episodes")
     p.add_argument("--no-log", action="store_true", help="do not record a dataset")
+    p.add_argument("--on-logger-failure", choices=("hold", "continue"), default="hold", help="when the logger fails "
+                   "(its process dies, its writes fail: a full disk, EIO; or it stalls): 'hold' ends the episode, "
+                   "ramps to HOLD and refuses 'resume' (default); 'continue' keeps the policy running, unrecorded. "
+                   "Either way one ERROR line, and 'ctl status' shows the logger's state")
     p.add_argument("--task-description", help="task string of the recorded episodes (default: the policy's task)")
     p.add_argument("--socket", help="operator socket path (default $UPRIGHT_DEPLOY_SOCKET, "
                    "/run/upright-deploy/ctl.sock, $XDG_RUNTIME_DIR/upright-deploy.sock, or a private 0700 folder in "
@@ -268,6 +272,7 @@ def cmd_run(args) -> int:
         release()
         print(f"upright-deploy: refusing to start: {err}", file=sys.stderr)
         return 2
+    from upright.deploy.lerobot_dataset import DatasetLockedError
     from upright.deploy.logger_process import LoggerClient, frame_features
     from upright.deploy.loop import run_loop, setup_realtime
     from upright.deploy.operator import Keyboard, OperatorServer, default_socket_path
@@ -283,13 +288,26 @@ def cmd_run(args) -> int:
     cfg = ControllerConfig(
         io_rate_hz=args.io_rate, ramp_s=args.ramp_s, policy_ramp_s=args.policy_ramp_s, auto_start=args.auto_start,
         auto_engage_s=args.auto_engage, exit_after_damping_s=args.exit_after_damping, safety=safety,
+        on_logger_failure=args.on_logger_failure,
     )  # fmt: skip
-    # the operator socket and the dataset first: either can refuse to start, and nothing has opened a port yet
+    # A second daemon is refused by the operator socket, the serial ports (opened exclusively) or the dataset (its
+    # writer lock, held by the running daemon's logger), in this order, and every one of these refusals comes before
+    # anything of the dataset or its journals is read or written: the logger opens the dataset (and converts the
+    # journals of a crash) only after the ports are ours and it holds the lock. Opening a port sends nothing.
     try:
         operator = OperatorServer(args.socket or default_socket_path(), group=ctl_group)
     except (SocketSecurityError, OSError) as err:
         release()
         print(f"upright-deploy: refusing to start: {err}", file=sys.stderr)
+        return 2
+    robot = SerialRobot(robot_cfg)
+    try:
+        robot.connect()
+    except Exception as err:  # noqa: BLE001 - serial errors come in many types
+        robot.close()
+        operator.close()
+        release()
+        print(f"upright-deploy: cannot open the robot's serial ports: {err}", file=sys.stderr)
         return 2
     logger = None
     if not args.no_log:
@@ -301,22 +319,14 @@ def cmd_run(args) -> int:
                 fps=int(round(1 / spec.control_dt)), robot_type=robot_cfg.name,
                 task=args.task_description or spec.task, policy=str(args.policy),
             )  # fmt: skip
-        except (RuntimeError, OSError) as err:
+        except (RuntimeError, OSError) as err:  # DatasetLockedError (another writer) is a RuntimeError
+            robot.close()
             operator.close()
             release()
-            print(f"upright-deploy: refusing to start: {err}", file=sys.stderr)
+            hint = "; one dataset has one writer: stop that daemon first, or use another --dataset"
+            print(f"upright-deploy: refusing to start: {err}{hint if isinstance(err, DatasetLockedError) else ''}",
+                  file=sys.stderr)  # fmt: skip
             return 2
-    robot = SerialRobot(robot_cfg)
-    try:
-        robot.connect()
-    except Exception as err:  # noqa: BLE001 - serial errors come in many types
-        robot.close()
-        operator.close()
-        if logger is not None:
-            logger.close()
-        release()
-        print(f"upright-deploy: cannot open the robot's serial ports: {err}", file=sys.stderr)
-        return 2
     keyboard = None if args.no_keyboard else Keyboard()
     controller = Controller(spec, robot_cfg, policy, cfg, logger=logger, operator=operator, keyboard=keyboard,
                             cameras=cameras)  # fmt: skip
@@ -334,7 +344,7 @@ def cmd_run(args) -> int:
     print(
         f"upright-deploy: policy {args.policy} ({spec.task}, {spec.num_joints} joints, {1 / spec.control_dt:.0f} Hz), "
         f"robot {robot_cfg.name}, I/O {args.io_rate:.0f} Hz, socket {operator.path}, "
-        f"dataset {'off' if logger is None else args.dataset}",
+        f"dataset {'off' if logger is None else f'{args.dataset} (on logger failure: {args.on_logger_failure})'}",
         file=sys.stderr, flush=True,
     )  # fmt: skip
     max_cycles = int(args.duration * args.io_rate) if args.duration else None
@@ -432,21 +442,57 @@ def cmd_ctl(args) -> int:
 
 
 def cmd_recover(args) -> int:
-    from upright.deploy.lerobot_dataset import IMPLICIT_FEATURES, LeRobotV3Writer
+    """``upright-deploy recover DS``: convert the journals a crash left into episodes (outcome ``interrupted``).
 
-    info_path = pathlib.Path(args.dataset) / "meta" / "info.json"
-    journals = sorted((pathlib.Path(args.dataset) / "journal").glob("episode_*.arrows"))
+    Prints ``{"recovered_episodes": [...], "total_episodes": N, "quarantined": [...]}`` and exits 0. Refusals and
+    failures are one line on stderr: exit 2 when ``DS`` holds no dataset or another process holds its writer lock (a
+    daemon records it: nothing is read or written), exit 1 when a write fails (a full disk, EIO): the journal being
+    converted and every later one are kept, the dataset stays as it was after its last whole episode. A journal that
+    cannot be read is moved to ``journal/quarantine/`` (named on stderr), never deleted.
+    """
+    from upright.deploy.lerobot_dataset import IMPLICIT_FEATURES, DatasetLock, DatasetLockedError, LeRobotV3Writer
+
+    root = pathlib.Path(args.dataset)
+    info_path = root / "meta" / "info.json"
+    journals = sorted((root / "journal").glob("episode_*.arrows"))
     if not info_path.is_file() and not journals:
         print(f"upright-deploy recover: {args.dataset} holds no dataset", file=sys.stderr)
         return 2
-    if not info_path.is_file():
-        print("upright-deploy recover: journals without meta/info.json; run the daemon once on this folder to recover")
+    try:
+        lock = DatasetLock.acquire(root, "upright-deploy recover", create=False)
+    except DatasetLockedError as err:
+        print(f"upright-deploy recover: refusing: {err}; a daemon is recording it: recover it after that daemon "
+              "exits", file=sys.stderr)  # fmt: skip
         return 2
-    info = json.loads(info_path.read_text())
-    features = {k: v for k, v in info["features"].items() if k not in IMPLICIT_FEATURES}
-    writer = LeRobotV3Writer(args.dataset, features, info["fps"], info.get("robot_type", ""))
-    done = writer.recover(info.get("upright", {}).get("task", "unknown"))
-    print(json.dumps({"recovered_episodes": done, "total_episodes": writer.info["total_episodes"]}))
+    except OSError as err:
+        print(f"upright-deploy recover: cannot lock {root}: {err}", file=sys.stderr)
+        return 1
+    try:
+        if not info_path.is_file():
+            print("upright-deploy recover: journals without meta/info.json; run the daemon once on this folder to "
+                  "recover", file=sys.stderr)  # fmt: skip
+            return 2
+        writer = None
+        try:
+            info = json.loads(info_path.read_text())
+            features = {k: v for k, v in info["features"].items() if k not in IMPLICIT_FEATURES}
+            writer = LeRobotV3Writer(root, features, info["fps"], info.get("robot_type", ""))
+            done = writer.recover(info.get("upright", {}).get("task", "unknown"))
+        except (ValueError, KeyError) as err:
+            print(f"upright-deploy recover: {info_path} does not read back ({type(err).__name__}: {err})",
+                  file=sys.stderr)  # fmt: skip
+            return 2
+        except OSError as err:  # a full disk, EIO: one line; every file as it was (journals kept)
+            print(f"upright-deploy recover: cannot write {root}: {err}; nothing is lost: run recover again once "
+                  "there is room", file=sys.stderr)  # fmt: skip
+            return 1
+        finally:
+            for src, dst, why in writer.quarantined if writer is not None else ():
+                print(f"upright-deploy recover: {src} cannot be converted ({why}); kept as {dst}", file=sys.stderr)
+    finally:
+        lock.close()
+    print(json.dumps({"recovered_episodes": done, "total_episodes": writer.info["total_episodes"],
+                      "quarantined": [str(dst) for _, dst, _ in writer.quarantined]}))  # fmt: skip
     return 0
 
 

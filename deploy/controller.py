@@ -34,6 +34,21 @@ DAMPING through a fault also logs its frame, in any mode (opening a one-frame ep
 open), with the fault's bits in ``safety_flags`` (bits raised between two policy ticks are kept for
 the next frame) and the reason in the episode's ``upright/reason``; so every fault is in the dataset.
 Episode numbers are the dataset's ``episode_index`` (they continue the dataset, run after run).
+
+Logger failure. The logger's health is part of the safety state: every policy tick, before the operator's requests,
+:meth:`~upright.deploy.logger_process.LoggerClient.check` tells whether the logger failed (its process died, e.g.
+SIGKILL; its writes failed: a full disk, EIO, EFBIG; or it took no frame for ``stall_s``). On the tick that finds it,
+the daemon logs one line at ERROR (``logging``, logger ``upright.deploy``) naming the failure and the reaction,
+``ctl status`` reports it (``logger``: state ``failed``, its ``error``, ``failed_tick``), no frame is sent any more,
+and ``ControllerConfig.on_logger_failure`` decides:
+
+- ``hold`` (the default, ``--on-logger-failure hold``): the episode ends there (its flushed frames stay in the
+  dataset's journal; ``upright-deploy recover`` converts them once the logger is gone) and POLICY, HUMAN or PAUSED
+  ramp to the default pose over ``ramp_s`` (RAMP_TO_DEFAULT, from the current targets), then HOLD; ``resume`` (and
+  ``--auto-engage``) is refused from then on, so nothing runs unrecorded; restart the daemon to record again.
+- ``continue`` (opt-in): the policy keeps running, unrecorded.
+
+DAMPING stays DAMPING either way.
 """
 
 from __future__ import annotations
@@ -52,8 +67,12 @@ from upright.deploy.protocol.go_m8010 import MotorMode
 from upright.deploy.robot import JointCommand, RobotReading
 from upright.deploy.robot_config import RobotConfig
 from upright.deploy.safety import SafetyConfig, SafetyFlag
-from upright.deploy.state_machine import Mode, StateMachine
+from upright.deploy.state_machine import Mode, StateMachine, log
 from upright.tasks.policy_schema import DAEMON_ACTION_MODES
+
+
+LOGGER_FAILURE_REACTIONS = ("hold", "continue")
+"""Values of ``ControllerConfig.on_logger_failure`` (``--on-logger-failure``)."""
 
 
 @dataclass
@@ -75,6 +94,9 @@ class ControllerConfig:
     """Exit this long after entering DAMPING (None: keep sending damping until stopped)."""
     stop_damping_s: float = 0.2
     """On SIGINT/SIGTERM/quit: send damping this long, then exit."""
+    on_logger_failure: str = "hold"
+    """What the daemon does when its logger fails (see the module's Logger failure): ``hold`` (end the episode, ramp
+    to HOLD, refuse ``resume``) or ``continue`` (the policy runs on, unrecorded)."""
     safety: SafetyConfig = field(default_factory=SafetyConfig)
 
 
@@ -96,7 +118,8 @@ class Controller:
             ``observation.images.<name>`` (the logger's features must have them); not closed by :meth:`close`.
 
     Raises:
-        ValueError: ``control_dt`` is not a whole number of I/O periods, or ``spec.action_mode`` is unknown.
+        ValueError: ``control_dt`` is not a whole number of I/O periods, ``spec.action_mode`` is unknown, or
+            ``cfg.on_logger_failure`` is neither ``hold`` nor ``continue``.
     """
 
     def __init__(
@@ -110,6 +133,13 @@ class Controller:
         if abs(dec - round(dec)) > 1e-6 or round(dec) < 1:
             raise ValueError(f"control_dt {spec.control_dt} s is not a whole number of I/O periods at {cfg.io_rate_hz} Hz")
         self.decimation = int(round(dec))
+        if cfg.on_logger_failure not in LOGGER_FAILURE_REACTIONS:
+            raise ValueError(f"on_logger_failure must be one of {list(LOGGER_FAILURE_REACTIONS)}, "
+                             f"got {cfg.on_logger_failure!r}")  # fmt: skip
+        self.logger_error: str | None = None
+        """Why the logger failed (one line), or None (no logger, or it works)."""
+        self.logger_failed_tick: int | None = None
+        """The policy tick that found the logger failed."""
         names = robot.joint_names
         n = len(names)
         self.pol = np.array([names.index(j) for j in spec.joint_names])
@@ -281,8 +311,8 @@ class Controller:
             return False
         after = self.sm.mode
         q_pol = reading.q[self.pol]
-        if after == Mode.RAMP_TO_DEFAULT:
-            self.ramp_start[:] = reading.q
+        if after == Mode.RAMP_TO_DEFAULT:  # from the measured pose at the start, else from the current targets
+            self.ramp_start[:] = reading.q if before == Mode.ZERO_TORQUE else self.target
             self.ramp_k = 0
         elif after == Mode.HOLD:
             self.hold_ticks = 0
@@ -345,6 +375,7 @@ class Controller:
         self.flags = self.io_flags  # bits raised by the I/O cycles since the previous tick (faults included)
         self.io_flags = SafetyFlag.NONE
         self._reward, self._done = 0.0, False
+        self._check_logger(reading)
         self._handle_operator(reading)
 
         # timing
@@ -370,7 +401,7 @@ class Controller:
 
         if self.sm.mode == Mode.ZERO_TORQUE and self.cfg.auto_start:
             self._enter("start", reading, "--auto-start")
-        if (self.sm.mode == Mode.HOLD and self.cfg.auto_engage_s is not None
+        if (self.sm.mode == Mode.HOLD and self.cfg.auto_engage_s is not None and self.resume_refusal() is None
                 and self.hold_ticks * self.spec.control_dt >= self.cfg.auto_engage_s):  # fmt: skip
             # at the start of the tick: this tick already runs the policy
             self._enter("resume", reading, f"--auto-engage after {self.cfg.auto_engage_s:g} s of HOLD")
@@ -398,6 +429,40 @@ class Controller:
         self._log(reading)
         self._flush_replies()
         self._check_finished()
+
+    def _check_logger(self, reading: RobotReading) -> None:
+        """Find a failed logger on this tick and carry out ``cfg.on_logger_failure`` (see the module's Logger
+        failure): one ERROR line, then HOLD (ending the episode) or continue."""
+        if self.logger is None or self.logger_error is not None:
+            return
+        error = self.logger.check()
+        if error is None:
+            return
+        self.logger_error, self.logger_failed_tick = error, self.tick
+        mode = self.sm.mode
+        root = getattr(self.logger, "root", "the dataset")
+        kept = (f"episode {self.episode} ends here (its flushed frames stay in {root}/journal: "
+                f"`upright-deploy recover {root}` converts them)") if self.episode_open else "no episode was open"
+        if mode == Mode.DAMPING:
+            what = "already DAMPING"
+        elif self.cfg.on_logger_failure == "continue":
+            what = f"--on-logger-failure continue: {mode.name} continues, unrecorded"
+        else:
+            what = (f"--on-logger-failure hold: {kept}; "
+                    f"{'ramping to HOLD; ' if mode in (Mode.POLICY, Mode.HUMAN, Mode.PAUSED) else ''}"
+                    "'resume' is refused until the daemon is restarted")  # fmt: skip
+        log.error("logger failed: %s; %s", error, what)
+        if self.cfg.on_logger_failure == "hold" and mode != Mode.DAMPING:
+            self.episode_open = False  # nothing more reaches the dataset: the episode is over
+            self._outcome = ""
+            self._enter("logger_failed", reading, f"logger failed: {error}")
+
+    def resume_refusal(self) -> str | None:
+        """Why ``resume`` is refused (the logger failed under ``on_logger_failure`` hold), or None."""
+        if self.logger_error is None or self.cfg.on_logger_failure != "hold":
+            return None
+        return (f"the logger failed ({self.logger_error}): nothing could be recorded; restart the daemon "
+                "(or run it with --on-logger-failure continue)")
 
     def _active_tick(self, reading: RobotReading) -> None:
         pol, spec = self.pol, self.spec
@@ -507,7 +572,9 @@ class Controller:
     def _apply(self, req: dict, reading: RobotReading, source: str = "operator") -> dict:
         cmd = str(req.get("cmd", ""))
         ok, error = True, None
-        if cmd in ("start", "resume", "pause", "takeover", "release", "estop"):
+        if cmd == "resume" and self.resume_refusal() is not None:
+            ok, error = False, f"'resume' refused: {self.resume_refusal()}"
+        elif cmd in ("start", "resume", "pause", "takeover", "release", "estop"):
             ok = self._enter(cmd, reading, f"{source} {cmd}")
             if not ok:
                 error = f"'{cmd}' is not possible in mode {self.sm.mode.name}"
@@ -578,7 +645,12 @@ class Controller:
             "link_crc_errors": int(self.health.total_crc_errors.sum()),
             "max_lateness_us": self.max_lateness_ns / 1e3,
             "logger_dropped": getattr(self.logger, "dropped", 0),
-        }
+            "logger": {
+                "state": "off" if self.logger is None else "ok" if self.logger_error is None else "failed",
+                "error": self.logger_error, "failed_tick": self.logger_failed_tick,
+                "on_failure": self.cfg.on_logger_failure,
+            },
+        }  # fmt: skip
 
     _last_frame_logged = False
     _last_frame_index: int | None = None
@@ -598,7 +670,8 @@ class Controller:
             self.episode_open = True
             self.frame_index = 0
         ending = mode == Mode.DAMPING or self._done
-        if self.logger is not None:
+        recording = self.logger is not None and self.logger_error is None
+        if recording:
             r = self.logger.record
             r["kind"] = 0
             r["episode"] = self.episode
@@ -633,7 +706,7 @@ class Controller:
         self.frame_index += 1
         if ending:
             outcome = self._outcome or ("estop" if self.sm.estop else "damping")
-            if self.logger is not None:
+            if recording:
                 self.logger.end_episode(self.episode, outcome, self.sm.damping_reason if mode == Mode.DAMPING else "")
             self.episode_open = False
             if mode != Mode.DAMPING:
@@ -641,7 +714,7 @@ class Controller:
 
     def close(self) -> None:
         """End the open episode (outcome of the damping reason), stop the logger, close the operator channel."""
-        if self.episode_open and self.logger is not None:
+        if self.episode_open and self.logger is not None and self.logger_error is None:
             self.logger.end_episode(self.episode, self._outcome or ("estop" if self.sm.estop else "damping"),
                                     self.sm.damping_reason)
         self.episode_open = False

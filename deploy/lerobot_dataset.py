@@ -8,6 +8,8 @@ Layout written under ``root``::
     meta/episodes/chunk-000/file-000.parquet    one row per episode (index ranges, data file, stats, outcome)
     data/chunk-XXX/file-YYY.parquet             the frames (one episode per data file)
     journal/episode_NNNNNN.arrows               the episode being recorded (Arrow IPC stream)
+    journal/quarantine/                         journals that could not be read (kept, never deleted)
+    .upright-writer.lock                        the writer lock (see below)
 
 Crash safety. While an episode is recorded its frames go to an Arrow IPC *stream* in ``journal/``:
 each flush appends complete record batches, then flushes and fsyncs the file, so every flushed
@@ -16,6 +18,17 @@ middle of a batch still reads back up to the last complete batch (:func:`read_jo
 episode ends it is converted into the parquet files above (each written to a temporary name,
 fsynced, then renamed) and the journal is deleted; a journal left by a crash is converted the next
 time a logger opens the dataset (:meth:`LeRobotV3Writer.recover`), with outcome ``interrupted``.
+A journal that cannot be read (not an Arrow stream, a read error such as EIO, columns that are not the dataset's
+features) is never deleted: it is moved to ``journal/quarantine/`` and named (:attr:`LeRobotV3Writer.quarantined`).
+A write that fails (a full disk, EIO, EFBIG) raises OSError and leaves every file as it was: an episode's files are
+all written to temporary names first, then renamed, ``info.json`` last (:func:`write_files_together`), and a journal
+is deleted only after its episode is written.
+
+One writer. A dataset being recorded has exactly one writer: the logger process holds :class:`DatasetLock`, an
+advisory ``flock`` (LOCK_EX | LOCK_NB) on ``.upright-writer.lock`` in the dataset folder, for its whole life, and
+``upright-deploy recover`` holds it while it converts. A second writer is refused (:class:`DatasetLockedError`)
+before it reads or writes anything of the dataset. The kernel releases the lock when its holder dies (SIGKILL
+included), so the dataset of a crashed daemon is recoverable at once.
 
 Vector features are ``fixed_size_list<float32>[n]`` columns; shape-[1] features are scalar
 columns, as LeRobot stores them. Image features (``dtype: "image"``, shape ``[H, W, 3]``) are stored in the parquet
@@ -25,9 +38,12 @@ per frame (``path`` null); they get no entry in the stats (LeRobot's per-channel
 
 from __future__ import annotations
 
+import errno
+import fcntl
 import json
 import os
 import pathlib
+import time
 from typing import Any
 
 import numpy as np
@@ -35,6 +51,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from upright.atomic_io import atomic_write_bytes  # noqa: F401  (re-exported: logger_process imports it from here)
+from upright.atomic_io import fsync_dir
 
 CODEBASE_VERSION = "v3.0"
 CHUNKS_SIZE = 1000
@@ -86,11 +103,44 @@ def column(values: np.ndarray, feature: dict) -> pa.Array:
     return pa.array(np.asarray(values).reshape(-1), type=t)
 
 
-def atomic_write_parquet(path: pathlib.Path, table: pa.Table) -> None:
-    """Write a parquet file via a fsynced temporary file and a rename."""
+def parquet_bytes(table: pa.Table) -> bytes:
+    """A parquet file's bytes (written in memory)."""
     sink = pa.BufferOutputStream()
     pq.write_table(table, sink)
-    atomic_write_bytes(path, sink.getvalue().to_pybytes())
+    return sink.getvalue().to_pybytes()
+
+
+def atomic_write_parquet(path: pathlib.Path, table: pa.Table) -> None:
+    """Write a parquet file via a fsynced temporary file and a rename."""
+    atomic_write_bytes(path, parquet_bytes(table))
+
+
+def write_files_together(files: list[tuple[pathlib.Path, bytes]]) -> None:
+    """Write several files as one change: each goes to a temporary name beside it and is fsynced; only when all of them
+    are written are they renamed over their final names, in the given order (put the file that commits the change,
+    ``info.json``, last), and the folders fsynced.
+
+    Raises:
+        OSError: a write failed (a full disk, EIO, ...): the temporary files are removed and no final file changed.
+    """
+    staged: list[tuple[pathlib.Path, pathlib.Path]] = []
+    try:
+        for path, data in files:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+            staged.append((tmp, path))
+            with open(tmp, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+    except BaseException:
+        for tmp, _ in staged:
+            tmp.unlink(missing_ok=True)
+        raise
+    for tmp, path in staged:
+        os.replace(tmp, path)
+    for folder in dict.fromkeys(path.parent for _, path in staged):
+        fsync_dir(folder)
 
 
 class JournalWriter:
@@ -121,23 +171,121 @@ class JournalWriter:
             self._file.close()
 
 
-def read_journal(path: pathlib.Path) -> pa.Table | None:
-    """Every complete record batch of a (possibly truncated) journal; None if not even the schema survived."""
-    batches = []
+class JournalUnreadable(Exception):
+    """A journal that cannot be read: a read error (EIO, ...), or not even an Arrow stream's schema reads back."""
+
+
+def load_journal(path: pathlib.Path) -> pa.Table:
+    """Every complete record batch of a (possibly truncated) journal: a batch cut by a crash at the end is dropped.
+
+    The file is read with plain reads first, so a read error of the disk (EIO) is told apart from a truncated tail.
+
+    Raises:
+        JournalUnreadable: the file cannot be read (the message says why: ``[Errno 5] Input/output error``, ...) or
+            is not an Arrow IPC stream (its schema does not read back).
+    """
     try:
-        with open(path, "rb") as f:
-            reader = pa.ipc.open_stream(f)
-            schema = reader.schema
-            while True:
-                try:
-                    batches.append(reader.read_next_batch())
-                except StopIteration:
-                    break
-                except (pa.ArrowInvalid, pa.ArrowIOError, OSError):
-                    break  # truncated tail: the batch being written at the crash
-    except (pa.ArrowInvalid, pa.ArrowIOError, OSError):
-        return None
+        data = pathlib.Path(path).read_bytes()
+    except OSError as err:
+        raise JournalUnreadable(f"cannot read it: {err.strerror or err}") from None
+    try:
+        reader = pa.ipc.open_stream(pa.py_buffer(data))
+        schema = reader.schema
+    except (pa.ArrowInvalid, OSError) as err:
+        raise JournalUnreadable(f"not an Arrow IPC stream ({len(data)} bytes; {err})") from None
+    batches = []
+    while True:
+        try:
+            batches.append(reader.read_next_batch())
+        except StopIteration:
+            break
+        except (pa.ArrowInvalid, OSError):
+            break  # truncated tail: the batch being written at the crash
     return pa.Table.from_batches(batches, schema=schema)
+
+
+def read_journal(path: pathlib.Path) -> pa.Table | None:
+    """:func:`load_journal`, or None if the journal cannot be read."""
+    try:
+        return load_journal(path)
+    except JournalUnreadable:
+        return None
+
+
+LOCK_NAME = ".upright-writer.lock"
+"""The writer lock's file in the dataset folder (:class:`DatasetLock`)."""
+
+
+class DatasetLockedError(RuntimeError):
+    """Another process holds the dataset's writer lock (a daemon's logger records it, or ``recover`` converts it)."""
+
+
+class DatasetLock:
+    """The advisory writer lock of a dataset: ``fcntl.flock(LOCK_EX | LOCK_NB)`` on ``root/.upright-writer.lock``.
+
+    flock locks belong to the open file: a child that inherits the descriptor (``pass_fds``) holds the same lock,
+    which lasts until every copy of the descriptor is closed, and the kernel releases it when the holders die
+    (SIGKILL included). The file holds one line naming the holder (for the refusal's message only).
+    """
+
+    def __init__(self, fd: int, root: pathlib.Path):
+        self.fd = fd
+        self.root = root
+
+    @classmethod
+    def acquire(cls, root: str | pathlib.Path, holder: str, create: bool = True) -> DatasetLock:
+        """Take the lock of the dataset at ``root`` (``create``: make the folder if missing) without waiting.
+
+        Raises:
+            DatasetLockedError: another process holds it (the message names the holder); nothing of the dataset
+                was read or written.
+            OSError: the lock file cannot be opened (no folder, no permission, ...).
+        """
+        root = pathlib.Path(root)
+        if create:
+            root.mkdir(parents=True, exist_ok=True)
+        fd = os.open(root / LOCK_NAME, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as err:
+            try:
+                who = os.pread(fd, 200, 0).decode(errors="replace").strip()
+            except OSError:
+                who = ""
+            os.close(fd)
+            if err.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
+                raise DatasetLockedError(f"{root} is being written by another process ({who or 'holder unknown'}; "
+                                         f"it holds {root / LOCK_NAME})") from None  # fmt: skip
+            raise
+        lock = cls(fd, root)
+        lock.stamp(holder)
+        return lock
+
+    @classmethod
+    def adopt(cls, fd: int, root: str | pathlib.Path, holder: str) -> DatasetLock:
+        """The lock whose descriptor ``fd`` this process inherited (checked: flock on a held lock's own open file
+        succeeds; raises :class:`DatasetLockedError` when ``fd`` is not that lock's)."""
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            raise DatasetLockedError(f"descriptor {fd} is not the writer lock of {root}") from None
+        lock = cls(fd, pathlib.Path(root))
+        lock.stamp(holder)
+        return lock
+
+    def stamp(self, holder: str) -> None:
+        """Write ``pid <pid> (<holder>)`` into the lock file; best effort (a full disk must not fail the lock)."""
+        try:
+            os.ftruncate(self.fd, 0)
+            os.pwrite(self.fd, f"pid {os.getpid()}: {holder}\n".encode(), 0)
+        except OSError:
+            pass
+
+    def close(self) -> None:
+        """Close this copy of the descriptor (the lock is released once no process has one left)."""
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
 
 
 def _stats(values: np.ndarray) -> dict[str, list]:
@@ -216,6 +364,8 @@ class LeRobotV3Writer:
             atomic_write_bytes(info_path, json.dumps(self.info, indent=2).encode())
         self.schema = arrow_schema(self.features)
         self.journal_dir = self.root / "journal"
+        self.quarantined: list[tuple[pathlib.Path, pathlib.Path, str]] = []
+        """(journal, its path in ``journal/quarantine/``, why) of every journal this writer could not convert."""
 
     # ------------------------------------------------------------ episodes
     @property
@@ -240,19 +390,21 @@ class LeRobotV3Writer:
         ``reason`` (why it ended: a fault's message, ``operator quit``, ...) go to its ``upright/outcome`` and
         ``upright/reason`` in the episodes table.
 
+        All or nothing: the data file, ``tasks.parquet``, the episodes table, ``stats.json`` and ``info.json`` are
+        written together (:func:`write_files_together`, ``info.json`` last).
+
         Raises:
             ValueError: ``episode_index`` is not the next one, or the table lacks a feature.
+            OSError: a write failed (a full disk, EIO, ...); no file of the dataset changed.
         """
         if episode_index != self.info["total_episodes"]:
             raise ValueError(f"episode {episode_index} is not the next one ({self.info['total_episodes']})")
         n = frames.num_rows
+        files: list[tuple[pathlib.Path, bytes]] = []
         tasks = self._tasks()
-        if task not in tasks:
+        new_task = task not in tasks
+        if new_task:
             tasks.append(task)
-            atomic_write_parquet(
-                self.root / "meta" / "tasks.parquet",
-                pa.table({"task_index": pa.array(range(len(tasks)), pa.int64()), "task": pa.array(tasks, pa.string())}),
-            )
         task_index = tasks.index(task)
         start = int(self.info["total_frames"])
         frame_index = np.arange(n, dtype=np.int64)
@@ -264,7 +416,11 @@ class LeRobotV3Writer:
         cols["task_index"] = pa.array(np.full(n, task_index, np.int64))
         chunk, file = divmod(episode_index, CHUNKS_SIZE)
         data_path = self.root / DATA_PATH.format(chunk_index=chunk, file_index=file)
-        atomic_write_parquet(data_path, pa.table(cols))
+        files.append((data_path, parquet_bytes(pa.table(cols))))
+        if new_task:
+            files.append((self.root / "meta" / "tasks.parquet", parquet_bytes(
+                pa.table({"task_index": pa.array(range(len(tasks)), pa.int64()), "task": pa.array(tasks, pa.string())})
+            )))  # fmt: skip
 
         row: dict[str, Any] = {
             "episode_index": episode_index, "tasks": [task], "length": n,
@@ -282,16 +438,16 @@ class LeRobotV3Writer:
         old = self._episodes()
         new = pa.Table.from_pylist([row])
         episodes = pa.concat_tables([old, new], promote_options="default") if old is not None else new
-        atomic_write_parquet(self.root / EPISODES_PATH, episodes)
+        files.append((self.root / EPISODES_PATH, parquet_bytes(episodes)))
 
-        self.info["total_episodes"] = episode_index + 1
-        self.info["total_frames"] = start + n
-        self.info["total_tasks"] = len(tasks)
-        self.info["splits"] = {"train": f"0:{episode_index + 1}"}
+        info = {**self.info, "total_episodes": episode_index + 1, "total_frames": start + n, "total_tasks": len(tasks),
+                "splits": {"train": f"0:{episode_index + 1}"}}  # fmt: skip
         if stats:
             all_stats = self._all_episode_stats(episodes)
-            atomic_write_bytes(self.root / "meta" / "stats.json", json.dumps(all_stats, indent=1).encode())
-        atomic_write_bytes(self.root / "meta" / "info.json", json.dumps(self.info, indent=2).encode())
+            files.append((self.root / "meta" / "stats.json", json.dumps(all_stats, indent=1).encode()))
+        files.append((self.root / "meta" / "info.json", json.dumps(info, indent=2).encode()))
+        write_files_together(files)
+        self.info = info
 
     def _all_episode_stats(self, episodes: pa.Table) -> dict:
         out = {}
@@ -308,16 +464,83 @@ class LeRobotV3Writer:
                 out[name] = combine_stats(per_ep)
         return out
 
+    def journal_problem(self, table: pa.Table) -> str | None:
+        """Why a journal's table is not an episode of this dataset (a column missing or of another type), or None."""
+        expected = self.schema.append(pa.field("frame_index", pa.int64()))
+        for field in expected:
+            i = table.schema.get_field_index(field.name)
+            if i < 0:
+                return f"it has no column '{field.name}' (a journal of another dataset?)"
+            if table.schema.field(i).type != field.type:
+                return f"its column '{field.name}' is {table.schema.field(i).type}, this dataset's is {field.type}"
+        return None
+
+    def quarantine(self, path: pathlib.Path, why: str) -> pathlib.Path:
+        """Move a journal that cannot be converted to ``journal/quarantine/`` (a new name, never overwriting) and
+        record it in :attr:`quarantined`; return its new path.
+
+        Raises:
+            OSError: the move failed (the journal stays where it was).
+        """
+        folder = self.journal_dir / "quarantine"
+        folder.mkdir(parents=True, exist_ok=True)
+        stem = f"{path.stem}.{time.strftime('%Y%m%d-%H%M%S')}"
+        dst = folder / f"{stem}{path.suffix}"
+        k = 0
+        while dst.exists():
+            k += 1
+            dst = folder / f"{stem}-{k}{path.suffix}"
+        os.rename(path, dst)
+        self.quarantined.append((path, dst, why))
+        return dst
+
+    def convert_journal(self, path: pathlib.Path, task: str, outcome: str, reason: str = "") -> int | None:
+        """Make the journal at ``path`` the next episode (``outcome``, ``reason``), then delete it; return its
+        ``episode_index``, or None when it held no frame (deleted) or could not be read (quarantined, not deleted:
+        see :meth:`quarantine`).
+
+        Raises:
+            OSError: writing the episode failed (a full disk, EIO, ...): the journal and every dataset file are kept
+                as they were, so a later call converts it.
+        """
+        if path.is_file() and not path.is_symlink() and path.stat().st_size == 0:  # a crash before its schema
+            path.unlink()
+            return None
+        try:
+            table = load_journal(path)
+        except JournalUnreadable as err:
+            self.quarantine(path, str(err))
+            return None
+        problem = self.journal_problem(table) if table.num_rows else None
+        if problem is not None:
+            self.quarantine(path, problem)
+            return None
+        index = None
+        if table.num_rows:
+            index = int(self.info["total_episodes"])
+            self.add_episode(index, table, task, outcome, reason)
+        path.unlink()
+        return index
+
     def recover(self, task: str, reason: str = "recovered from the journal after a crash") -> list[int]:
-        """Convert journals left by a crash into episodes (outcome ``interrupted``, ``reason``); return their indices."""
+        """Convert journals left by a crash into episodes (outcome ``interrupted``, ``reason``); return their indices.
+
+        A journal that cannot be read is quarantined, not deleted (:attr:`quarantined` lists it); an empty one is
+        deleted. The caller must hold the dataset's :class:`DatasetLock`.
+
+        Raises:
+            OSError: writing an episode failed (a full disk, EIO, ...); the message names the journal, which is kept
+                with every journal not converted yet (the episodes converted before stay).
+        """
         done = []
         for path in sorted(self.journal_dir.glob("episode_*.arrows")):
-            table = read_journal(path)
-            if table is not None and table.num_rows:
-                index = int(self.info["total_episodes"])
-                self.add_episode(index, table, task, "interrupted", reason)
+            try:
+                index = self.convert_journal(path, task, "interrupted", reason)
+            except OSError as err:
+                why = f"{err.strerror or err} (converting {path}, which is kept)"
+                raise (OSError(err.errno, why) if err.errno else OSError(why)) from err
+            if index is not None:
                 done.append(index)
-            path.unlink()
         return done
 
 

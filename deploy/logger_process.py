@@ -2,11 +2,29 @@
 
 Control side (:class:`LoggerClient`): one ``os.write`` of one fixed-size record (< PIPE_BUF, so
 atomic) per policy tick on a non-blocking pipe; if the pipe is full the frame is dropped and the
-``LOGGER_DROP`` safety flag is raised, the control loop never waits on disk.
+``LOGGER_DROP`` safety flag is raised, the control loop never waits on disk (an episode-end record that does not fit
+is queued and sent before the next frame).
+
+One writer: the client takes the dataset's writer lock (:class:`~upright.deploy.lerobot_dataset.DatasetLock`) before
+the logger touches the dataset, hands its descriptor to the logger process (``pass_fds``) and closes its own copy
+once the logger is ready, so the logger holds it for its whole life and the kernel releases it when the logger
+exits or dies. A dataset whose lock another process holds is refused (``DatasetLockedError``, a RuntimeError)
+before anything of it is read or written.
 
 Start-up: the logger opens (and recovers) the dataset, then answers one JSON line on its stdout,
 ``{"next_episode_index": N}``; the client waits for it, so the daemon numbers its episodes as the
 dataset does and a dataset that cannot be opened stops the daemon before anything moves.
+
+Health (:meth:`LoggerClient.check`, called by the controller every policy tick; a failure is final): the logger
+failed when
+
+- its writes fail (a full disk: ENOSPC or EFBIG, EIO, ...): it stops, keeps the journal (every flushed frame stays
+  readable; ``upright-deploy recover`` converts it later), writes one JSON line ``{"error": "..."}`` on its stdout,
+  the client's status channel, and exits with code 3;
+- the process is gone (SIGKILL, a crash): its exit status, or EPIPE on the pipe;
+- it took no record for ``stall_s`` (its pipe stayed full: the process is stopped, or blocked on a dying disk).
+
+Once failed, nothing more is sent to it; what the daemon does then is the controller's ``on_logger_failure``.
 
 Camera images (``observation.images.<name>`` features, dtype ``image``) do not fit a pipe record: the client puts
 each logged frame's images into a ring of shared-memory slots (:mod:`upright.deploy.shared_frames`, a file in
@@ -43,7 +61,13 @@ import time
 import numpy as np
 import pyarrow as pa
 
-from upright.deploy.lerobot_dataset import OUTCOMES, LeRobotV3Writer, atomic_write_bytes, column
+from upright.deploy.lerobot_dataset import (
+    OUTCOMES,
+    DatasetLock,
+    LeRobotV3Writer,
+    atomic_write_bytes,
+    column,
+)
 from upright.deploy.safety import FAULT_FLAGS, SafetyFlag
 from upright.deploy.shared_frames import SharedFrames
 from upright.deploy.state_machine import ControlSource
@@ -54,6 +78,12 @@ REASON_BYTES = 240
 """Longest episode-end reason carried in a record (UTF-8, truncated)."""
 IMAGE_RING_BYTES = 64 << 20
 """Most shared memory the image ring takes (its slots hold 4 s of frames within this)."""
+PIPE_BYTES = 1 << 20
+"""Size asked for the record pipe (F_SETPIPE_SZ): about 15 s of G1 frames at 50 Hz."""
+STALL_S = 2.0
+"""The logger failed when its pipe stays full this long (it takes no record: stopped, or blocked on its disk)."""
+EXIT_WRITE_FAILED = 3
+"""Exit code of a logger whose writes failed (after its ``{"error": ...}`` line)."""
 
 
 def frame_features(joint_names: tuple[str, ...], frame_names: list[str],
@@ -158,10 +188,15 @@ class LoggerClient:
         flush_every: frames per journal flush.
         flush_interval_s: longest time between flushes.
         ready_timeout_s: how long to wait for the logger to open the dataset.
+        stall_s: the logger failed when its pipe stays full this long (see the module's Health).
+        pipe_bytes: size asked for the record pipe.
 
     Raises:
+        ~upright.deploy.lerobot_dataset.DatasetLockedError: another process writes ``root`` (a daemon's logger,
+            ``recover``): refused before anything of the dataset is read or written (a RuntimeError).
         RuntimeError: the logger process could not open ``root`` (its own message is on stderr), or did not
             answer within ``ready_timeout_s``.
+        OSError: the lock file cannot be made (no permission, ...).
     """
 
     def __init__(
@@ -175,48 +210,74 @@ class LoggerClient:
         flush_every: int = 10,
         flush_interval_s: float = 0.2,
         ready_timeout_s: float = 60.0,
+        stall_s: float = STALL_S,
+        pipe_bytes: int = PIPE_BYTES,
     ):
+        self.root = pathlib.Path(root)
         self.dtype = record_dtype(features)
         self.record = np.zeros((), self.dtype)
         self.record["image_stamp"] = -1
         self._bytes = memoryview(self.record.reshape(1).view(np.uint8))
-        schema = {
-            "root": str(root), "features": features, "fps": fps, "robot_type": robot_type, "task": task,
-            "policy": policy, "flush_every": flush_every, "flush_interval_s": flush_interval_s,
-        }  # fmt: skip
+        self.stall_s = float(stall_s)
+        self.dropped = 0
+        self.sent = 0
+        self.failed: str | None = None
+        """Why the logger failed (one line), or None while it works (:meth:`check`)."""
+        self._pending: list[bytes] = []
+        self._full_since: float | None = None
+        self._stalled = False
+        self._gone = False
+        self._status_buf = b""
         self.images: SharedFrames | None = None
         """The image ring (None: no image features)."""
         self._image_stamp = 0
-        shapes = image_features(features)
-        if shapes:
-            slot = sum(h * w * 3 for h, w in shapes.values()) + 64
-            slots = int(max(16, min(4 * fps, IMAGE_RING_BYTES // slot)))
-            self.images = SharedFrames.create(_ring_path(), shapes, slots)
-            schema["image_ring"] = str(self.images.path)
+        # the writer lock first: a second writer is refused before the logger reads or writes the dataset
+        lock = DatasetLock.acquire(root, f"upright-deploy run (daemon pid {os.getpid()}), starting its logger")
+        schema = {
+            "root": str(root), "features": features, "fps": fps, "robot_type": robot_type, "task": task,
+            "policy": policy, "flush_every": flush_every, "flush_interval_s": flush_interval_s, "lock_fd": lock.fd,
+        }  # fmt: skip
         try:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "upright.deploy.logger_process", "--schema", json.dumps(schema)],
-                stdin=subprocess.PIPE, stdout=subprocess.PIPE, close_fds=True,
-            )  # fmt: skip
-            self.next_episode_index = self._wait_ready(root, ready_timeout_s)
+            shapes = image_features(features)
+            if shapes:
+                slot = sum(h * w * 3 for h, w in shapes.values()) + 64
+                slots = int(max(16, min(4 * fps, IMAGE_RING_BYTES // slot)))
+                self.images = SharedFrames.create(_ring_path(), shapes, slots)
+                schema["image_ring"] = str(self.images.path)
+            try:
+                self.proc = subprocess.Popen(
+                    [sys.executable, "-m", "upright.deploy.logger_process", "--schema", json.dumps(schema)],
+                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, close_fds=True, pass_fds=(lock.fd,), bufsize=0,
+                )  # fmt: skip
+                self.next_episode_index = self._wait_ready(root, ready_timeout_s)
+                """The dataset's next ``episode_index`` when the logger opened it (after recovering journals)."""
+            finally:
+                if self.images is not None:  # mapped by the logger (or it failed): nothing left behind in /dev/shm
+                    self.images.path.unlink(missing_ok=True)
+        except BaseException:
+            if self.images is not None:
+                self.images.close()
+            raise
         finally:
-            if self.images is not None:  # mapped by the logger (or it failed): nothing left behind in /dev/shm
-                self.images.path.unlink(missing_ok=True)
-        """The dataset's next ``episode_index`` when the logger opened it (after recovering journals)."""
+            lock.close()  # the logger holds the lock from here on (its inherited copy), until it exits or dies
         self._fd = self.proc.stdin.fileno()
         try:
-            fcntl.fcntl(self._fd, F_SETPIPE_SZ, 1 << 20)
+            fcntl.fcntl(self._fd, F_SETPIPE_SZ, int(pipe_bytes))
         except OSError:
             pass
         os.set_blocking(self._fd, False)
-        self.dropped = 0
-        self.sent = 0
+        os.set_blocking(self.proc.stdout.fileno(), False)
 
     def _wait_ready(self, root, timeout_s: float) -> int:
         out = self.proc.stdout
-        ready, _, _ = select.select([out], [], [], timeout_s)
-        line = out.readline() if ready else b""
-        out.close()
+        line = b""
+        deadline = time.monotonic() + timeout_s
+        while not line.endswith(b"\n"):  # byte by byte: nothing after the ready line is consumed here
+            ready, _, _ = select.select([out], [], [], max(0.0, deadline - time.monotonic()))
+            byte = out.read(1) if ready else b""
+            if not byte:
+                break
+            line += byte
         try:
             return int(json.loads(line)["next_episode_index"])
         except (ValueError, KeyError, TypeError):
@@ -228,6 +289,77 @@ class LoggerClient:
         raise RuntimeError(f"the logger process could not open the dataset {root} (its error is above); "
                            "use another --dataset, or --no-log")
 
+    # ------------------------------------------------------------------ health
+    def _read_status(self) -> None:
+        """Read what the logger wrote on its status channel (non-blocking); an ``{"error": ...}`` line fails it."""
+        fd = self.proc.stdout.fileno()
+        while True:
+            try:
+                data = os.read(fd, 4096)
+            except (BlockingIOError, InterruptedError):
+                break
+            except OSError:
+                data = b""
+            if not data:  # end of file: the process closed it (it exited, or is exiting)
+                self._gone = True
+                break
+            self._status_buf += data
+        *lines, self._status_buf = self._status_buf.split(b"\n")
+        for line in lines:
+            try:
+                error = json.loads(line).get("error")
+            except (ValueError, AttributeError):
+                continue
+            if error and self.failed is None:
+                self.failed = str(error)
+
+    def check(self) -> str | None:
+        """The logger's failure (one line), or None while it works; cheap enough for every policy tick (a
+        non-blocking read of its status channel and a ``waitpid(WNOHANG)``). A failure is final: see the module's
+        Health for what counts."""
+        if self.failed is not None:
+            return self.failed
+        self._read_status()
+        if self.failed is None:
+            code = self.proc.poll()
+            if code is not None:
+                self._read_status()  # its last line comes before its exit
+            if self.failed is not None:
+                pass
+            elif code is not None and code < 0:
+                self.failed = f"the logger process (pid {self.proc.pid}) was killed by {signal.Signals(-code).name}"
+            elif code is not None:
+                self.failed = f"the logger process (pid {self.proc.pid}) exited with code {code}"
+            elif self._gone:
+                self.failed = f"the logger process (pid {self.proc.pid}) is gone (its pipes are closed)"
+            elif self._stalled:
+                self.failed = (f"the logger process (pid {self.proc.pid}) took no frame for {self.stall_s:g} s: its "
+                               "pipe stayed full (the process is stopped, or blocked on its disk)")  # fmt: skip
+        return self.failed
+
+    def _full(self) -> None:
+        now = time.monotonic()
+        if self._full_since is None:
+            self._full_since = now
+        elif now - self._full_since >= self.stall_s:
+            self._stalled = True
+
+    def _write_pending(self) -> bool:
+        """Write the queued control records; False if one did not fit (or the pipe is gone)."""
+        while self._pending:
+            try:
+                os.write(self._fd, self._pending[0])
+            except BlockingIOError:
+                self._full()
+                return False
+            except OSError:  # EPIPE: the logger is gone
+                self._gone = True
+                return False
+            self._pending.pop(0)
+            self._full_since = None
+        return True
+
+    # ------------------------------------------------------------------ records
     def put_images(self, images: dict[str, np.ndarray | None]) -> None:
         """Put this frame's images (feature name -> (H, W, 3) uint8; None or a wrong shape/dtype: black) into the next
         ring slot and its stamp into :attr:`record` (call before :meth:`send`; without images the frame's are black).
@@ -244,42 +376,57 @@ class LoggerClient:
         self.record["image_stamp"] = self._image_stamp
 
     def send(self) -> bool:
-        """Write the current :attr:`record`; False (and count a drop) if the pipe is full or closed."""
+        """Write the current :attr:`record` (after any queued episode end); False (and count a drop) if the pipe is
+        full or closed, or the logger failed. Never blocks."""
         try:
+            if self.failed is not None or not self._write_pending():
+                self.dropped += 1
+                return False
             os.write(self._fd, self._bytes)
-        except (BlockingIOError, BrokenPipeError, OSError):
+        except BlockingIOError:
             self.dropped += 1
+            self._full()
+            return False
+        except OSError:  # EPIPE: the logger is gone
+            self.dropped += 1
+            self._gone = True
             return False
         finally:
             self.record["image_stamp"] = -1
+        self._full_since = None
         self.sent += 1
         return True
 
     def end_episode(self, episode: int, outcome: str, reason: str = "") -> None:
-        """Tell the logger the episode ended, with ``outcome`` (one of OUTCOMES) and why (written blocking: it must
-        not be lost; ``reason`` is kept to REASON_BYTES of UTF-8)."""
-        self._control(KIND_EPISODE_END, episode, OUTCOMES.index(outcome), reason)
+        """Tell the logger the episode ended, with ``outcome`` (one of OUTCOMES) and why (``reason`` is kept to
+        REASON_BYTES of UTF-8). Never blocks: a record that does not fit the pipe now is queued and written before
+        the next frame (nothing is sent to a failed logger)."""
+        if self.failed is None:
+            self._pending.append(self._control_record(KIND_EPISODE_END, episode, OUTCOMES.index(outcome), reason))
+            self._write_pending()
 
-    def _control(self, kind: int, episode: int = -1, outcome: int = 0, reason: str = "") -> None:
+    def _control_record(self, kind: int, episode: int = -1, outcome: int = 0, reason: str = "") -> bytes:
         rec = np.zeros((), self.dtype)
         rec["kind"], rec["episode"], rec["outcome"] = kind, episode, outcome
         rec["reason"] = reason.encode()[:REASON_BYTES]
-        data = rec.reshape(1).view(np.uint8).tobytes()
-        deadline = time.monotonic() + 1.0
-        while time.monotonic() < deadline:
-            try:
-                os.write(self._fd, data)
-                return
-            except BlockingIOError:
-                time.sleep(0.001)
-            except (BrokenPipeError, OSError):
-                return
+        return rec.reshape(1).view(np.uint8).tobytes()
+
+    def _write_blocking(self, deadline_s: float = 1.0) -> None:
+        """Write the queued records, waiting up to ``deadline_s`` for room (only on the way out, :meth:`close`)."""
+        deadline = time.monotonic() + deadline_s
+        while not self._write_pending() and not self._gone and time.monotonic() < deadline:
+            time.sleep(0.001)
 
     def close(self, timeout: float = 30.0) -> int | None:
-        """Ask the logger to finish, wait for it; return its exit code."""
+        """Ask the logger to finish (it converts the open episode), wait for it; return its exit code. A failed logger
+        is not asked: its pipe is closed and it gets 5 s to exit before it is killed (its journal stays)."""
         try:
             if self.proc.poll() is None:
-                self._control(KIND_CLOSE)
+                if self.check() is None:
+                    self._pending.append(self._control_record(KIND_CLOSE))
+                    self._write_blocking()
+                else:
+                    timeout = min(timeout, 5.0)
                 try:
                     self.proc.stdin.close()
                 except OSError:
@@ -288,10 +435,15 @@ class LoggerClient:
                     return self.proc.wait(timeout)
                 except subprocess.TimeoutExpired:
                     self.proc.kill()
+                    self.proc.wait()
             return self.proc.poll()
         finally:
             if self.images is not None:
                 self.images.close()
+            try:
+                self.proc.stdout.close()
+            except OSError:
+                pass
 
 
 class _Logger:
@@ -301,6 +453,11 @@ class _Logger:
         self.features = schema["features"]
         self.task = schema["task"]
         self.dtype = record_dtype(self.features)
+        holder = f"the logger of upright-deploy run (daemon pid {os.getppid()})"
+        if schema.get("lock_fd") is not None:  # the client's lock, inherited: held until this process exits
+            self.lock = DatasetLock.adopt(int(schema["lock_fd"]), schema["root"], holder)
+        else:
+            self.lock = DatasetLock.acquire(schema["root"], holder)
         self.writer = LeRobotV3Writer(
             schema["root"], self.features, schema["fps"], schema["robot_type"],
             extra_info(schema["task"], schema.get("policy", "")),
@@ -308,6 +465,8 @@ class _Logger:
         recovered = self.writer.recover(self.task, "recovered from the journal: the daemon and its logger died")
         if recovered:
             print(f"logger: recovered interrupted episodes {recovered}", file=sys.stderr, flush=True)
+        self._said_quarantined = 0
+        self._say_quarantined()
         self.flush_every = int(schema.get("flush_every", 10))
         self.flush_interval = float(schema.get("flush_interval_s", 0.2))
         self.episode_key: int | None = None
@@ -322,6 +481,11 @@ class _Logger:
         self._black = {n: _png(np.zeros((*self.ring.shapes[n], 3), np.uint8)) for n in self.image_names}
         self.last_flush = time.monotonic()
         self.progress_path = self.writer.journal_dir / "progress.json"
+
+    def _say_quarantined(self) -> None:
+        for src, dst, why in self.writer.quarantined[self._said_quarantined :]:
+            print(f"logger: journal {src} cannot be converted ({why}); kept as {dst}", file=sys.stderr, flush=True)
+        self._said_quarantined = len(self.writer.quarantined)
 
     def _batch(self, records: np.ndarray) -> pa.RecordBatch:
         cols = [column(self.pending_png[name] if f["dtype"] == "image" else records[name], f)
@@ -360,22 +524,23 @@ class _Logger:
         self.journal = JournalWriter(self.writer.journal_path(self.episode_index), schema)
 
     def finish(self, outcome: str, reason: str = "") -> None:
-        """Flush and convert the open episode into the dataset."""
+        """Flush and convert the open episode into the dataset (a journal that does not read back is quarantined, not
+        deleted).
+
+        Raises:
+            OSError: a write failed; the journal is kept (see the module's Health).
+        """
         if self.journal is None:
             return
         self.flush()
         self.journal.close()
         path = self.journal.path
-        from upright.deploy.lerobot_dataset import read_journal
-
-        table = read_journal(path)
-        if table is not None and table.num_rows:
-            index = self.writer.info["total_episodes"]
-            if index != self.episode_key:
-                print(f"logger: the daemon's episode {self.episode_key} is written as episode_index {index}",
-                      file=sys.stderr, flush=True)  # fmt: skip
-            self.writer.add_episode(index, table, self.task, outcome, reason)
-        path.unlink()
+        index = self.writer.info["total_episodes"]
+        if index != self.episode_key:
+            print(f"logger: the daemon's episode {self.episode_key} is written as episode_index {index}",
+                  file=sys.stderr, flush=True)  # fmt: skip
+        self.writer.convert_journal(path, self.task, outcome, reason)
+        self._say_quarantined()
         self.journal = None
         self.episode_key = None
         self._progress()
@@ -414,7 +579,26 @@ class _Logger:
         return True
 
 
+def _report_failure(log: _Logger, err: BaseException) -> None:
+    """One line on stderr (naming the journal kept) and one ``{"error": ...}`` line on stdout (the client's status
+    channel)."""
+    root = log.writer.root
+    text = " ".join(str(err).split()) or type(err).__name__
+    error = f"the logger process (pid {os.getpid()}) could not write {root}: {type(err).__name__}: {text}"
+    kept = f"; the flushed frames are kept in {log.journal.path}" if log.journal is not None else ""
+    print(f"upright-deploy logger: {error}{kept} (`upright-deploy recover {root}` converts them once there is room)",
+          file=sys.stderr, flush=True)  # fmt: skip
+    try:
+        sys.stdout.write(json.dumps({"error": error}) + "\n")
+        sys.stdout.flush()
+    except OSError:
+        pass
+
+
 def main(argv: list[str] | None = None) -> int:
+    """The logger process. Exit codes: 0 after the daemon's close record or end of file, 2 when the dataset cannot be
+    opened (or another process holds its lock), 3 when a write failed (EXIT_WRITE_FAILED: a full disk, EIO, ...;
+    reported on stdout first, the journal kept)."""
     parser = argparse.ArgumentParser(description="upright deploy logger process (started by the daemon)")
     parser.add_argument("--schema", required=True, help="JSON: root, features, fps, robot_type, task, ...")
     args = parser.parse_args(argv)
@@ -430,7 +614,7 @@ def main(argv: list[str] | None = None) -> int:
         pass
     try:
         log = _Logger(json.loads(args.schema))
-    except (ValueError, OSError) as err:  # another dataset in the folder, no permission, ...
+    except (ValueError, OSError, RuntimeError, pa.ArrowException) as err:  # another dataset in the folder, ...
         print(f"upright-deploy logger: {err}", file=sys.stderr, flush=True)
         return 2
     sys.stdout.write(json.dumps({"next_episode_index": log.writer.next_episode_index}) + "\n")
@@ -439,22 +623,26 @@ def main(argv: list[str] | None = None) -> int:
     size = log.dtype.itemsize
     buf = bytearray()
     running = True
-    while running:
-        wait = max(0.0, log.flush_interval - (time.monotonic() - log.last_flush))
-        ready, _, _ = select.select([fd], [], [], wait)
-        if ready:
-            data = os.read(fd, 1 << 16)
-            if not data:  # the daemon is gone
-                log.finish("interrupted", "the daemon exited without ending the episode")
-                break
-            buf += data
-            n = len(buf) // size
-            if n:
-                records = np.frombuffer(bytes(buf[: n * size]), dtype=log.dtype)
-                del buf[: n * size]
-                running = log.handle(records)
-        if running and time.monotonic() - log.last_flush >= log.flush_interval:
-            log.flush()
+    try:
+        while running:
+            wait = max(0.0, log.flush_interval - (time.monotonic() - log.last_flush))
+            ready, _, _ = select.select([fd], [], [], wait)
+            if ready:
+                data = os.read(fd, 1 << 16)
+                if not data:  # the daemon is gone
+                    log.finish("interrupted", "the daemon exited without ending the episode")
+                    break
+                buf += data
+                n = len(buf) // size
+                if n:
+                    records = np.frombuffer(bytes(buf[: n * size]), dtype=log.dtype)
+                    del buf[: n * size]
+                    running = log.handle(records)
+            if running and time.monotonic() - log.last_flush >= log.flush_interval:
+                log.flush()
+    except (OSError, pa.ArrowException) as err:  # a full disk (ENOSPC, EFBIG), EIO, ...: stop, keep the journal
+        _report_failure(log, err)
+        os._exit(EXIT_WRITE_FAILED)  # no clean-up that could write (the journal writer's end-of-stream marker)
     return 0
 
 

@@ -5,7 +5,12 @@
     ZERO_TORQUE --start--> RAMP_TO_DEFAULT --(ramp done)--> HOLD --resume--> POLICY
     POLICY --pause--> PAUSED --resume--> POLICY          POLICY --takeover--> HUMAN --release--> POLICY
     PAUSED --takeover--> HUMAN --pause--> PAUSED
+    POLICY / HUMAN / PAUSED --logger_failed--> RAMP_TO_DEFAULT --(ramp done)--> HOLD
     any --estop / fault / stop--> DAMPING   (terminal: only damping is sent until the process exits)
+
+``logger_failed``: the episode's logger failed and the daemon runs with ``--on-logger-failure hold`` (the default):
+the episode ends and the robot ramps from its current targets to the default pose and holds it; the controller then
+refuses ``resume`` (no episode could be recorded) until the daemon is restarted.
 
 Every other (event, mode) pair is refused and leaves the mode unchanged. Every change of mode is
 logged as one line, ``HOLD -> POLICY (operator resume)``, through the ``upright.deploy`` logger
@@ -47,6 +52,8 @@ TRANSITIONS: dict[str, dict[Mode, Mode]] = {
     "pause": {Mode.POLICY: Mode.PAUSED, Mode.HUMAN: Mode.PAUSED},
     "takeover": {Mode.POLICY: Mode.HUMAN, Mode.PAUSED: Mode.HUMAN},
     "release": {Mode.HUMAN: Mode.POLICY},
+    "logger_failed": {Mode.POLICY: Mode.RAMP_TO_DEFAULT, Mode.HUMAN: Mode.RAMP_TO_DEFAULT,
+                      Mode.PAUSED: Mode.RAMP_TO_DEFAULT},
 }
 """Operator and internal events; ``estop``, ``fault`` and ``stop`` go to DAMPING from any mode."""
 

@@ -125,7 +125,7 @@ def test_sigkill_keeps_every_flushed_frame(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "upright.deploy.cli", "recover", str(root)], capture_output=True,
                           text=True, timeout=60)  # fmt: skip
     assert proc.returncode == 0, proc.stderr
-    assert json.loads(proc.stdout) == {"recovered_episodes": [0], "total_episodes": 1}
+    assert json.loads(proc.stdout) == {"recovered_episodes": [0], "total_episodes": 1, "quarantined": []}
     frames = load_frames(root).to_pylist()
     assert len(frames) == table.num_rows
     for k, row in enumerate(frames):

@@ -39,3 +39,17 @@ def test_damping_from_every_mode(mode, event):
 def test_unknown_event():
     with pytest.raises(ValueError, match="unknown event"):
         StateMachine().handle("jump")
+
+
+@pytest.mark.parametrize("mode", list(Mode))
+def test_a_failed_logger_ramps_an_episode_mode_to_hold(mode):
+    """Issue 33.3: ``logger_failed`` (``--on-logger-failure hold``) takes POLICY, HUMAN and PAUSED to RAMP_TO_DEFAULT
+    (then HOLD when the ramp is done); every other mode stays."""
+    sm = StateMachine()
+    sm.mode = mode
+    changed = sm.handle("logger_failed", "logger failed: test")
+    if mode in (Mode.POLICY, Mode.HUMAN, Mode.PAUSED):
+        assert changed and sm.mode == Mode.RAMP_TO_DEFAULT
+        assert sm.handle("ramp_done") and sm.mode == Mode.HOLD
+    else:
+        assert not changed and sm.mode == mode
