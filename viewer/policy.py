@@ -58,6 +58,19 @@ def resolve_policy_path(policy: str) -> pathlib.Path:
     return p
 
 
+def _onnx_metadata(path: pathlib.Path) -> dict:
+    """An ONNX file's ``metadata_props``, JSON-decoded (weights not loaded); whatever keys it has.
+
+    Raises:
+        Exception: the file is not readable ONNX or a value is not JSON (callers turn that into their own answer).
+    """
+    import json
+
+    import onnx
+
+    return {e.key: json.loads(e.value) for e in onnx.load(str(path), load_external_data=False).metadata_props}
+
+
 def policy_action_mode(policy: str) -> str | None:
     """The ``env.action_mode`` (``relative`` | ``absolute``) the policy ``policy=`` names was trained with, so that
     play and evaluation build their env with it; None for ``zero``, ``random`` or a file that cannot be read (loading
@@ -83,11 +96,7 @@ def policy_action_mode(policy: str) -> str | None:
     path = resolve_policy_path(policy)
     try:
         if path.suffix == ".onnx":
-            import json
-
-            import onnx
-
-            meta = {e.key: json.loads(e.value) for e in onnx.load(str(path), load_external_data=False).metadata_props}
+            meta = _onnx_metadata(path)
             if "action_mode" not in meta:
                 return None
             if str(meta.get("upright_metadata_version")) not in ("1", "2"):
@@ -109,8 +118,6 @@ def policy_mdp(policy: str) -> str | None:
     evaluation build that MDP's env: an ONNX file's metadata ``mdp`` (``host`` when absent), a checkpoint's run config
     ``env.mdp`` (``host`` when the config predates it). None for ``zero``, ``random``, a file that cannot be read
     (loading it reports why) or a non-standup policy."""
-    import json
-
     from omegaconf import OmegaConf
 
     from upright.training.export import run_config_for
@@ -120,9 +127,7 @@ def policy_mdp(policy: str) -> str | None:
     try:
         path = resolve_policy_path(policy)
         if path.suffix == ".onnx":
-            import onnx
-
-            meta = {e.key: json.loads(e.value) for e in onnx.load(str(path), load_external_data=False).metadata_props}
+            meta = _onnx_metadata(path)
             return str(meta.get("mdp", "host")) if meta.get("task") == "standup" else None
         config = OmegaConf.load(run_config_for(path))
         if str(config.get("task_name", "standup")) != "standup":
@@ -137,8 +142,6 @@ def policy_task(policy: str) -> tuple[str, str] | None:
     ``task`` (``"its ONNX metadata"``), a checkpoint's run config ``task_name``
     (:func:`upright.training.export.run_config_for`; ``"its <config name>"``). None for ``zero``, ``random``, a file
     that cannot be read or says no task (loading it reports why)."""
-    import json
-
     from omegaconf import OmegaConf
 
     from upright.training.export import run_config_for
@@ -148,9 +151,7 @@ def policy_task(policy: str) -> tuple[str, str] | None:
     try:
         path = resolve_policy_path(policy)
         if path.suffix == ".onnx":
-            import onnx
-
-            meta = {e.key: json.loads(e.value) for e in onnx.load(str(path), load_external_data=False).metadata_props}
+            meta = _onnx_metadata(path)
             return (str(meta["task"]), "its ONNX metadata") if "task" in meta else None
         config = run_config_for(path)
         return str(OmegaConf.load(config).get("task_name", "standup")), f"its {config.name}"

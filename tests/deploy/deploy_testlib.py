@@ -20,6 +20,18 @@ from upright.deploy.robot_config import BusConfig, MotorConfig, RobotConfig
 from upright.tasks.standup.observations import OBSERVATION_TERMS, observation_dims
 
 
+def wait_until(condition, what: str, timeout: float, every: float):
+    """Call ``condition`` every ``every`` s until it returns something truthy (returned); fail the test naming
+    ``what`` after ``timeout`` s."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(every)
+
+
 def write_linear_policy(path: pathlib.Path, obs_dim: int, num_actions: int, metadata: dict | None, seed: int = 0,
                         gain: float = 0.05) -> pathlib.Path:
     """An ONNX graph ``actions = tanh(obs @ W + b)`` (random W, fixed seed) with ``metadata`` attached."""

@@ -19,13 +19,13 @@ import re
 import signal
 import subprocess
 import sys
-import time
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from deploy_testlib import ctl_run, start_daemon, start_sim_robot, stop
+from deploy_testlib import wait_until as _wait_until
 
 from upright.deploy.lerobot_dataset import (
     EPISODES_PATH,
@@ -43,13 +43,7 @@ FEATURES = frame_features(("a", "b", "c"), [f"o{i}" for i in range(16)])
 
 
 def wait_until(condition, what: str, timeout: float = 120.0, every: float = 0.1):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(every)
+    return _wait_until(condition, what, timeout, every)
 
 
 def recover(root: pathlib.Path, max_file_bytes: int | None = None) -> subprocess.CompletedProcess:

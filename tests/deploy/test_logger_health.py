@@ -24,6 +24,7 @@ import time
 
 import pytest
 from deploy_testlib import ConstantPolicy, Harness, ctl_run, start_daemon, start_sim_robot, stop
+from deploy_testlib import wait_until as _wait_until
 
 from upright.deploy.controller import Controller, ControllerConfig
 from upright.deploy.lerobot_dataset import EPISODES_PATH, load_frames, load_journal
@@ -48,13 +49,7 @@ def live_cfg(on_failure: str = "hold") -> ControllerConfig:
 
 
 def wait_until(condition, what: str, timeout: float = DEADLINE_S, every: float = 0.01):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(every)
+    return _wait_until(condition, what, timeout, every)
 
 
 class LiveLogged:
