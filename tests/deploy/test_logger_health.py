@@ -139,6 +139,8 @@ def test_a_failed_logger_ends_the_episode_and_holds_within_one_tick(tmp_path, ca
         wait_until(lambda: d.c.logger_error is not None, "the failure to be found")
         assert d.c.logger_failed_tick <= seen + 1, (d.c.logger_failed_tick, seen)
         assert text in d.c.logger_error, d.c.logger_error
+        # the control thread sets logger_error, then logs: wait for the record, then require exactly one
+        wait_until(lambda: [r for r in caplog.records if r.levelno == logging.ERROR], "the ERROR line")
         errors = [r for r in caplog.records if r.name == "upright.deploy" and r.levelno == logging.ERROR]
         assert len(errors) == 1 and errors[0].getMessage().startswith(f"logger failed: {d.c.logger_error}; "
                                                                       "--on-logger-failure hold: episode 0 ends here")
