@@ -56,7 +56,8 @@ def load_policy(spec: str, kwargs: Mapping[str, str] | None = None) -> ChunkPoli
     """The policy SPEC names (module docstring), constructed with ``kwargs``.
 
     Raises:
-        ValueError: no loader recognises SPEC, its module or factory is missing, or it gives no ChunkPolicy.
+        ValueError: no loader recognises SPEC (a path that does not exist: "no such file or folder"), its module or
+            factory is missing, or it gives no ChunkPolicy.
     """
     kwargs = dict(kwargs or {})
     names = registered_loaders()
@@ -74,6 +75,9 @@ def load_policy(spec: str, kwargs: Mapping[str, str] | None = None) -> ChunkPoli
         obj = getattr(module, attr)
         policy = obj if isinstance(obj, ChunkPolicy) else obj(**kwargs)
         return _checked(policy, spec)
+    if ":" not in spec and not Path(spec).exists():
+        raise ValueError(f"--policy {spec!r}: no such file or folder; give MODULE:FACTORY (e.g. "
+                         "upright.vla.linear:make_linear_policy), a TinyVLA folder or model.pt, or a VLA .onnx")
     raise ValueError(f"no loader recognises --policy {spec!r}: give MODULE:FACTORY (e.g. "
                      f"upright.vla.linear:make_linear_policy) or a file a registered loader reads "
                      f"(registered: {names or 'none'})")

@@ -14,21 +14,32 @@ policy call (``--max-batch``, :mod:`upright.vla.server`). ``max_in_flight=1, con
 
 openpi's servers send model-specific metadata that usually lacks ``chunk_size`` and ``action_dim``: give them to the
 constructor then (openpi's LIBERO configs: ``action_horizon``, and 7 actions after the output transforms).
+
+A server started with an API key (``upright-policy-server --api-key``) needs it: ``api_key=`` (default
+``$UPRIGHT_POLICY_SERVER_API_KEY``) is sent as ``Authorization: Api-Key <key>``, as openpi-client does.
 """
 
 from __future__ import annotations
 
+import os
 from collections import deque
 from collections.abc import Mapping
 
 import numpy as np
 import torch
-from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidURI
+from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus, InvalidURI
 from websockets.sync.client import ClientConnection, connect
 
 from upright.vla import wire
 from upright.vla.keymap import DEFAULT_KEY_MAP, batch_to_observations, check_key_map
 from upright.vla.policy import ACTION_CONVENTIONS, ChunkPolicy, PolicyBatch
+from upright.vla.server_guard import API_KEY_ENV
+
+
+def _auth_headers(api_key: str | None) -> dict | None:
+    """openpi-client's handshake header for an API key (``api_key`` None: ``$UPRIGHT_POLICY_SERVER_API_KEY``)."""
+    key = api_key if api_key is not None else os.environ.get(API_KEY_ENV)
+    return {"Authorization": f"Api-Key {key}"} if key else None
 
 
 class RemotePolicy(ChunkPolicy):
@@ -44,6 +55,8 @@ class RemotePolicy(ChunkPolicy):
         n_action_steps, temporal_ensemble_coeff: how :meth:`select_action` executes chunks (:class:`ChunkPolicy`).
         max_in_flight: requests sent on a connection before its oldest reply is read (>= 1; 1: a round trip per row).
         connections: websocket connections a batch's rows are spread over (>= 1; contiguous blocks, in order).
+        api_key: the server's API key (``Authorization: Api-Key <key>``); None: ``$UPRIGHT_POLICY_SERVER_API_KEY``
+            if set, else none.
 
     Attributes:
         metadata: the server's metadata dict (sent on connect; the same on every connection).
@@ -51,7 +64,8 @@ class RemotePolicy(ChunkPolicy):
         last_server_timing: the ``server_timing`` of the last reply (``infer_ms``, ``prev_total_ms``; ms).
 
     Raises:
-        ConnectionError: no server answers at ``host:port`` (the message says how to start one).
+        ConnectionError: no server answers at ``host:port`` (the message says how to start one), or it refuses the
+            API key (HTTP 401/403).
         ValueError: chunk size, action dim or convention unknown or contradicting the server's metadata;
             ``max_in_flight`` or ``connections`` < 1.
     """
@@ -61,7 +75,8 @@ class RemotePolicy(ChunkPolicy):
     def __init__(self, host: str = "127.0.0.1", port: int = 8000, key_map: Mapping[str, str] = DEFAULT_KEY_MAP,
                  chunk_size: int | None = None, action_dim: int | None = None, action_convention: str | None = None,
                  timeout: float = 30.0, n_action_steps: int | None = None,
-                 temporal_ensemble_coeff: float | None = None, max_in_flight: int = 256, connections: int = 1):
+                 temporal_ensemble_coeff: float | None = None, max_in_flight: int = 256, connections: int = 1,
+                 api_key: str | None = None):
         if int(max_in_flight) < 1 or int(connections) < 1:
             raise ValueError(f"RemotePolicy: max_in_flight and connections must be >= 1, got {max_in_flight} and "
                              f"{connections}")
@@ -78,9 +93,18 @@ class RemotePolicy(ChunkPolicy):
         try:
             for _ in range(self.n_connections):
                 # max_queue=None: replies are buffered while requests are still being sent (no flow-control deadlock)
-                ws = connect(self.url, compression=None, max_size=None, max_queue=None, open_timeout=timeout)
+                ws = connect(self.url, compression=None, max_size=None, max_queue=None, open_timeout=timeout,
+                             additional_headers=_auth_headers(api_key))
                 self._conns.append(ws)
                 self.metadata = wire.unpackb(ws.recv(timeout=timeout))
+        except InvalidStatus as e:
+            self.close()
+            status = e.response.status_code
+            if status in (401, 403):
+                raise ConnectionError(f"the policy server at {self.url} refused the connection (HTTP {status}: "
+                                      f"{'no API key sent' if status == 401 else 'wrong API key'}); pass "
+                                      f"api_key=... or set ${API_KEY_ENV}") from None
+            raise ConnectionError(f"no openpi policy server at {self.url} ({type(e).__name__}: {e}); {hint}") from None
         except (OSError, TimeoutError, InvalidHandshake, InvalidURI, ConnectionClosed) as e:
             self.close()
             raise ConnectionError(f"no openpi policy server at {self.url} ({type(e).__name__}: {e}); "
@@ -205,8 +229,9 @@ def parse_ws_url(url: str, label: str = "policy.base") -> tuple[str, int]:
     return host, int(port)
 
 
-def fetch_metadata(url: str, timeout: float = 30.0) -> dict:
-    """The metadata a policy server at ``ws://HOST:PORT`` sends on connect (one connection, opened and closed).
+def fetch_metadata(url: str, timeout: float = 30.0, api_key: str | None = None) -> dict:
+    """The metadata a policy server at ``ws://HOST:PORT`` sends on connect (one connection, opened and closed);
+    ``api_key`` as :class:`RemotePolicy`'s.
 
     Raises:
         ValueError: not a ``ws://HOST:PORT`` address, or metadata that is not a dict.
@@ -215,7 +240,8 @@ def fetch_metadata(url: str, timeout: float = 30.0) -> dict:
     host, port = parse_ws_url(url, label="server")
     address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
     try:
-        with connect(f"ws://{address}", compression=None, max_size=None, open_timeout=timeout) as ws:
+        with connect(f"ws://{address}", compression=None, max_size=None, open_timeout=timeout,
+                     additional_headers=_auth_headers(api_key)) as ws:
             metadata = wire.unpackb(ws.recv(timeout=timeout))
     except (OSError, TimeoutError, InvalidHandshake, InvalidURI, ConnectionClosed) as e:
         raise ConnectionError(f"no openpi policy server at ws://{address} ({type(e).__name__}: {e})") from None

@@ -15,26 +15,34 @@ in separate calls. A client sending one request at a time (openpi's) gets batche
 ``--max-batch 1`` answers every request alone. The policy's ``predict_action_chunk`` must treat the rows of a batch
 independently (the :class:`~upright.vla.policy.ChunkPolicy` contract; its chunk queue is client-side).
 
-Errors: a bad request (undecodable, a missing or malformed key, a shape the policy refuses: any ``ValueError``) is
-answered with a one-line text frame ``"bad request: ..."`` and logged; the connection stays open for the next request
-(openpi's client raises ``RuntimeError`` on a text frame and can go on). Any other exception of the policy is
-handled as openpi's ``WebsocketPolicyServer`` does: the traceback goes to the client as a text frame, the connection
-closes with code 1011, and it is logged; the server keeps accepting connections. ``GET /healthz`` answers 200.
+Errors (openpi's convention: an error is a *text* frame, on which openpi's client raises ``RuntimeError`` with the
+text): a bad request (not msgpack, a bad ``__ndarray__`` dtype or shape, not a dict, a missing or malformed key, NaN
+or inf in any float, a shape the policy refuses: any ``ValueError``) is answered with one line ``"bad request: ..."``
+and logged in one line; the connection stays open for the next request. Any other exception of the policy is
+answered with one line ``"policy error: <type>: <message> (...)"``, the traceback goes to the server's log only, and
+the connection closes with code 1011 as in openpi's ``WebsocketPolicyServer`` (which sends the traceback); the
+server keeps accepting connections. No client ever gets a traceback. ``GET /healthz`` answers 200.
 
-The server binds 127.0.0.1 by default (this machine only); ``host="0.0.0.0"`` serves every interface, with no
-authentication: use it on a trusted network only. Policy calls run one at a time on the event loop (as in openpi):
-several connections are served in turn, each batch of one connection's requests in one call.
+Bounds (:mod:`upright.vla.server_guard`): requests over ``max_message_bytes`` (``--max-message-bytes``) are refused
+(close 1009); a connection's unanswered requests are bounded (backpressure: the server stops reading a connection
+whose inbox is full); a client that does not read its replies for ``send_timeout_s`` (``--send-timeout``) is
+dropped. Memory per connection is thus bounded whatever the client does.
+
+The server binds 127.0.0.1 by default (this machine only); a non-loopback bind (``host="0.0.0.0"``) logs a warning
+naming ``--api-key``. With an API key (``--api-key`` or ``$UPRIGHT_POLICY_SERVER_API_KEY``) the websocket handshake
+must carry ``Authorization: Api-Key <key>`` (what ``WebsocketClientPolicy(..., api_key=KEY)`` of openpi-client and
+:class:`~upright.vla.remote.RemotePolicy` send): 401 without it, 403 with another key. The key travels in clear text
+(``ws://``, no TLS). Policy calls run one at a time on the event loop (as in openpi): several connections are served
+in turn, each batch of one connection's requests in one call.
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import http
 import logging
 import threading
 import time
-import traceback
 from collections.abc import Callable, Mapping
 
 import numpy as np
@@ -46,6 +54,10 @@ from websockets.frames import CloseCode
 from upright.vla import wire
 from upright.vla.keymap import DEFAULT_KEY_MAP, check_key_map, observation_to_batch, parse_key_map
 from upright.vla.policy import IMAGE_PREFIX, STATE_KEY, TASK_KEY, ChunkPolicy
+from upright.vla.server_guard import (
+    API_KEY_ENV, DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_SEND_TIMEOUT_S, MAX_QUEUE_FRAMES, WRITE_LIMIT_BYTES, RequestInbox,
+    check_api_key, check_finite, exposed_addresses, one_line,
+)  # fmt: skip
 
 log = logging.getLogger(__name__)
 
@@ -73,12 +85,13 @@ def _declared(policy: ChunkPolicy, key: str):
 
 
 def policy_metadata(policy: ChunkPolicy, key_map: Mapping[str, str] = DEFAULT_KEY_MAP,
-                    max_batch: int = DEFAULT_MAX_BATCH) -> dict:
+                    max_batch: int = DEFAULT_MAX_BATCH, max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> dict:
     """The metadata sent on connect: ``chunk_size``, ``action_dim``, ``action_convention``, ``observation_keys``
     (openpi keys read), ``required_keys`` (those a request must have), ``key_map``, ``policy`` (class name),
-    ``cameras``, ``max_batch``, the :data:`DESCRIPTION_KEYS` the policy declares, and ``weights_sha256`` when the
-    weights can be hashed (:func:`~upright.vla.checksums.policy_weights_sha256`: a torch module's parameters, an
-    ONNX policy's file), so a client can tell whether the served weights changed."""
+    ``cameras``, ``max_batch``, ``max_message_bytes`` (largest request accepted, bytes), the
+    :data:`DESCRIPTION_KEYS` the policy declares, and ``weights_sha256`` when the weights can be hashed
+    (:func:`~upright.vla.checksums.policy_weights_sha256`: a torch module's parameters, an ONNX policy's file), so a
+    client can tell whether the served weights changed."""
     from upright.vla.checksums import policy_weights_sha256
 
     reverse = {v: k for k, v in key_map.items()}
@@ -95,6 +108,7 @@ def policy_metadata(policy: ChunkPolicy, key_map: Mapping[str, str] = DEFAULT_KE
         "key_map": dict(key_map),
         "cameras": list(cameras),
         "max_batch": int(max_batch),
+        "max_message_bytes": int(max_message_bytes),
     }
     for key in DESCRIPTION_KEYS:
         value = _declared(policy, key)
@@ -118,43 +132,50 @@ def _stack(batches: list[dict]) -> dict:
             for k in batches[0]}
 
 
-def _health_check(connection: ServerConnection, request):
-    """``GET /healthz`` answers 200 OK (as openpi's server); other paths go on to the websocket handshake."""
-    if request.path == "/healthz":
-        return connection.respond(http.HTTPStatus.OK, "OK\n")
-    return None
-
-
 class PolicyServer:
     """The openpi websocket server of one policy (module docstring).
 
     Args:
         policy: the policy served (``chunk_size``, ``action_dim`` and ``action_convention`` go in the metadata).
-        host: bind address; 127.0.0.1 by default (``"0.0.0.0"``: every interface, no authentication).
+        host: bind address; 127.0.0.1 by default (``"0.0.0.0"``: every interface; a warning is logged).
         port: TCP port; 0 picks a free one (:attr:`port` tells which once bound).
         key_map: openpi key -> LeRobot key (:data:`~upright.vla.keymap.DEFAULT_KEY_MAP`).
         max_batch: most pipelined requests of a connection answered by one policy call (1: each alone).
+        max_message_bytes: largest request accepted, bytes
+            (:data:`~upright.vla.server_guard.DEFAULT_MAX_MESSAGE_BYTES`); a larger one closes its connection (1009).
+        send_timeout_s: seconds a reply may wait for its client to read before the client is dropped.
+        api_key: the key a client must send (``Authorization: Api-Key <key>``); None: no authentication.
 
     Raises:
-        ValueError: a bad key map, or ``max_batch`` < 1.
+        ValueError: a bad key map, ``max_batch`` < 1, ``max_message_bytes`` < 1, ``send_timeout_s`` <= 0 or an
+            empty ``api_key``.
     """
 
     def __init__(self, policy: ChunkPolicy, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT,
-                 key_map: Mapping[str, str] = DEFAULT_KEY_MAP, max_batch: int = DEFAULT_MAX_BATCH):
+                 key_map: Mapping[str, str] = DEFAULT_KEY_MAP, max_batch: int = DEFAULT_MAX_BATCH,
+                 max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES, send_timeout_s: float = DEFAULT_SEND_TIMEOUT_S,
+                 api_key: str | None = None):
         if int(max_batch) < 1:
             raise ValueError(f"max_batch must be >= 1 (1: every request alone), got {max_batch}")
+        if int(max_message_bytes) < 1 or not float(send_timeout_s) > 0:
+            raise ValueError(f"max_message_bytes must be >= 1 and send_timeout_s > 0, got {max_message_bytes} and "
+                             f"{send_timeout_s}")
+        if api_key is not None and not api_key.strip():
+            raise ValueError("api_key is empty: give a key, or None for no authentication")
         self.policy, self.host, self.port = policy, host, port
         self.key_map = check_key_map(key_map)
         self.max_batch = int(max_batch)
+        self.max_message_bytes, self.send_timeout_s = int(max_message_bytes), float(send_timeout_s)
+        self.api_key = api_key
         self.cameras = tuple(_declared(policy, "cameras") or ())
-        self.metadata = policy_metadata(policy, self.key_map, self.max_batch)
+        self.metadata = policy_metadata(policy, self.key_map, self.max_batch, self.max_message_bytes)
         self._meta_bytes = wire.packb(self.metadata)
 
     def answer(self, message: bytes | str, prev_total_ms: float | None = None) -> dict:
         """The reply to one request: ``{"actions": (H, A) float32, "server_timing": {...}}``.
 
         Raises:
-            ValueError: a bad request (a text frame, undecodable bytes, a missing or malformed key).
+            ValueError: a bad request (a text frame, undecodable bytes, a missing or malformed key, NaN or inf).
             RuntimeError: the policy returned a chunk of another shape than (1, chunk_size, action_dim).
         """
         reply = self.answer_many([message], prev_total_ms)[0]
@@ -164,7 +185,8 @@ class PolicyServer:
 
     def answer_many(self, messages: list[bytes | str], prev_total_ms: float | None = None) -> list[dict | ValueError]:
         """The replies to several requests, in order: each a reply dict (as :meth:`answer`) or the ``ValueError`` of a
-        bad request. Requests with the same keys and shapes share policy calls of at most ``max_batch`` rows; a call
+        bad request (decoding never raises: whatever it raises is the request's ``ValueError``, one line). Requests
+        with the same keys and shapes share policy calls of at most ``max_batch`` rows; a call
         the policy refuses (``ValueError``) is retried row by row, so that each bad request gets its own error.
         ``prev_total_ms`` (the previous turn's total) goes to the first reply; the others get this call's total (the
         request before theirs was answered with them), as openpi's "previous request" timing.
@@ -180,9 +202,14 @@ class PolicyServer:
             try:
                 if isinstance(message, str):
                     raise ValueError("requests must be binary msgpack-numpy frames (openpi's packb), got a text frame")
-                batch = observation_to_batch(wire.unpackb(message), self.key_map, self.cameras)
+                obs = wire.unpackb(message)
+                check_finite(obs)
+                batch = observation_to_batch(obs, self.key_map, self.cameras)
             except ValueError as e:
                 replies[i] = e
+                continue
+            except Exception as e:  # noqa: BLE001  (an untrusted request the checks above missed: still a bad one)
+                replies[i] = ValueError(f"cannot read the request: {type(e).__name__}: {e}")
                 continue
             groups.setdefault(_signature(batch), []).append((i, batch))
         for rows in groups.values():
@@ -227,78 +254,114 @@ class PolicyServer:
                                f"expected {want}")
         return chunk.detach().cpu().to(torch.float32).numpy(), infer_ms
 
+    async def _send(self, ws: ServerConnection, data: bytes | str) -> None:
+        """Send one message; a client that has not taken it within ``send_timeout_s`` (websockets' write buffer over
+        :data:`~upright.vla.server_guard.WRITE_LIMIT_BYTES`: its socket buffers are full) is dropped.
+
+        Raises:
+            ConnectionClosed: the connection is closed, or was just aborted for that reason.
+        """
+        sending = asyncio.ensure_future(ws.send(data))
+        sending.add_done_callback(lambda t: t.cancelled() or t.exception())  # retrieved even when abandoned
+        try:
+            await asyncio.wait_for(asyncio.shield(sending), self.send_timeout_s)
+        except TimeoutError:
+            log.warning("client %s has not read its replies for %.1f s (--send-timeout); dropping it",
+                        ws.remote_address, self.send_timeout_s)
+            ws.transport.abort()
+            await asyncio.wait({sending}, timeout=1.0)
+            raise ConnectionClosed(None, None) from None
+
     async def handler(self, ws: ServerConnection) -> None:
         """One client: metadata, then request/reply until it disconnects (or a policy error closes it). A reader task
-        queues the requests as they arrive; each turn answers those queued (up to ``max_batch``) together."""
+        moves the requests into a bounded :class:`~upright.vla.server_guard.RequestInbox` (waiting while it is full:
+        backpressure); each turn answers those waiting there (up to ``max_batch``) together."""
         peer = ws.remote_address
         log.info("connection from %s opened", peer)
         self.policy.reset()
-        inbox: asyncio.Queue = asyncio.Queue()
+        inbox = RequestInbox(self.max_batch, self.max_message_bytes)
 
         async def read() -> None:
             try:
                 async for message in ws:
-                    inbox.put_nowait(message)
-            except ConnectionClosed:
-                pass
+                    await inbox.put(message)
+            except ConnectionClosed as e:
+                if e.sent is not None and e.sent.code == CloseCode.MESSAGE_TOO_BIG:
+                    log.warning("refused a request from %s: %s (--max-message-bytes %d); connection closed", peer,
+                                one_line(e.sent.reason), self.max_message_bytes)
             finally:
-                inbox.put_nowait(None)  # the client is gone
+                await inbox.close()  # the client is gone
 
         reader = asyncio.create_task(read())
         prev_total_ms = None
         try:
-            await ws.send(self._meta_bytes)
-            while True:
-                message = await inbox.get()
-                if message is None:
-                    break
-                messages, closing = [message], False
-                while len(messages) < self.max_batch:
-                    if inbox.empty():
-                        await asyncio.sleep(0)  # let the reader queue requests that have already arrived
-                        if inbox.empty():
-                            break
-                    message = inbox.get_nowait()
-                    if message is None:
-                        closing = True
-                        break
-                    messages.append(message)
+            await self._send(ws, self._meta_bytes)
+            while messages := await inbox.take(self.max_batch):
                 t0 = time.monotonic()
                 try:
                     replies = self.answer_many(messages, prev_total_ms)
-                except Exception:
+                except Exception as e:
                     log.exception("policy error on a request from %s; closing that connection", peer)
-                    await ws.send(traceback.format_exc())
-                    await ws.close(CloseCode.INTERNAL_ERROR,
-                                   "Internal server error. Traceback included in previous frame.")
+                    await self._send(ws, one_line(f"policy error: {type(e).__name__}: {e} (the traceback is in the "
+                                                  "server's log)"))  # fmt: skip
+                    await ws.close(CloseCode.INTERNAL_ERROR, "internal server error (see the server's log)")
                     return
                 for reply in replies:
                     if isinstance(reply, ValueError):
-                        log.warning("bad request from %s: %s", peer, reply)
-                        await ws.send(f"bad request: {reply}")
+                        text = one_line(f"bad request: {reply}")
+                        log.warning("%s: %s", peer, text)
+                        await self._send(ws, text)
                     else:
-                        await ws.send(wire.packb(reply))
+                        await self._send(ws, wire.packb(reply))
                 prev_total_ms = (time.monotonic() - t0) * 1000.0
-                if closing:
-                    break
         except ConnectionClosed:
             pass
         finally:
             reader.cancel()
             log.info("connection from %s closed", peer)
 
+    def _process_request(self, connection: ServerConnection, request):
+        """Before the handshake: ``GET /healthz`` answers 200 OK (as openpi's server, no key needed); with an API key,
+        a request without ``Authorization: Api-Key <key>`` gets 401 and one with another key 403."""
+        if request.path == "/healthz":
+            return connection.respond(http.HTTPStatus.OK, "OK\n")
+        if self.api_key is None:
+            return None
+        status = check_api_key(request.headers.get("Authorization"), self.api_key)
+        if status is None:
+            return None
+        log.warning("refused a connection from %s: %s", connection.remote_address,
+                    "no Authorization header" if status == http.HTTPStatus.UNAUTHORIZED else "wrong API key")
+        response = connection.respond(status, "send the header 'Authorization: Api-Key <key>' with the server's "
+                                              "key (openpi-client: WebsocketClientPolicy(host, port, api_key=KEY))\n")
+        if status == http.HTTPStatus.UNAUTHORIZED:
+            response.headers["WWW-Authenticate"] = "Api-Key"
+        return response
+
     async def run(self, stop: asyncio.Event | None = None, on_bound: Callable[[int], None] | None = None) -> None:
-        """Serve until ``stop`` is set (forever when None); ``on_bound(port)`` is called once listening.
+        """Serve until ``stop`` is set (forever when None); ``on_bound(port)`` is called once listening. A bind to
+        other than loopback addresses logs a warning naming ``--api-key``.
 
         Raises:
             OSError: the address is in use or cannot be bound.
         """
-        async with ws_serve(self.handler, self.host, self.port, compression=None, max_size=None,
-                            process_request=_health_check) as server:
+        async with ws_serve(self.handler, self.host, self.port, compression=None, max_size=self.max_message_bytes,
+                            max_queue=MAX_QUEUE_FRAMES, write_limit=WRITE_LIMIT_BYTES,
+                            process_request=self._process_request) as server:  # fmt: skip
             self.port = server.sockets[0].getsockname()[1]
-            log.info("serving %s on ws://%s:%d (chunk %d x %d, %s, max batch %d)", type(self.policy).__name__,
-                     self.host, self.port, self.policy.chunk_size, self.policy.action_dim,
-                     self.policy.action_convention, self.max_batch)
+            log.info("serving %s on ws://%s:%d (chunk %d x %d, %s, max batch %d, max message %d bytes, %s)",
+                     type(self.policy).__name__, self.host, self.port, self.policy.chunk_size, self.policy.action_dim,
+                     self.policy.action_convention, self.max_batch, self.max_message_bytes,
+                     "API key required" if self.api_key else "no API key")
+            exposed = exposed_addresses(str(sock.getsockname()[0]) for sock in server.sockets)
+            if exposed and self.api_key is None:
+                log.warning("listening on %s:%d, reachable from other machines, with NO authentication: anyone who "
+                            "can reach this port can query the policy; set --api-key (or $%s), or bind 127.0.0.1",
+                            ", ".join(exposed), self.port, API_KEY_ENV)
+            elif exposed:
+                log.warning("listening on %s:%d, reachable from other machines; clients need the API key "
+                            "(--api-key), which travels in clear text (ws://, no TLS): trusted networks only",
+                            ", ".join(exposed), self.port)
             if on_bound is not None:
                 on_bound(self.port)
             if stop is None:
@@ -307,24 +370,24 @@ class PolicyServer:
                 await stop.wait()
 
 
-def serve(policy: ChunkPolicy, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT,
-          key_map: Mapping[str, str] = DEFAULT_KEY_MAP, max_batch: int = DEFAULT_MAX_BATCH) -> None:
+def serve(policy: ChunkPolicy, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, **kwargs) -> None:
     """Serve ``policy`` until interrupted (blocking; :class:`PolicyServer` for the arguments and errors)."""
-    asyncio.run(PolicyServer(policy, host, port, key_map, max_batch).run())
+    asyncio.run(PolicyServer(policy, host, port, **kwargs).run())
 
 
 class BackgroundServer:
     """A :class:`PolicyServer` on a thread of its own (tests, benchmarks, notebooks); a context manager.
 
-    ``port=0`` (the default) picks a free port: read :attr:`port`. :meth:`stop` closes it.
+    ``port=0`` (the default) picks a free port: read :attr:`port`. :meth:`stop` closes it. Other keyword arguments
+    (``key_map``, ``max_batch``, ``max_message_bytes``, ``send_timeout_s``, ``api_key``) go to :class:`PolicyServer`.
 
     Raises:
         OSError: the address cannot be bound (raised by the constructor).
+        ValueError: as :class:`PolicyServer`.
     """
 
-    def __init__(self, policy: ChunkPolicy, host: str = DEFAULT_HOST, port: int = 0,
-                 key_map: Mapping[str, str] = DEFAULT_KEY_MAP, max_batch: int = DEFAULT_MAX_BATCH):
-        self.server = PolicyServer(policy, host, port, key_map, max_batch)
+    def __init__(self, policy: ChunkPolicy, host: str = DEFAULT_HOST, port: int = 0, **kwargs):
+        self.server = PolicyServer(policy, host, port, **kwargs)
         self.host = host
         self.port: int | None = None
         self._loop = asyncio.new_event_loop()
@@ -377,51 +440,32 @@ class BackgroundServer:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """``upright-policy-server``: serve a ChunkPolicy over openpi's websocket protocol."""
-    from upright.vla.loaders import load_policy
+    """``upright-policy-server``: serve a ChunkPolicy over openpi's websocket protocol.
 
-    p = argparse.ArgumentParser(
-        prog="upright-policy-server",
-        description="Serve a ChunkPolicy over openpi's websocket protocol (any openpi client, or "
-                    "upright.vla.remote.RemotePolicy, can use it). Requests: one openpi observation; replies: "
-                    "{'actions': (H, A) float32, 'server_timing': {...}}.")
-    p.add_argument("--policy", required=True,
-                   help="MODULE:FACTORY (e.g. upright.vla.linear:make_linear_policy) or a file a registered loader "
-                        "reads (upright.vla.loaders)")
-    p.add_argument("--arg", action="append", default=[], metavar="KEY=VALUE",
-                   help="keyword argument of the factory or loader (a string; repeatable)")
-    p.add_argument("--host", default=DEFAULT_HOST,
-                   help="bind address (default 127.0.0.1: this machine only; --host 0.0.0.0 serves every interface, "
-                        "with no authentication: trusted networks only)")
-    p.add_argument("--port", type=int, default=DEFAULT_PORT, help="TCP port (default 8000, as openpi's)")
-    p.add_argument("--key-map", action="append", default=[], metavar="OPENPI_KEY=LEROBOT_KEY",
-                   help="map an openpi observation key to a LeRobot batch key, replacing the default for that "
-                        "LeRobot key (repeatable); defaults: "
-                        + ", ".join(f"{k}={v}" for k, v in DEFAULT_KEY_MAP.items()))
-    p.add_argument("--max-batch", type=int, default=DEFAULT_MAX_BATCH,
-                   help=f"most pipelined requests of one connection answered by one policy call (default "
-                        f"{DEFAULT_MAX_BATCH}; 1: every request alone, as openpi's server)")
-    p.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
-    args = p.parse_args(argv)
+    Every mistake (a bad option or value, a --policy that cannot be loaded, a port in use or out of range, a host
+    that cannot be bound) exits with code 2 and one line on stderr, no traceback
+    (:func:`~upright.vla.server_cli.fail`).
+    """
+    from upright.vla.loaders import load_policy
+    from upright.vla.server_cli import fail, parse_args
+
+    args = parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    kwargs = {}
-    for item in args.arg:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            p.error(f"--arg {item!r}: write KEY=VALUE")
-        kwargs[key] = value
-    if args.max_batch < 1:
-        p.error(f"--max-batch must be >= 1, got {args.max_batch}")
     try:
         key_map = parse_key_map(args.key_map)
-        policy = load_policy(args.policy, kwargs)
     except ValueError as e:
-        p.error(str(e))
+        fail(str(e))
     try:
-        serve(policy, args.host, args.port, key_map, args.max_batch)
-    except OSError as e:
-        raise SystemExit(f"upright-policy-server: cannot listen on {args.host}:{args.port}: {e}; "
-                         "choose another --port") from None
+        policy = load_policy(args.policy, args.kwargs)
+    except ValueError as e:  # the loaders' own messages name --policy; a factory's (a bad --arg) do not
+        fail(str(e) if "--policy" in str(e) else f"cannot load --policy {args.policy!r}: {e}")
+    except Exception as e:  # noqa: BLE001  (a loader's failure on a bad file: one line, not its traceback)
+        fail(f"cannot load --policy {args.policy!r}: {type(e).__name__}: {e}")
+    try:
+        serve(policy, args.host, args.port, key_map=key_map, max_batch=args.max_batch,
+              max_message_bytes=args.max_message_bytes, send_timeout_s=args.send_timeout, api_key=args.api_key)
+    except (OSError, OverflowError) as e:
+        fail(f"cannot listen on {args.host}:{args.port}: {e}; choose another --port (or --host)")
     except KeyboardInterrupt:
         pass
 

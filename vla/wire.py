@@ -47,22 +47,54 @@ def _encode(obj: Any) -> Any:
                     "(tensor.cpu().numpy()), numbers, strings, lists or dicts")
 
 
+class MalformedMessage(ValueError):
+    """A message that is valid msgpack but not a valid openpi message (a bad packed array or scalar)."""
+
+
+def _dtype(spec: Any) -> np.dtype:
+    """The numpy dtype of a packed array's or scalar's ``dtype`` field (openpi sends ``dtype.str``, e.g. ``"<f4"``).
+
+    Raises:
+        MalformedMessage: not a string, not a dtype numpy knows, or an object, structured or complex dtype.
+    """
+    if isinstance(spec, bytes):
+        spec = spec.decode("ascii", "replace")
+    if not isinstance(spec, str):
+        raise MalformedMessage(f"bad dtype {spec!r:.40} in a packed array (openpi sends dtype.str, e.g. '<f4')")
+    try:
+        dtype = np.dtype(spec)
+    except (TypeError, ValueError):
+        raise MalformedMessage(f"bad dtype {spec!r:.40} in a packed array (openpi sends dtype.str, e.g. '<f4')"
+                               ) from None
+    if dtype.kind in _REFUSED_KINDS:
+        raise MalformedMessage(f"refusing to unpack a {_REFUSED_KINDS[dtype.kind]} array (dtype {dtype})")
+    return dtype
+
+
 def _decode(obj: dict) -> Any:
     """msgpack's ``object_hook``: openpi's tagged maps back to numpy (arrays are read-only views of the message).
 
     Raises:
-        ValueError: a tagged map with a refused dtype or with data that does not fill its shape.
+        MalformedMessage: a tagged map without its fields, with a bad or refused dtype, or with data that does not
+            fill its shape.
     """
     if _NDARRAY in obj:
-        dtype = np.dtype(obj[b"dtype"])
-        if dtype.kind in _REFUSED_KINDS:
-            raise ValueError(f"refusing to unpack a {_REFUSED_KINDS[dtype.kind]} array (dtype {dtype})")
+        missing = [k.decode() for k in (b"data", b"dtype", b"shape") if k not in obj]
+        if missing:
+            raise MalformedMessage(f"packed array without {missing} (openpi sends data, dtype and shape)")
+        dtype, shape = _dtype(obj[b"dtype"]), obj[b"shape"]
         try:
-            return np.ndarray(buffer=obj[b"data"], dtype=dtype, shape=obj[b"shape"])
-        except TypeError as e:
-            raise ValueError(f"malformed packed array (dtype {dtype}, shape {obj[b'shape']}): {e}") from None
+            return np.ndarray(buffer=obj[b"data"], dtype=dtype, shape=shape)
+        except (TypeError, ValueError) as e:
+            raise MalformedMessage(f"malformed packed array (dtype {dtype}, shape {shape!r:.60}): {e}") from None
     if _NPGENERIC in obj:
-        return np.dtype(obj[b"dtype"]).type(obj[b"data"])
+        if b"data" not in obj or b"dtype" not in obj:
+            raise MalformedMessage("packed numpy scalar without data or dtype")
+        dtype = _dtype(obj[b"dtype"])
+        try:
+            return dtype.type(obj[b"data"])
+        except (TypeError, ValueError, OverflowError) as e:
+            raise MalformedMessage(f"malformed packed scalar (dtype {dtype}): {e}") from None
     return obj
 
 
@@ -79,13 +111,21 @@ def packb(obj: Any) -> bytes:
 def unpackb(data: bytes) -> Any:
     """Unpack one openpi message (numpy arrays come back read-only; copy them to write).
 
+    Any failure is a ``ValueError`` with a one-line message (a server answers it as a bad request, never with a
+    traceback): whatever msgpack raises on malformed bytes (``FormatError``, ``ExtraData``, a non-string map key,
+    nesting deeper than its stack, ...) is wrapped.
+
     Raises:
-        ValueError: malformed msgpack or a malformed or refused packed array.
+        MalformedMessage: a malformed or refused packed array or scalar (a ``ValueError``).
+        ValueError: bytes that are not msgpack.
     """
     try:
         return msgpack.unpackb(data, object_hook=_decode)
-    except (msgpack.UnpackException, msgpack.ExtraData, ValueError) as e:
-        raise ValueError(f"not an openpi (msgpack-numpy) message: {type(e).__name__} {e}".rstrip()) from None
+    except MalformedMessage:
+        raise
+    except Exception as e:  # noqa: BLE001  (untrusted bytes: every failure is "not an openpi message")
+        detail = " ".join(f"{type(e).__name__} {e or '(invalid msgpack)'}".split())[:200]
+        raise ValueError(f"not an openpi (msgpack-numpy) message: {detail}") from None
 
 
 def actions_from_reply(message: bytes | str, source: str = "policy server") -> tuple[np.ndarray, dict]:

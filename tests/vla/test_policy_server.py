@@ -123,12 +123,16 @@ class _Crashing(ChunkPolicy):
         raise ZeroDivisionError("policy bug")
 
 
-def test_policy_error_sends_the_traceback_closes_that_connection_like_openpi_and_keeps_serving():
+def test_policy_error_is_one_line_closes_that_connection_like_openpi_and_keeps_serving(caplog):
+    """openpi's server sends the traceback; ours sends one line and logs the traceback (issue 33 §5)."""
     batch = {"observation.state": torch.zeros(1, 3)}
     with BackgroundServer(_Crashing()) as server:
         remote = RemotePolicy(port=server.port, timeout=60)
-        with pytest.raises(RuntimeError, match="ZeroDivisionError: policy bug"):
+        with pytest.raises(RuntimeError, match=r"policy error: ZeroDivisionError: policy bug \(the traceback is in "
+                                               r"the server's log\)$") as e:  # fmt: skip
             remote.predict_action_chunk(batch)
+        assert "Traceback" not in str(e.value) and "\n" not in str(e.value)
+        assert any(r.exc_info and r.exc_info[0] is ZeroDivisionError for r in caplog.records)  # logged in full
         with pytest.raises(ConnectionError, match="connection lost"):
             remote.predict_action_chunk(batch)
         again = RemotePolicy(port=server.port, timeout=60)  # a new connection is accepted
