@@ -217,11 +217,16 @@ def _onnx_policy(spec):
 
 
 def cmd_run(args) -> int:
+    """``upright-deploy run``: the daemon. Every refusal to start is one line on stderr and exit 2, before anything
+    moves: first a damaged ``--dataset`` or one that is not a folder (:func:`~upright.deploy.dataset_check.check_dataset`,
+    before the policy is loaded, any port opens or the logger starts; nothing of the dataset is changed), then the
+    policy, the operator socket, the serial ports and the dataset's writer lock."""
     from dataclasses import replace
 
     from upright.deploy.camera import parse_camera_args, parse_size
     from upright.deploy.chunk_policy import check_camera_sources, is_chunk_policy_source, load_chunk_policy
     from upright.deploy.controller import Controller, ControllerConfig
+    from upright.deploy.dataset_check import DatasetError, check_dataset
     from upright.deploy.metadata import PolicyMetadataError, check_plausible, load_policy_spec
     from upright.deploy.operator import SocketSecurityError, resolve_group
     from upright.deploy.robot_config import load_robot_config
@@ -239,6 +244,8 @@ def cmd_run(args) -> int:
 
     try:
         notes = _timing(args)
+        if not args.no_log:  # a damaged dataset (or a file) is refused before the policy, the ports and the logger
+            check_dataset(args.dataset)
         given = parse_camera_args(args.camera)
         image_size = parse_size(args.image_size) if args.image_size else None
         robot_cfg = _ports(args, load_robot_config(args.robot))
@@ -270,7 +277,8 @@ def cmd_run(args) -> int:
         ctl_group = resolve_group(args.ctl_group)
     except (PolicyMetadataError, ValueError) as err:
         release()
-        print(f"upright-deploy: refusing to start: {err}", file=sys.stderr)
+        hint = "; nothing was changed (or use another --dataset, or --no-log)" if isinstance(err, DatasetError) else ""
+        print(f"upright-deploy: refusing to start: {err}{hint}", file=sys.stderr)
         return 2
     from upright.deploy.lerobot_dataset import DatasetLockedError
     from upright.deploy.logger_process import LoggerClient, frame_features
@@ -292,8 +300,9 @@ def cmd_run(args) -> int:
     )  # fmt: skip
     # A second daemon is refused by the operator socket, the serial ports (opened exclusively) or the dataset (its
     # writer lock, held by the running daemon's logger), in this order, and every one of these refusals comes before
-    # anything of the dataset or its journals is read or written: the logger opens the dataset (and converts the
-    # journals of a crash) only after the ports are ours and it holds the lock. Opening a port sends nothing.
+    # anything of the dataset or its journals is written or a journal is read: the logger opens the dataset (and
+    # converts the journals of a crash) only after the ports are ours and it holds the lock. Opening a port sends
+    # nothing. (check_dataset, above, only read the committed files, which a writer replaces by atomic renames.)
     try:
         operator = OperatorServer(args.socket or default_socket_path(), group=ctl_group)
     except (SocketSecurityError, OSError) as err:
@@ -441,61 +450,6 @@ def cmd_ctl(args) -> int:
     return 0
 
 
-def cmd_recover(args) -> int:
-    """``upright-deploy recover DS``: convert the journals a crash left into episodes (outcome ``interrupted``).
-
-    Prints ``{"recovered_episodes": [...], "total_episodes": N, "quarantined": [...]}`` and exits 0. Refusals and
-    failures are one line on stderr: exit 2 when ``DS`` holds no dataset or another process holds its writer lock (a
-    daemon records it: nothing is read or written), exit 1 when a write fails (a full disk, EIO): the journal being
-    converted and every later one are kept, the dataset stays as it was after its last whole episode. A journal that
-    cannot be read is moved to ``journal/quarantine/`` (named on stderr), never deleted.
-    """
-    from upright.deploy.lerobot_dataset import IMPLICIT_FEATURES, DatasetLock, DatasetLockedError, LeRobotV3Writer
-
-    root = pathlib.Path(args.dataset)
-    info_path = root / "meta" / "info.json"
-    journals = sorted((root / "journal").glob("episode_*.arrows"))
-    if not info_path.is_file() and not journals:
-        print(f"upright-deploy recover: {args.dataset} holds no dataset", file=sys.stderr)
-        return 2
-    try:
-        lock = DatasetLock.acquire(root, "upright-deploy recover", create=False)
-    except DatasetLockedError as err:
-        print(f"upright-deploy recover: refusing: {err}; a daemon is recording it: recover it after that daemon "
-              "exits", file=sys.stderr)  # fmt: skip
-        return 2
-    except OSError as err:
-        print(f"upright-deploy recover: cannot lock {root}: {err}", file=sys.stderr)
-        return 1
-    try:
-        if not info_path.is_file():
-            print("upright-deploy recover: journals without meta/info.json; run the daemon once on this folder to "
-                  "recover", file=sys.stderr)  # fmt: skip
-            return 2
-        writer = None
-        try:
-            info = json.loads(info_path.read_text())
-            features = {k: v for k, v in info["features"].items() if k not in IMPLICIT_FEATURES}
-            writer = LeRobotV3Writer(root, features, info["fps"], info.get("robot_type", ""))
-            done = writer.recover(info.get("upright", {}).get("task", "unknown"))
-        except (ValueError, KeyError) as err:
-            print(f"upright-deploy recover: {info_path} does not read back ({type(err).__name__}: {err})",
-                  file=sys.stderr)  # fmt: skip
-            return 2
-        except OSError as err:  # a full disk, EIO: one line; every file as it was (journals kept)
-            print(f"upright-deploy recover: cannot write {root}: {err}; nothing is lost: run recover again once "
-                  "there is room", file=sys.stderr)  # fmt: skip
-            return 1
-        finally:
-            for src, dst, why in writer.quarantined if writer is not None else ():
-                print(f"upright-deploy recover: {src} cannot be converted ({why}); kept as {dst}", file=sys.stderr)
-    finally:
-        lock.close()
-    print(json.dumps({"recovered_episodes": done, "total_episodes": writer.info["total_episodes"],
-                      "quarantined": [str(dst) for _, dst, _ in writer.quarantined]}))  # fmt: skip
-    return 0
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="upright-deploy", description=__doc__)
     sub = parser.add_subparsers(dest="sub", required=True)
@@ -533,7 +487,11 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("recover", help="convert journals left by a crash into dataset episodes")
     p.add_argument("dataset")
     args = parser.parse_args(argv)
-    handler = {"run": cmd_run, "sim-robot": cmd_sim_robot, "ctl": cmd_ctl, "recover": cmd_recover}[args.sub]
+    if args.sub == "recover":
+        from upright.deploy.recover import cmd_recover
+
+        return cmd_recover(args)
+    handler = {"run": cmd_run, "sim-robot": cmd_sim_robot, "ctl": cmd_ctl}[args.sub]
     return handler(args)
 
 

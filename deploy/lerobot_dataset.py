@@ -52,6 +52,7 @@ import pyarrow.parquet as pq
 
 from upright.atomic_io import atomic_write_bytes  # noqa: F401  (re-exported: logger_process imports it from here)
 from upright.atomic_io import fsync_dir
+from upright.deploy.dataset_check import check_dataset
 
 CODEBASE_VERSION = "v3.0"
 CHUNKS_SIZE = 1000
@@ -335,6 +336,8 @@ class LeRobotV3Writer:
         extra_info: more keys for info.json (upright's codes for control_source and safety_flags).
 
     Raises:
+        ~upright.deploy.dataset_check.DatasetError: ``root`` is not a folder or holds a damaged dataset (one line
+            naming the file: :func:`~upright.deploy.dataset_check.check_dataset`); nothing was written.
         ValueError: ``root`` holds a dataset with different features or fps.
     """
 
@@ -345,8 +348,8 @@ class LeRobotV3Writer:
         self.features = dict(features)
         self.fps = int(fps)
         info_path = self.root / "meta" / "info.json"
-        if info_path.is_file():
-            info = json.loads(info_path.read_text())
+        info = check_dataset(self.root)
+        if info is not None:
             explicit = {k: v for k, v in info["features"].items() if k not in IMPLICIT_FEATURES}
             if explicit != self.features or info["fps"] != self.fps:
                 raise ValueError(f"{self.root} holds a dataset with other features or fps; use another --dataset")

@@ -271,21 +271,25 @@ class LoggerClient:
     def _wait_ready(self, root, timeout_s: float) -> int:
         out = self.proc.stdout
         line = b""
+        closed = False
         deadline = time.monotonic() + timeout_s
         while not line.endswith(b"\n"):  # byte by byte: nothing after the ready line is consumed here
             ready, _, _ = select.select([out], [], [], max(0.0, deadline - time.monotonic()))
             byte = out.read(1) if ready else b""
             if not byte:
+                closed = bool(ready)  # end of file: the logger exited (or is exiting); else the time is up
                 break
             line += byte
         try:
             return int(json.loads(line)["next_episode_index"])
         except (ValueError, KeyError, TypeError):
             pass
-        if self.proc.poll() is None:
+        try:  # a logger that closed its stdout is exiting: it is not "still opening" (it used to be said so)
+            self.proc.wait(5.0 if closed else 0.0)
+        except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
-            raise RuntimeError(f"the logger process did not open the dataset {root} within {timeout_s:g} s")
+            raise RuntimeError(f"the logger process did not open the dataset {root} within {timeout_s:g} s") from None
         raise RuntimeError(f"the logger process could not open the dataset {root} (its error is above); "
                            "use another --dataset, or --no-log")
 

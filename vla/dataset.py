@@ -2,14 +2,15 @@
 deploy daemon's logger, :mod:`upright.deploy.lerobot_dataset`), as tensors, with ACT/LeRobot chunk targets.
 
 Read with pyarrow only: ``meta/info.json`` (features, fps), ``meta/tasks.parquet`` (task_index -> instruction) and
-every ``data/chunk-*/file-*.parquet`` (frames, in ``index`` order). Image features are PNG bytes in the parquet
-(``struct<bytes, path>``, LeRobot's non-video image storage) and are decoded with imageio.
+every ``data/chunk-*/file-*.parquet`` (frames, in ``index`` order), after
+:func:`~upright.deploy.dataset_check.check_dataset` (a damaged dataset is one ``DatasetError`` line naming the file).
+Image features are PNG bytes in the parquet (``struct<bytes, path>``, LeRobot's non-video image storage) and are
+decoded with imageio.
 """
 
 from __future__ import annotations
 
 import io
-import json
 import pathlib
 from dataclasses import dataclass, field
 
@@ -19,6 +20,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import torch
 
+from upright.deploy.dataset_check import DatasetError, check_dataset
 from upright.vla.policy import IMAGE_PREFIX, STATE_KEY
 
 RECORD_HINT = "record one with python -m upright.tasks.lift.record_demos --episodes N --out DIR"
@@ -95,15 +97,16 @@ def load_dataset(
 
     Raises:
         FileNotFoundError: no dataset at ``root`` (no ``meta/info.json``) or no data files.
+        ~upright.deploy.dataset_check.DatasetError: a damaged dataset, or ``root`` is a file (a ValueError; one line
+            naming the file: :func:`~upright.deploy.dataset_check.check_dataset`), or a data file that does not read.
         ValueError: a needed feature is missing (the message names the flag to record it with), or
             ``max_episodes`` < 1.
     """
     root = pathlib.Path(root)
-    info_path = root / "meta" / "info.json"
-    if not info_path.is_file():
+    info = check_dataset(root)
+    if info is None:
         raise FileNotFoundError(f"no LeRobot dataset at {root} (meta/info.json missing); {RECORD_HINT}")
-    info = json.loads(info_path.read_text())
-    features = info.get("features", {})
+    features = info["features"]
     needed = {state_key: "", "action": ""} | {IMAGE_PREFIX + c: " --cameras" for c in cameras}
     for key, flag in needed.items():
         if key not in features:
@@ -117,7 +120,11 @@ def load_dataset(
     columns = [state_key, "action", "episode_index", "task_index", "index", *(IMAGE_PREFIX + c for c in cameras)]
     tables = []
     for f in files:
-        t = pq.read_table(f, columns=columns)
+        try:
+            t = pq.read_table(f, columns=columns)
+        except (pa.ArrowException, OSError) as err:  # damaged inside (check_dataset reads the footers only)
+            raise DatasetError(f"{f} does not read ({' '.join(str(err).split())}); restore it from a copy of the "
+                               "dataset") from None  # fmt: skip
         if max_episodes is not None:
             t = t.filter(pc.less(t.column("episode_index"), max_episodes))
         if t.num_rows:

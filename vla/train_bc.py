@@ -20,6 +20,10 @@ included) instead of the proprioceptive ``observation.state``: a state-only poli
 stores what the deploy daemon needs beside the VLA metadata (joints, Kp/Kd, default pose, action mode and scale;
 :data:`upright.tasks.policy_schema.CHUNK_CONTRACT_KEYS`) in ``model.pt`` and ``policy.onnx``, so that
 ``upright-deploy run --policy`` runs either alone (``docs/deploy_chunked.md``).
+
+Every ``--dataset`` is checked before any is read (:func:`~upright.deploy.dataset_check.check_dataset`): a damaged one
+(``meta/info.json`` truncated, empty or without ``features``, a parquet file cut short, ``meta/tasks.parquet``
+missing) or a path that is a file is one line naming the file, exit 2, nothing written.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
+from upright.deploy.dataset_check import check_dataset
 from upright.vla.dataset import BCData, chunk_targets, concat, load_dataset
 from upright.vla.policy import IMAGE_PREFIX, STATE_KEY
 from upright.vla.tiny import TinyVLA, TinyVLAConfig
@@ -190,13 +195,16 @@ def train(data: BCData, out: str | pathlib.Path | None, cfg: TrainBCConfig, stat
 
 
 def dataset_cameras(root: str | pathlib.Path) -> tuple[str, ...]:
-    """The cameras a dataset holds (its ``observation.images.<camera>`` features); () when none or no dataset."""
-    import json
+    """The cameras a dataset holds (its ``observation.images.<camera>`` features); () when none or no dataset.
 
-    info = pathlib.Path(root) / "meta" / "info.json"
-    if not info.is_file():
+    Raises:
+        ~upright.deploy.dataset_check.DatasetError: a damaged dataset, or ``root`` is a file (one line naming the
+            file: :func:`~upright.deploy.dataset_check.check_dataset`).
+    """
+    info = check_dataset(root)
+    if info is None:
         return ()
-    feats = json.loads(info.read_text()).get("features", {})
+    feats = info["features"]
     return tuple(k[len(IMAGE_PREFIX) :] for k in feats if k.startswith(IMAGE_PREFIX))
 
 
@@ -222,15 +230,17 @@ def main(argv: list[str] | None = None) -> None:
     if args.no_images and args.cameras:
         parser.error("--cameras and --no-images exclude each other; pass one")
     torch.set_num_threads(max(1, args.threads))
-    if args.no_images:
-        cams: tuple[str, ...] = ()
-    elif args.cameras:
-        cams = tuple(c for c in args.cameras.split(",") if c)
-    else:
-        cams = dataset_cameras(args.dataset[0])
     cfg = TrainBCConfig(steps=args.steps, batch_size=args.batch_size, lr=args.lr, chunk_size=args.chunk_size,
                         seed=args.seed, log_every=max(1, args.log_every))  # fmt: skip
     try:
+        for root in args.dataset:  # every dataset checked before any is read: a damaged one is one line, exit 2
+            check_dataset(root)
+        if args.no_images:
+            cams: tuple[str, ...] = ()
+        elif args.cameras:
+            cams = tuple(c for c in args.cameras.split(",") if c)
+        else:
+            cams = dataset_cameras(args.dataset[0])
         data = concat([load_dataset(p, cams, args.state_key, args.max_episodes) for p in args.dataset])
         contract = read_deploy_contract(args.deploy_contract, data) if args.deploy_contract else None
         train(data, args.out, cfg, args.state_key, deploy_contract=contract)
