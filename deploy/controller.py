@@ -343,12 +343,19 @@ class Controller:
             self.io_flags |= SafetyFlag.IMU_TIMEOUT
         if reading.imu_crc_error:
             self.io_flags |= SafetyFlag.IMU_CRC
+        # both checks record this exchange first, then compare ages with its end (``now``): a loop that was late
+        # (no CPU) finds fresh replies, not a fault; faults found in the same cycle are named together (which came
+        # first is not known within a cycle), in the reason and in the bits
+        flags, reasons = SafetyFlag.NONE, []
         bad = self.health.update(reading.ok, reading.crc_error, reading.timeout, now)
         if bad.any():
-            joints = [self.robot.joint_names[i] for i in np.flatnonzero(bad)]
-            self.fault(SafetyFlag.LINK_FAULT, f"motor link fault: {joints}")
+            flags |= SafetyFlag.LINK_FAULT
+            reasons.append(f"motor link fault: {[self.robot.joint_names[i] for i in np.flatnonzero(bad)]}")
         if self.imu.update(reading.imu_ok, reading.imu_seq, now):
-            self.fault(SafetyFlag.IMU_STALE, "IMU stale: sequence not advancing")
+            flags |= SafetyFlag.IMU_STALE
+            reasons.append("IMU stale: sequence not advancing")
+        if reasons:
+            self.fault(flags, "; ".join(reasons))
         if self.sm.mode == Mode.DAMPING:
             self.damping_command(reading)
         self._period_lateness_ns = max(self._period_lateness_ns, lateness_ns)

@@ -21,7 +21,8 @@ failed when
 - its writes fail (a full disk: ENOSPC or EFBIG, EIO, ...): it stops, keeps the journal (every flushed frame stays
   readable; ``upright-deploy recover`` converts it later), writes one JSON line ``{"error": "..."}`` on its stdout,
   the client's status channel, and exits with code 3;
-- the process is gone (SIGKILL, a crash): its exit status, or EPIPE on the pipe;
+- the process is gone (SIGKILL, a crash): its exit status, or its pipes closed (EOF, EPIPE) with no exit status
+  for ``GONE_GRACE_S``;
 - it took no record for ``stall_s`` (its pipe stayed full: the process is stopped, or blocked on a dying disk).
 
 Once failed, nothing more is sent to it; what the daemon does then is the controller's ``on_logger_failure``.
@@ -82,6 +83,11 @@ PIPE_BYTES = 1 << 20
 """Size asked for the record pipe (F_SETPIPE_SZ): about 15 s of G1 frames at 50 Hz."""
 STALL_S = 2.0
 """The logger failed when its pipe stays full this long (it takes no record: stopped, or blocked on its disk)."""
+GONE_GRACE_S = 0.5
+"""A dying process's pipes close just before its exit status can be collected (SIGKILL: the kernel closes its files,
+then makes it a zombie); when :meth:`LoggerClient.check` finds the pipes closed and no exit status yet, it waits up
+to this long (s; the next tick normally has it) so that the failure names the signal or the exit code; after that,
+"is gone (its pipes are closed)" (issue 33.8: under load a SIGKILL was reported that way)."""
 EXIT_WRITE_FAILED = 3
 """Exit code of a logger whose writes failed (after its ``{"error": ...}`` line)."""
 
@@ -227,6 +233,8 @@ class LoggerClient:
         self._full_since: float | None = None
         self._stalled = False
         self._gone = False
+        self._gone_since: float | None = None
+        """Monotonic time (s) when :meth:`check` first found the pipes closed and no exit status yet."""
         self._status_buf = b""
         self.images: SharedFrames | None = None
         """The image ring (None: no image features)."""
@@ -334,12 +342,19 @@ class LoggerClient:
                 self.failed = f"the logger process (pid {self.proc.pid}) was killed by {signal.Signals(-code).name}"
             elif code is not None:
                 self.failed = f"the logger process (pid {self.proc.pid}) exited with code {code}"
-            elif self._gone:
+            elif self._gone and self._gone_for() >= GONE_GRACE_S:
                 self.failed = f"the logger process (pid {self.proc.pid}) is gone (its pipes are closed)"
             elif self._stalled:
                 self.failed = (f"the logger process (pid {self.proc.pid}) took no frame for {self.stall_s:g} s: its "
                                "pipe stayed full (the process is stopped, or blocked on its disk)")  # fmt: skip
         return self.failed
+
+    def _gone_for(self) -> float:
+        """Seconds since :meth:`check` first found the pipes closed while the exit status was not there yet."""
+        now = time.monotonic()
+        if self._gone_since is None:
+            self._gone_since = now
+        return now - self._gone_since
 
     def _full(self) -> None:
         now = time.monotonic()

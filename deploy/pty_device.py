@@ -142,6 +142,9 @@ class PtyDeviceServer:
         self.record_commands = False
         self.bad_frames = 0
         """Command frames ignored because of a bad CRC."""
+        self.consumed = [0] * len(self.links)
+        """Bytes read from each bus and answered (parsed) so far: the tests' harness compares it with what it sent
+        (see :meth:`on_progress`)."""
 
     @property
     def ports(self) -> dict[str, str]:
@@ -151,6 +154,15 @@ class PtyDeviceServer:
     def close(self) -> None:
         for link in self.links:
             link.close()
+
+    def on_progress(self, bus: int) -> None:
+        """Called by :meth:`serve` each time it has answered the bytes it read from ``bus`` (:attr:`consumed`) or
+        written a delayed reply there; nothing by default. A test harness overrides it to wait, in device time, for
+        the device's answer (``tests/deploy/deploy_testlib.py``)."""
+
+    def pending_due(self, bus: int) -> list[float]:
+        """Monotonic times (s) at which the delayed replies not yet written to ``bus`` are due."""
+        return [due for due, _, b, _ in list(self._pending) if b == bus]
 
     def _faults(self, kind: str, joint: str | None) -> Fault | None:
         for f in self.faults:
@@ -252,7 +264,10 @@ class PtyDeviceServer:
                 bus = fds[fd]
                 self.links[bus].buf += data
                 self._parse(bus)
+                self.consumed[bus] += len(data)
+                self.on_progress(bus)
             now = time.monotonic()
             while self._pending and self._pending[0][0] <= now:
                 _, _, bus, frame = heapq.heappop(self._pending)
                 self._write(bus, frame)
+                self.on_progress(bus)

@@ -167,3 +167,34 @@ def test_delta_mode_logs_a_takeover_as_increments_of_the_targets():
     before = c.command.q[c.pol].copy()
     tick(c, rd, 2)  # the policy continues from the human's last targets
     np.testing.assert_allclose(c.command.q[c.pol], before + c.spec.action_scale * 0.1, atol=1e-7)
+
+
+def test_faults_found_in_one_cycle_are_named_together():
+    """Issue 33.8: a daemon that had no CPU for 60 ms (more than max_motor_age_s and max_imu_age_s, 50 ms) finds, in
+    one cycle, j1 silent and the IMU's sequence stuck: which failed first is not known within a cycle, so the reason
+    names both, and the frame has both bits (it used to name the motor link alone)."""
+    c, rd = make(policy_ramp_s=0.0)
+    tick(c, rd, 0)
+    assert c.mode == Mode.POLICY
+    rd.ok[1], rd.timeout[1] = False, True  # j1 silent; the IMU answers with the same sequence
+    rd.t_ns += int(0.06e9)
+    c.on_cycle(rd, 1, 0)
+    assert c.mode == Mode.DAMPING
+    assert c.sm.damping_reason == "motor link fault: ['j1']; IMU stale: sequence not advancing"
+    rd.ok[1], rd.timeout[1] = True, False
+    tick(c, rd, 1)  # the next policy tick logs the frame of the fault
+    assert c.flags & (SafetyFlag.LINK_FAULT | SafetyFlag.IMU_STALE) == SafetyFlag.LINK_FAULT | SafetyFlag.IMU_STALE
+    rd.t_ns += int(0.06e9)  # one fault at a time: a fault found later adds its bit, not its reason
+    c.on_cycle(rd, 11, 0)
+    assert c.sm.damping_reason == "motor link fault: ['j1']; IMU stale: sequence not advancing"
+
+
+def test_a_late_cycle_with_fresh_replies_is_not_a_fault():
+    """Issue 33.8: the checks record the exchange before they compare ages: a cycle 60 ms late whose replies are all
+    fresh is no fault (a daemon without a CPU for a while is not a link or IMU fault)."""
+    c, rd = make(policy_ramp_s=0.0)
+    tick(c, rd, 0)
+    rd.imu_seq += 1
+    rd.t_ns += int(0.06e9)
+    c.on_cycle(rd, 1, 0)
+    assert c.mode == Mode.POLICY and c.sm.damping_reason == ""

@@ -298,3 +298,27 @@ def test_the_daemon_holds_when_its_logger_is_killed(tmp_path, linear_policy):
 
     episodes = pq.read_table(tmp_path / "dataset" / EPISODES_PATH).to_pylist()
     assert [e["upright/outcome"] for e in episodes] == ["interrupted"] and episodes[0]["length"] >= 10
+
+
+def test_closed_pipes_wait_for_the_exit_status_that_names_the_signal():
+    """Issue 33.8: the kernel closes a SIGKILLed process's pipes just before its exit status can be collected; a check
+    in between (a loaded machine) said "is gone (its pipes are closed)" instead of "was killed by SIGKILL". The check
+    now waits for the status (the next tick has it), and says "gone" only when none comes for GONE_GRACE_S."""
+    from types import SimpleNamespace
+
+    from upright.deploy.logger_process import GONE_GRACE_S
+
+    def client(codes):
+        c = object.__new__(LoggerClient)  # the check's state only: no process, no dataset
+        c.failed, c._gone, c._gone_since, c._stalled, c.stall_s = None, True, None, False, 2.0
+        c._read_status = lambda: None
+        c.proc = SimpleNamespace(pid=4242, poll=lambda: codes.pop(0) if len(codes) > 1 else codes[0])
+        return c
+
+    dying = client([None, -signal.SIGKILL])
+    assert dying.check() is None  # pipes closed, no exit status yet: not "gone" at once
+    assert dying.check() == "the logger process (pid 4242) was killed by SIGKILL"
+    alive = client([None])  # pipes closed, and the process does not exit
+    assert alive.check() is None
+    alive._gone_since -= GONE_GRACE_S
+    assert alive.check() == "the logger process (pid 4242) is gone (its pipes are closed)"
