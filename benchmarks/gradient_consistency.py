@@ -76,19 +76,13 @@ def rollout(env, runner, t: int) -> torch.Tensor:
     return torch.stack(acted)
 
 
-def half_gradient(runner, env_ids: torch.Tensor, mask: torch.Tensor | None, env=None) -> torch.Tensor:
-    """Flat gradient of -mean(A log pi(a|s)) over the actor's parameters, on the rollout samples of ``env_ids``
-    (and their mirror images when ``env`` is given: ``train.symmetry``'s augmentation)."""
+def half_gradient(runner, env_ids: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+    """Flat gradient of -mean(A log pi(a|s)) over the actor's parameters, on the rollout samples of ``env_ids``."""
     st, actor = runner.alg.storage, runner.alg.actor
     obs = st.observations[:, env_ids].flatten(0, 1)
     actions = st.actions[:, env_ids].flatten(0, 1)
     adv = st.advantages[:, env_ids].flatten(0, 1).squeeze(-1)
     keep = mask[:, env_ids].flatten() if mask is not None else torch.ones_like(adv, dtype=torch.bool)
-    if env is not None:
-        from upright.training.symmetry import augment
-
-        obs, actions = augment(env, obs, actions)
-        adv, keep = adv.repeat(2), keep.repeat(2)
     params = [p for p in actor.parameters() if p.requires_grad]
     actor.zero_grad()
     actor(obs.clone(), stochastic_output=True)
@@ -98,14 +92,13 @@ def half_gradient(runner, env_ids: torch.Tensor, mask: torch.Tensor | None, env=
     return torch.cat([(g if g is not None else torch.zeros_like(p)).flatten() for g, p in zip(grads, params)])
 
 
-def consistency(runner, n: int, splits: int, mask: torch.Tensor | None, seed: int, env=None) -> list[float]:
-    """Cosines between the two halves' gradients over ``splits`` random splits of the N envs (each half with its
-    mirror images when ``env`` is given)."""
+def consistency(runner, n: int, splits: int, mask: torch.Tensor | None, seed: int) -> list[float]:
+    """Cosines between the two halves' gradients over ``splits`` random splits of the N envs."""
     gen = torch.Generator().manual_seed(10_000 + seed)
     out = []
     for _ in range(splits):
         perm = torch.randperm(n, generator=gen)
-        a, b = half_gradient(runner, perm[: n // 2], mask, env), half_gradient(runner, perm[n // 2 :], mask, env)
+        a, b = half_gradient(runner, perm[: n // 2], mask), half_gradient(runner, perm[n // 2 :], mask)
         out.append(float(torch.nn.functional.cosine_similarity(a, b, dim=0)))
     return out
 
@@ -119,8 +112,6 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--checkpoint", default=None, help="model_<it>.pt whose weights the policy starts from")
     p.add_argument("--mask-settle", action="store_true", help="leave out the samples whose action the env ignores")
     p.add_argument("--time-update", action="store_true", help="also time one full PPO update")
-    p.add_argument("--symmetry", action="store_true", help="each half's gradient also on its mirror images "
-                   "(train.symmetry's augmentation; recipe=getup)")
     p.add_argument("--out", default=None, help="CSV file of the rows")
     args, overrides = p.parse_known_args(argv)
     torch.set_num_threads(1)
@@ -134,8 +125,7 @@ def main(argv: list[str] | None = None) -> None:
             start = time.perf_counter()
             acted = rollout(env, runner, t)
             rate = n * t / (time.perf_counter() - start)
-            cos = consistency(runner, n, args.splits, acted if args.mask_settle else None, seed,
-                              env if args.symmetry else None)
+            cos = consistency(runner, n, args.splits, acted if args.mask_settle else None, seed)
             update_s = float("nan")
             if args.time_update:
                 torch.set_num_threads(max(1, int(cfg.train.update_threads) or torch.get_num_threads()))
@@ -146,7 +136,7 @@ def main(argv: list[str] | None = None) -> None:
             row = {"recipe": args.recipe, "envs": n, "steps": t, "samples": n * t, "seed": seed,
                    "cos_mean": sum(cos) / len(cos), "cos_min": min(cos), "cos_max": max(cos),
                    "settle_fraction": float(1 - acted.float().mean()), "collect_env_steps_per_s": rate,
-                   "update_s": update_s, "masked": bool(args.mask_settle), "symmetry": bool(args.symmetry),
+                   "update_s": update_s, "masked": bool(args.mask_settle),
                    "checkpoint": args.checkpoint or "init"}  # fmt: skip
             rows.append(row)
             if args.out:  # row by row: a run stopped part way keeps what it measured

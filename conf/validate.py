@@ -168,9 +168,6 @@ def check_values(cfg) -> str | None:
         return f"train.max_iterations must be >= 1 (got {train.max_iterations}); e.g. train.max_iterations=12000."
     if env is not None and "num_envs" in env and int(env.num_envs) < 1:
         return f"env.num_envs must be >= 1 (got {env.num_envs}); e.g. env.num_envs=512."
-    if train is not None and train.get("symmetry") and not (env is not None and env.get("mdp") == "getup"):
-        return ("train.symmetry=true mirrors the samples of recipe=getup (env.mdp=getup) only; this task's env has "
-                "no mirror: use recipe=getup, or drop train.symmetry.")
     resume = cfg.get("resume")
     if train is not None and train.get("resume_std") is not None and not resume:
         return "train.resume_std applies to a resumed run (resume=...); a new run uses train.init_noise_std."

@@ -16,7 +16,6 @@ from test_train_smoke import SMALL, run_train
         ("train.max_iterations=-1", "train.max_iterations must be >= 1 (got -1)"),
         ("env.num_envs=0", "env.num_envs must be >= 1 (got 0)"),
         ("resume=no/such/run", "resume=no/such/run: no such run directory or checkpoint file"),
-        ("train.symmetry=true", "train.symmetry=true mirrors the samples of recipe=getup (env.mdp=getup) only"),
     ],
 )
 def test_bad_override_is_one_line_and_exit_2(tmp_path, override, expected):

@@ -64,10 +64,6 @@ class TrainCfg:
     """Fixed Adam learning rate of the critics, in a parameter group outside the adaptive-KL schedule (which follows
     the actor's KL and, at this project's batch sizes, sits at its 1e-5 floor, so the critics barely learn). None:
     rsl_rl's shared rate, as HoST. Not HoST's recipe."""
-    symmetry: bool = False
-    """Left/right symmetry data augmentation (rsl-rl's ``Symmetry``, :mod:`upright.training.symmetry`): every
-    mini-batch also holds the mirror image of each sample, so an update sees twice the samples for the cost of a
-    second forward/backward pass. Needs an env that mirrors its samples (``recipe=getup``). Not HoST's recipe."""
     mask_unapplied_actions: bool = False
     """Leave the transitions whose action the env ignored (the standup env's unactuated start, where the robot falls
     whatever the policy does) out of the policy gradient (their advantage is zeroed; the critics still learn from

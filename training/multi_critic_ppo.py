@@ -34,7 +34,6 @@ from rsl_rl.utils import resolve_class, resolve_obs_groups
 
 from .multi_critic_model import MultiCriticModel
 from .multi_critic_storage import MultiCriticRolloutStorage
-from .symmetry import check_env
 from .std_learning_rate import FIXED_LR_KEY, GROUP_KEY, build_optimizer, convert_optimizer_state
 
 DEFAULT_GROUP_WEIGHTS: tuple[float, ...] = (2.5, 0.1, 1.0, 1.0)
@@ -534,8 +533,6 @@ class MultiCriticPPO(PPO):
 
         cfg["obs_groups"] = resolve_obs_groups(obs, cfg["obs_groups"], ["actor", "critic"])
         alg_cfg = resolve_symmetry_config(alg_cfg, env)
-        if alg_cfg.get("symmetry_cfg"):
-            check_env(env)
 
         num_groups = len(alg_cfg.setdefault("group_weights", list(DEFAULT_GROUP_WEIGHTS)))
         if critic_cfg.setdefault("num_critics", num_groups) != num_groups:

@@ -13,7 +13,6 @@ from omegaconf import DictConfig, OmegaConf
 from upright.tasks.registry import make_env, policy_metadata
 from upright.training.runner import UprightRunner, atomic_write_text, latest_checkpoint
 from upright.training.std_learning_rate import set_action_std
-from upright.training.symmetry import SYMMETRY_FUNC
 
 
 def rsl_rl_config(train: DictConfig) -> dict:
@@ -46,10 +45,6 @@ def rsl_rl_config(train: DictConfig) -> dict:
             "mask_unapplied_actions": bool(train.get("mask_unapplied_actions", False)),
             "use_clipped_value_loss": True,
             "use_mixed_precision": bool(train.get("use_mixed_precision", False)),
-            "symmetry_cfg": (
-                {"use_data_augmentation": True, "use_mirror_loss": False, "mirror_loss_coeff": 0.0,
-                 "data_augmentation_func": SYMMETRY_FUNC} if train.get("symmetry", False) else None
-            ),  # fmt: skip
         },
         "actor": {
             "class_name": (

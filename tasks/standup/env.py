@@ -159,8 +159,6 @@ class StandupEnv(VecEnv):
             raise ValueError("Actuator order must follow upright.robots.g1.JOINT_NAMES")
         pol = torch.tensor(info.policy_joint_ids, dtype=torch.long)
         self._policy_ids = pol
-        self.action_joint_scale = torch.ones(len(pol), device=self.device)
-        """(J,) per-policy-joint factor on β in the relative action (ones: β for every joint, HoST)."""
         self._held_ids = torch.tensor(info.held_joint_ids, dtype=torch.long)
         self._pq_adr, self._pv_adr = self._q_adr[pol], self._v_adr[pol]
         dev = self.device
@@ -303,7 +301,7 @@ class StandupEnv(VecEnv):
             default = self.default_pose[self._policy_ids]
             self.p_target = torch.where(actuated, default + self.beta.unsqueeze(-1) * a, q_policy)
         else:
-            self.p_target = q_policy + self.beta.unsqueeze(-1) * self.action_joint_scale * a
+            self.p_target = q_policy + self.beta.unsqueeze(-1) * a
         ctrl = self.default_pose.expand(self.num_envs, -1).clone()
         ctrl[:, self._policy_ids] = self.p_target
         self._apply_pull_force(actuated.squeeze(-1))

@@ -7,7 +7,6 @@ Defaults follow mujocolab/mjlab_playground, branch ``g1-getup`` (``src/mjlab_pla
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Optional
 
 
 @dataclass
@@ -57,12 +56,6 @@ class GetupCfg:
     (mjlab_playground ``g1-getup``: 5 Hz; mjlab's G1 default is 10 Hz)."""
     damping_ratio: float = 2.0
     """Damping ratio ζ of the PD loops (mjlab_playground ``g1-getup``)."""
-    effort_action_scale: Optional[float] = None
-    """None (mjlab_playground): the PD target is q + β·a with the same β (``env.curriculum.beta_init``, 0.6) for every
-    joint. A number c: joint j's target is q + c·τ_max_j/Kp_j·a, so a unit action asks every joint for the same
-    fraction c of its motor's torque limit (mjlab's G1 action scale is 0.25·τ_max/Kp, ``unitree_g1/g1_constants.py``;
-    MuJoCo Playground's Go1Getup, Kp 35 N·m/rad and scale 0.6 rad, asks for about 0.9 of the Go1's 23.7 N·m).
-    At 5 Hz gains a uniform 0.6 rad asks the G1's joints for 7-11 % of their torque limits per unit action."""
     encoder_bias: float = 0.015
     """Half-width of a constant per-joint, per-env encoder offset drawn at creation, rad; it enters the actor's
     joint-position observation (a relative action is unaffected by it on the robot and in simulation)."""
@@ -93,9 +86,6 @@ def validate_getup(cfg: GetupCfg, terrain: str, prefix: str = "env.getup") -> No
     if cfg.stand_fraction + cfg.fall_fraction > 1.0 + 1e-9:
         raise ValueError(f"{prefix}.stand_fraction + {prefix}.fall_fraction must be <= 1, got "
                          f"{cfg.stand_fraction} + {cfg.fall_fraction}; lower one of them")  # fmt: skip
-    if cfg.effort_action_scale is not None and not 0.0 < float(cfg.effort_action_scale) <= 1.0:
-        raise ValueError(f"{prefix}.effort_action_scale must lie in (0, 1] (a fraction of each motor's torque "
-                         f"limit per unit action) or be null, got {cfg.effort_action_scale}")  # fmt: skip
     for key in ("natural_freq_hz", "damping_ratio", "fall_height"):
         if float(getattr(cfg, key)) <= 0:
             raise ValueError(f"{prefix}.{key} must be > 0, got {getattr(cfg, key)}")

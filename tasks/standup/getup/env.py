@@ -29,7 +29,7 @@ from upright.robots import g1
 from upright.sim.options import PhysicsOptions
 from upright.tasks.standup.config import SimCfg, StandupEnvCfg
 from upright.tasks.standup.env import StandupEnv
-from upright.tasks.standup.getup import events, symmetry
+from upright.tasks.standup.getup import events
 from upright.tasks.standup.getup.actions import getup_robot_info, set_actuator_gains
 from upright.tasks.standup.getup.config import validate_getup
 from upright.tasks.standup.getup.observations import ACTOR_TERMS, CRITIC_TERMS, OBS_CLIP, GetupState
@@ -122,12 +122,6 @@ class GetupEnv(StandupEnv):
         self._torso_pos, self._torso_up = sensor("torso_pos"), sensor("torso_upvector")
         sc = sensor("self_collision")
         self._self_force = slice(sc.start + 1, sc.start + 4)
-        c = self.cfg.getup.effort_action_scale
-        if c is not None:  # β·s_j = c·τ_max_j/Kp_j (β stays the recipe's fixed β)
-            info, pol = self._getup_info, self._policy_ids.numpy()
-            per_joint = float(c) * info.torque_limit[pol] / info.kp[pol]
-            beta = float(self.cfg.curriculum.beta_init)
-            self.action_joint_scale = torch.as_tensor(per_joint / beta, dtype=torch.float32, device=self.device)
         pose = {int(a): float(q) for a, q in zip(self._q_adr, self.default_pose.cpu())}
         self.pelvis_target, self.torso_target = events.standing_heights(m, pose, self._torso_body)
         """Heights of the pelvis and the torso_link origin standing in the default pose, m (the rewards' h*)."""
@@ -150,26 +144,6 @@ class GetupEnv(StandupEnv):
         """Actor (N, 75) and critic (N, 78) observations: one frame each (:mod:`.observations`)."""
         return TensorDict({"actor": self._actor_obs, "critic": self._critic_obs}, batch_size=[self.num_envs],
                           device=self.device)  # fmt: skip
-
-    # ------------------------------------------------------------------ left/right mirror (train.symmetry)
-    def mirror_observations(self, obs: TensorDict) -> TensorDict:
-        """The observations of the mirrored states (:mod:`.symmetry`): ``actor`` (B, 75) and ``critic`` (B, 78)."""
-        if not hasattr(self, "_mirror_maps"):
-            j = len(g1.POLICY_JOINT_NAMES)
-
-            def widths(terms):
-                return tuple((t.name, j if symmetry.TERM_KIND.get(t.name) == "joints" else 3) for t in terms)
-
-            self._mirror_maps = {"actor": symmetry.layout_mirror(widths(ACTOR_TERMS)),
-                                 "critic": symmetry.layout_mirror(widths(CRITIC_TERMS))}  # fmt: skip
-        out = {key: symmetry.mirror(obs[key], *self._mirror_maps[key]) for key in obs.keys()}
-        return TensorDict(out, batch_size=obs.batch_size, device=obs.device)
-
-    def mirror_actions(self, actions: torch.Tensor) -> torch.Tensor:
-        """(B, 23) mirrored relative actions (:func:`.symmetry.joint_mirror`)."""
-        if not hasattr(self, "_mirror_joints"):
-            self._mirror_joints = symmetry.joint_mirror()
-        return symmetry.mirror(actions, *self._mirror_joints)
 
     def _update_history(self) -> None:
         scale = self.randomizer.obs_noise_scale(bool(self.cfg.obs_noise))
