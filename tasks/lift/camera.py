@@ -67,7 +67,7 @@ def make_camera_renderer(model: mujoco.MjModel, cfg):
     check_camera_cfg(cfg)
     backend = cfg.backend
     if backend == "auto":
-        from upright.tasks.lift.camera_warp import warp_cuda_available
+        from upright.sim import warp_cuda_available
 
         backend = "warp" if warp_cuda_available() else "opengl"
     if backend == "warp":

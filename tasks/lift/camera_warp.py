@@ -35,18 +35,6 @@ def _import_warp():
     return wp, mjw
 
 
-def warp_cuda_available() -> bool:
-    """True when ``mujoco_warp`` imports and Warp sees a CUDA device (what ``env.camera.backend=auto`` asks)."""
-    try:
-        wp, _ = _import_warp()
-    except ImportError:
-        return False
-    try:
-        return bool(wp.get_cuda_device_count())
-    except Exception:  # noqa: BLE001 - a broken driver means no usable CUDA device
-        return False
-
-
 class WarpCameraRenderer:
     """Renders the configured cameras of every env in one MuJoCo Warp batch.
 

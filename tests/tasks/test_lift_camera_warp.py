@@ -99,14 +99,15 @@ def test_warp_and_opengl_see_the_scene_change_in_the_same_pixels(scene, warp_ima
 
 
 def test_auto_backend_is_opengl_without_cuda_and_bad_backends_are_refused(scene, monkeypatch):
-    from upright.tasks.lift import camera, camera_warp
+    from upright.sim import warp_cuda_available
+    from upright.tasks.lift import camera
 
     model, _ = scene
-    assert not camera_warp.warp_cuda_available() or torch.cuda.is_available()
+    assert not warp_cuda_available() or torch.cuda.is_available()
     with pytest.raises(ValueError, match="env.camera.backend='vulkan' is unknown; use one of") as err:
         camera.make_camera_renderer(model, LiftCameraCfg(enabled=True, backend="vulkan"))
     assert "\n" not in str(err.value)
     monkeypatch.setitem(sys.modules, "mujoco_warp", None)  # as if mujoco-warp were not installed
-    assert not camera_warp.warp_cuda_available()
+    assert not warp_cuda_available()
     with pytest.raises(RuntimeError, match=r"pip install 'upright\[warp\]', or use env.camera.backend=opengl"):
         camera.make_camera_renderer(model, LiftCameraCfg(enabled=True, backend="warp"))
