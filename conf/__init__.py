@@ -13,7 +13,8 @@ Explicit ``env.*`` overrides on the command line still win.
 ``recipe=<name>`` (:data:`RECIPES`) sets the training recipe: ``host`` is HoST's recipe as published; ``fast`` is
 upright's candidate for a 2-core CPU (``docs/standup_learning.md`` has its measurements); ``cartesian`` is upright's
 lift recipe (``task=lift recipe=cartesian``; without it the lift task trains with Playground's settings,
-``docs/lift_learning.md``). Explicit ``env.*`` and ``train.*`` overrides still win.
+``docs/lift_learning.md``); ``vlm_kneel`` trains the G1 to kneel from a sentence through a CLIP reward
+(``docs/vlm_reward.md``). Explicit ``env.*`` and ``train.*`` overrides still win.
 """
 
 from __future__ import annotations
@@ -159,7 +160,32 @@ RECIPES: dict[str, dict[str, Any]] = {
 HoST's; lift: MuJoCo Playground's ``PandaPickCube``)."""
 
 
-RECIPE_TASKS: dict[str, str] = {"host": "standup", "fast": "standup", "getup": "standup", "cartesian": "lift"}
+RECIPES["vlm_kneel"] = {
+    # a G1 pose from one sentence (VLM-RMs, Rocamonde et al., ICLR 2024; docs/vlm_reward.md): the get-up MDP with every
+    # start standing and its standing terms off (its regularisation kept), plus a CLIP reward for the prompt in its own
+    # group and critic. The paper learned kneeling only with its largest CLIP (ViT-bigG-14); needs a GPU. Not tuned,
+    # and not trained here (no weights can be downloaded on the machine it was written on).
+    **RECIPES["getup"],
+    "env.num_envs": 256,
+    "env.getup.stand_fraction": 1.0,
+    "env.getup.fall_fraction": 0.0,
+    "env.getup.rewards.orientation": 0.0,
+    "env.getup.rewards.torso_height": 0.0,
+    "env.getup.rewards.pelvis_height": 0.0,
+    "env.getup.rewards.posture": 0.0,
+    "env.vlm_reward.enabled": True,
+    "env.vlm_reward.model": "laion/CLIP-ViT-bigG-14-laion2B-39B-b160k",
+    "env.vlm_reward.goal_prompt": "a humanoid robot kneeling",
+    "env.vlm_reward.baseline_prompt": "a humanoid robot",
+    "env.vlm_reward.alpha": 0.5,
+    "env.vlm_reward.every": 2,
+    "env.vlm_reward.dtype": "bfloat16",
+    "env.vlm_reward.group": "vlm",
+    "train.group_weights": [0.1, 1.0],
+}
+
+RECIPE_TASKS: dict[str, str] = {"host": "standup", "fast": "standup", "getup": "standup", "cartesian": "lift",
+                                 "vlm_kneel": "standup"}
 """The task each recipe of :data:`RECIPES` is written for (its keys exist only in that task's config)."""
 
 

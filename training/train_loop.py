@@ -145,7 +145,7 @@ def train(cfg: DictConfig) -> pathlib.Path:
     Raises:
         ModelNotFoundError: the robot model is not available (:func:`upright.robots.menagerie.model_path`).
         FileExistsError, FileNotFoundError: see :func:`resolve_run_dir`.
-        ValueError: ``train.resume_std`` without ``resume=``.
+        ValueError: ``train.resume_std`` without ``resume=``; ``train.group_weights`` not one weight per reward group.
     """
     rank, local_rank, world_size = distributed_rank()
     if world_size > 1 and str(cfg.device).startswith("cuda"):
@@ -155,6 +155,10 @@ def train(cfg: DictConfig) -> pathlib.Path:
     env = make_env(cfg.task_name, cfg.env, cfg.sim, device=cfg.device, seed=cfg.seed + rank)
     created = make_run_dir(run_dir)
     try:
+        groups = list(getattr(env, "reward_group_names", ()))  # env.vlm_reward.group can add one
+        if groups and len(groups) != len(cfg.train.group_weights):
+            raise ValueError(f"train.group_weights has {len(cfg.train.group_weights)} entries but the env has "
+                             f"{len(groups)} reward groups {groups}; give one weight per group, in that order")
         train_cfg = rsl_rl_config(cfg.train)
         meta = policy_metadata(cfg.task_name, env) | {"run_path": str(run_dir.resolve())}
         residual = cfg.get("policy") is not None and cfg.policy.get("base")

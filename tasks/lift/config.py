@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional
 
+from upright.managers.vlm_reward import VLMRewardCfg
+
 
 @dataclass
 class LiftRewardsCfg:
@@ -209,3 +211,6 @@ class LiftEnvCfg:
     curriculum: LiftCurriculumCfg = field(default_factory=LiftCurriculumCfg)
     domain_rand: LiftDomainRandCfg = field(default_factory=LiftDomainRandCfg)
     camera: LiftCameraCfg = field(default_factory=LiftCameraCfg)
+    vlm_reward: VLMRewardCfg = field(default_factory=lambda: VLMRewardCfg(camera="front"))
+    """A CLIP reward from a sentence (VLM-RMs; off by default, :mod:`upright.managers.vlm_reward`); the target marker
+    is drawn where the scene puts it, not at the episode's target."""

@@ -25,6 +25,7 @@ from tensordict import TensorDict
 from upright.managers.episode import EpisodeStats
 from upright.managers.observation import ObservationHistory, compute_frame
 from upright.managers.reward import RewardManager
+from upright.managers.vlm_reward import with_vlm_reward
 from upright.robots import panda
 from upright.sim import GEOMETRY_FIELDS, make_sim
 from upright.tasks.lift.config import LiftEnvCfg
@@ -114,7 +115,9 @@ class LiftEnv(VecEnv):
         """(7,) nominal arm Kp, N·m/rad (gravity compensation divides by it)."""
         self._init_indices()
         n, dev = self.num_envs, self.device
-        self.reward_manager = RewardManager(lift_reward_terms(cfg.rewards), REWARD_GROUPS, dt=self.step_dt)
+        terms, groups = with_vlm_reward(lift_reward_terms(cfg.rewards), REWARD_GROUPS, getattr(cfg, "vlm_reward", None),
+                                        self.model, self.sim, self.device)  # fmt: skip
+        self.reward_manager = RewardManager(terms, groups, dt=self.step_dt)
         self.reward_group_names = self.reward_manager.group_names
         """Reward groups, in the column order of ``extras["reward_groups"]`` (one critic each)."""
         self.episode = EpisodeStats(n, dev)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from upright.managers.vlm_reward import VLMRewardCfg
 from upright.tasks.standup.assisted_start import AssistedStartCfg
 from upright.tasks.standup.curriculum import CurriculumCfg
 from upright.tasks.standup.getup.config import GetupCfg
@@ -86,6 +87,9 @@ class StandupEnvCfg:
     disturbance: DisturbanceCfg = field(default_factory=DisturbanceCfg)
     """Robustness-test disruptions (observation noise x k, fixed action delay, pushes, payload, torque dropout,
     fixed friction), all off by default, e.g. ``env.disturbance.torque_dropout=0.1``."""
+    vlm_reward: VLMRewardCfg = field(default_factory=VLMRewardCfg)
+    """Not HoST: a CLIP reward from a sentence (VLM-RMs; off by default, :mod:`upright.managers.vlm_reward`), added to
+    the reward of either MDP; ``recipe=vlm_kneel`` uses it."""
 
 
 @dataclass

@@ -30,6 +30,7 @@ from tensordict import TensorDict
 from upright.managers.episode import EpisodeStats
 from upright.managers.observation import ObservationHistory
 from upright.managers.reward import RewardManager
+from upright.managers.vlm_reward import with_vlm_reward
 from upright.robots import g1
 from upright.sim import make_sim
 from upright.sim.options import PhysicsOptions
@@ -92,7 +93,9 @@ class StandupEnv(VecEnv):
         self._init_indices()
         self.num_actions = len(g1.POLICY_JOINT_NAMES)
         self.num_obs_per_step = sum(observation_dims(self.num_actions))
-        self.reward_manager = RewardManager(*self._reward_setup(), dt=self.step_dt)
+        vlm = getattr(cfg, "vlm_reward", None)  # None: a config saved before the key existed
+        terms, groups = with_vlm_reward(*self._reward_setup(), vlm, self.model, self.sim, self.device)
+        self.reward_manager = RewardManager(terms, groups, dt=self.step_dt)
         self.reward_group_names = tuple(self.reward_manager.group_names)
         """Reward groups, in the column order of ``extras["reward_groups"]`` (one critic each)."""
         n, j, dev = self.num_envs, self.num_actions, self.device
