@@ -67,7 +67,8 @@ if __name__ == "__main__":
         print(f"error: {error}", file=sys.stderr)
         raise SystemExit(2)
     from upright.conf import with_task_groups
+    from upright.conf.validate import split_hydra_flags
 
-    sys.argv[1:] = with_task_groups(sys.argv[1:])
-    sys.argv += ["hydra.run.dir=.", "hydra.output_subdir=null"]
+    overrides, hydra_flags = split_hydra_flags(sys.argv[1:])  # --cfg job, --help: Hydra reads them after the overrides
+    sys.argv[1:] = [*with_task_groups(overrides), "hydra.run.dir=.", "hydra.output_subdir=null", *hydra_flags]
     main()

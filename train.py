@@ -9,11 +9,16 @@ from __future__ import annotations
 
 import sys
 
-import hydra
-from omegaconf import DictConfig
+from upright.viewer.gl import choose_offscreen_gl
 
-from upright.conf import register_configs, with_task_groups
-from upright.conf.validate import exit_on_invalid_overrides
+if any(a.startswith("recipe=vlm") or "vlm_reward.enabled" in a for a in sys.argv[1:]):
+    choose_offscreen_gl()  # the reward renders frames: EGL or OSMesa, chosen before MuJoCo is imported (read once)
+
+import hydra  # noqa: E402
+from omegaconf import DictConfig  # noqa: E402
+
+from upright.conf import register_configs, with_task_groups  # noqa: E402
+from upright.conf.validate import exit_on_invalid_overrides, split_hydra_flags  # noqa: E402
 
 register_configs()
 
@@ -34,7 +39,8 @@ def main(cfg: DictConfig) -> None:
 
 if __name__ == "__main__":
     exit_on_invalid_overrides()
-    sys.argv[1:] = with_task_groups(sys.argv[1:])  # task=lift: the standup-only groups select their empty option
-    # Hydra's own output dir is not used: upright manages run directories itself.
-    sys.argv += ["hydra.run.dir=.", "hydra.output_subdir=null"]
+    overrides, hydra_flags = split_hydra_flags(sys.argv[1:])  # --cfg job, --help: Hydra reads them after the overrides
+    # task=lift: the standup-only groups select their empty option; Hydra's own output dir is not used: upright manages
+    # run directories itself.
+    sys.argv[1:] = [*with_task_groups(overrides), "hydra.run.dir=.", "hydra.output_subdir=null", *hydra_flags]
     main()

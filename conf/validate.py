@@ -112,10 +112,33 @@ def override_error(err: Exception, overrides: list[str], base) -> str:
     return f"Invalid override: {message}"
 
 
+HYDRA_FLAGS_WITH_VALUE = frozenset({
+    "--cfg", "-c", "--package", "-p", "--config-path", "-cp", "--config-name", "-cn", "--config-dir", "-cd",
+    "--experimental-rerun",
+})  # fmt: skip
+"""Hydra's command-line flags that take the next argument as their value (``--cfg job``); ``--info`` may too."""
+
+
+def split_hydra_flags(args: list[str]) -> tuple[list[str], list[str]]:
+    """``args`` split into the overrides and Hydra's own flags with their values (``--cfg job``, ``--help``,
+    ``--info [KIND]``). Hydra reads overrides only before its flags, so entry points put the flags last."""
+    overrides, flags, takes_value = [], [], False
+    for a in args:
+        if takes_value and not a.startswith("-") and "=" not in a:
+            flags.append(a)
+        elif a.startswith("-"):
+            flags.append(a)
+        else:
+            overrides.append(a)
+        takes_value = a in HYDRA_FLAGS_WITH_VALUE or a == "--info"
+    return overrides, flags
+
+
 def validate_overrides(args: list[str], config_name: str = "config") -> str | None:
     """Compose the config with ``args``; return None if valid, else a one-line error that names the fix (the valid
-    options, the expected type, the nearest key: :func:`override_error`, :func:`check_values`)."""
-    overrides = [a for a in args if not a.startswith("-") and not a.lstrip("+~").startswith("hydra")]
+    options, the expected type, the nearest key: :func:`override_error`, :func:`check_values`). Hydra's own flags
+    (``--cfg job``, ``--help``: :func:`split_hydra_flags`) are left to Hydra."""
+    overrides = [a for a in split_hydra_flags(args)[0] if not a.lstrip("+~").startswith("hydra")]
     register_configs()
     task = next((a.split("=", 1)[1] for a in overrides if a.startswith("task=")), "standup")
     if task not in TASKS:

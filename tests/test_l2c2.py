@@ -388,7 +388,8 @@ def test_runner_logs_l2c2_and_curriculum_and_checkpoint_loads(tmp_path, capsys):
     runner = UprightRunner(CountingEnv(), train_dict(save_interval=1), log_dir=str(tmp_path / "run"), update_threads=1)
     runner.learn_until(2)
     lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("it ")]
-    assert len(lines) == 2 and all(re.search(r"\| beta 0\.50 \| pull 120 N \|", line) for line in lines), lines
+    expected = r"\| action bound beta 0\.50 \| pull force 120 N \|"
+    assert len(lines) == 2 and all(re.search(expected, line) for line in lines), lines
 
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 

@@ -42,11 +42,16 @@ def _mean_of_extra(ep_extras: list[dict], key: str) -> float | None:
 
 
 class ProgressLogger(Logger):
-    """rsl_rl ``Logger`` that writes the same TensorBoard scalars but prints one line per iteration:
-    iteration, env-steps/s, mean episode reward per group, head height or success rate and curriculum level (whichever
-    the env logs: ``Metrics/head_height``, ``Metrics/success``, ``Curriculum/level``), the curriculum's mean action bound β and mean
-    pull force (when the env logs ``Metrics/action_scale`` / ``Curriculum/pull_force_level``), mean episode length,
-    ETA."""
+    """rsl_rl ``Logger`` that writes the same TensorBoard scalars but prints one line per iteration, each quantity
+    named with its unit (:func:`progress_line`; ``docs/training.md`` explains every field):
+
+        it 8/12000 | 5,120 env-steps/s | reward per env step: task=0.123 ... | head above feet 0.312 m |
+        action bound beta 0.95 | pull force 180 N | stood up 1.0 % of episodes | episode length 123.4 env steps |
+        ETA 6 days, 1:00:00 to it 12000 (train.max_iterations)
+
+    What is shown depends on what the env logs: ``Metrics/head_height``, ``Metrics/success``, ``Curriculum/level``,
+    ``Metrics/action_scale`` (β), ``Curriculum/pull_force_level``, ``Metrics/stood_from_posture``, and for
+    ``recipe=getup`` ``Metrics/host_success``, ``Metrics/pelvis_passed_0.5``, ``Metrics/standing_start_time_up``."""
 
     on_iteration_done: Callable[[int], None] | None = None
     """Called with the iteration index after it is logged."""
@@ -62,40 +67,87 @@ class ProgressLogger(Logger):
         for g in self.group_names:
             vals = [ep[f"Episode_Reward/group/{g}"] for ep in self.ep_extras if f"Episode_Reward/group/{g}" in ep]
             groups[g] = float(torch.cat([v.flatten() for v in vals]).mean()) if vals else float("nan")
-        head = _mean_of_extra(self.ep_extras, "Metrics/head_height")
-        success = _mean_of_extra(self.ep_extras, "Metrics/success")
-        level = _mean_of_extra(self.ep_extras, "Curriculum/level")
-        getup = _mean_of_extra(self.ep_extras, "Metrics/host_success")
-        if getup is not None:  # recipe=getup: the rising indicators over episodes that did not start standing
-            passed = _mean_of_extra(self.ep_extras, "Metrics/pelvis_passed_0.5")
-            kept = _mean_of_extra(self.ep_extras, "Metrics/standing_start_time_up")
-            curriculum = f" | pelvis>0.5m {100 * passed:.1f} % | host-success {100 * getup:.1f} %" + (
-                f" | standing kept {kept:.1f} s" if kept is not None else ""
-            )
-        else:
-            beta = _mean_of_extra(self.ep_extras, "Metrics/action_scale")
-            force = _mean_of_extra(self.ep_extras, "Curriculum/pull_force_level")
-            stood = _mean_of_extra(self.ep_extras, "Metrics/stood_from_posture")
-            curriculum = (f" | beta {beta:.2f}" if beta is not None else "") + (
-                f" | pull {force:.0f} N" if force is not None else ""
-            ) + (f" | stood {100 * stood:.1f} %" if stood is not None else "")
+        extras = {key: _mean_of_extra(self.ep_extras, key) for key in PROGRESS_EXTRAS}
         with contextlib.redirect_stdout(io.StringIO()):  # the parent prints a multi-line block
             super().log(it=it, start_it=start_it, total_it=total_it, collect_time=collect_time,
                         learn_time=learn_time, **kwargs)  # fmt: skip
         done = it + 1 - start_it
         eta = self.tot_time / max(done, 1) * (total_it - start_it - done)
         fps = self.cfg["num_steps_per_env"] * self.num_envs * self.gpu_world_size / (collect_time + learn_time)
-        ep_len = f"{statistics.mean(self.lenbuffer):.1f}" if self.lenbuffer else "-"
-        group_str = " ".join(f"{g}={v:.3f}" if v == v else f"{g}=-" for g, v in groups.items())  # '-': no episode ended
-        print(
-            f"it {it + 1}/{total_it} | {fps:,.0f} env-steps/s | rew/step {group_str}"
-            + (f" | head {head:.3f} m" if head is not None else "")
-            + (f" | success {100 * success:.1f} %" if success is not None else "")
-            + (f" | level {level:.2f}" if level is not None else "")
-            + f"{curriculum}"
-            f" | ep_len {ep_len} | ETA {datetime.timedelta(seconds=int(eta))}",
-            flush=True,
-        )
+        ep_len = statistics.mean(self.lenbuffer) if self.lenbuffer else None
+        print(progress_line(it + 1, total_it, fps, groups, extras, ep_len, eta), flush=True)
+
+
+PROGRESS_EXTRAS = (
+    "Metrics/head_height", "Metrics/success", "Curriculum/level", "Metrics/host_success", "Metrics/pelvis_passed_0.5",
+    "Metrics/standing_start_time_up", "Metrics/action_scale", "Curriculum/pull_force_level",
+    "Metrics/stood_from_posture",
+)
+"""The env's logged quantities the progress line shows (means over the iteration's logged steps)."""
+
+
+def progress_line(
+    done: int, total: int, fps: float, groups: dict[str, float], extras: dict[str, float | None],
+    ep_len: float | None, eta_s: float,
+) -> str:
+    """The progress line of iteration ``done`` (1-based: ``done`` iterations are complete) of ``total``
+    (``train.max_iterations``), every quantity named with its unit:
+
+    - ``reward per env step``: each reward group's mean reward per env step over the episodes that ended (``-``: none
+      ended in this iteration);
+    - ``head above feet``: the head's height above the mean height of the two feet (HoST's measure), averaged over
+      all envs and the iteration's steps: about 0-0.1 m lying, 0.6 m sitting, 1.2 m standing; negative when the head
+      is below the feet (a leg raised while lying, a head-down start on a slope);
+    - ``success`` (lift): share of the episodes that ended with the cube at the target at some step; ``curriculum
+      level`` in [0, 1];
+    - ``action bound beta`` and ``pull force`` (standup curricula), ``stood up``: share of the episodes from the lying
+      posture that ended with the head above the curriculum's threshold;
+    - ``recipe=getup``: ``pelvis above 0.5 m`` and ``HoST success`` (share of the episodes that did not start
+      standing), ``standing starts kept up`` (seconds);
+    - ``episode length`` in env steps; ``ETA`` to iteration ``total``, from this run's mean time per iteration.
+    """
+    group_str = " ".join(f"{g}={v:.3f}" if v == v else f"{g}=-" for g, v in groups.items())  # '-': no episode ended
+    parts = [f"it {done}/{total}", f"{fps:,.0f} env-steps/s", f"reward per env step: {group_str}"]
+    x = extras.get
+    if x("Metrics/head_height") is not None:
+        parts.append(f"head above feet {x('Metrics/head_height'):.3f} m")
+    if x("Metrics/success") is not None:
+        parts.append(f"success {100 * x('Metrics/success'):.1f} % of episodes")
+    if x("Curriculum/level") is not None:
+        parts.append(f"curriculum level {x('Curriculum/level'):.2f}")
+    if x("Metrics/host_success") is not None:  # recipe=getup: the rising indicators over episodes not started standing
+        if x("Metrics/pelvis_passed_0.5") is not None:
+            parts.append(f"pelvis above 0.5 m {100 * x('Metrics/pelvis_passed_0.5'):.1f} % of episodes")
+        parts.append(f"HoST success {100 * x('Metrics/host_success'):.1f} % of episodes")
+        if x("Metrics/standing_start_time_up") is not None:
+            parts.append(f"standing starts kept up {x('Metrics/standing_start_time_up'):.1f} s")
+    else:
+        if x("Metrics/action_scale") is not None:
+            parts.append(f"action bound beta {x('Metrics/action_scale'):.2f}")
+        if x("Curriculum/pull_force_level") is not None:
+            parts.append(f"pull force {x('Curriculum/pull_force_level'):.0f} N")
+        if x("Metrics/stood_from_posture") is not None:
+            parts.append(f"stood up {100 * x('Metrics/stood_from_posture'):.1f} % of episodes")
+    parts.append(f"episode length {ep_len:.1f} env steps" if ep_len is not None else "episode length -")
+    parts.append(f"ETA {datetime.timedelta(seconds=int(eta_s))} to it {total} (train.max_iterations)")
+    return " | ".join(parts)
+
+
+def checkpoint_name(completed_iterations: int) -> str:
+    """The file name of the checkpoint saved after ``completed_iterations`` iterations: rsl-rl names checkpoints by
+    the index of the last iteration, counted from 0, so the progress line's ``it 8/...`` is ``model_7.pt``."""
+    return f"model_{completed_iterations - 1}.pt"
+
+
+def interrupted_message(completed_iterations: int, log_dir: str | None) -> str:
+    """What Ctrl-C or SIGTERM prints: how many iterations are done and the file that holds them (or why none)."""
+    if not log_dir:
+        return f"\nInterrupted after {completed_iterations} iterations (no log directory: nothing saved)."
+    if completed_iterations <= 0:
+        return "\nInterrupted before the first iteration completed: no checkpoint written."
+    path = os.path.join(log_dir, checkpoint_name(completed_iterations))
+    return (f"\nInterrupted after {completed_iterations} iterations (it {completed_iterations}/...): saving {path} "
+            f"(checkpoints are named by the last iteration's index, counted from 0).")
 
 
 class UprightRunner(OnPolicyRunner):
@@ -204,9 +256,9 @@ class UprightRunner(OnPolicyRunner):
             # rsl_rl's learn() saves every save_interval and at its end
             super().learn(num_learning_iterations=remaining, init_at_random_ep_len=init_at_random_ep_len)
         except KeyboardInterrupt:
-            print(f"\nInterrupted: saving checkpoint after {self.completed_iterations} iterations.", flush=True)
+            print(interrupted_message(self.completed_iterations, self.logger.log_dir), flush=True)
             if self.logger.log_dir and self.completed_iterations > 0:
-                self.save(os.path.join(self.logger.log_dir, f"model_{self.completed_iterations - 1}.pt"))
+                self.save(os.path.join(self.logger.log_dir, checkpoint_name(self.completed_iterations)))
             raise
         finally:
             signal.signal(signal.SIGTERM, previous)

@@ -247,9 +247,8 @@ class PolicySession(Session):
         configured = OmegaConf.select(cfg, "env.action_mode", default=None)  # None: a task without the setting (lift)
         if configured is None:
             self.action_mode = None
-        if self.action_mode is not None and self.action_mode != configured:
-            print(f"note: the policy was trained with env.action_mode={self.action_mode}; playing with it "
-                  f"(not {configured})", flush=True)  # fmt: skip
+        if self.action_mode is not None and self.action_mode != configured:  # the task's default differs: say so
+            print(f"info: env.action_mode={self.action_mode}, as the policy file says", flush=True)
         self.env = self._make_env()
         default_groups = tuple(REWARD_GROUPS) if self.task_name == "standup" else ()
         self.group_names = tuple(getattr(self.env, "reward_group_names", default_groups))

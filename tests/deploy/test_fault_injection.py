@@ -357,25 +357,41 @@ def test_link_stall_of_the_sim_robot_is_logged_at_once_and_in_the_dataset(tmp_pa
     assert episodes[-1]["upright/reason"].startswith("motor link fault")
 
 
+REPO = pathlib.Path(__file__).resolve().parents[2]
+"""The repository root: the README's commands run from there."""
+
+
 def readme_walkthrough() -> list[str]:
     """The commands of the README's 'Try it in simulation' block, without the last line (the list of commands)."""
-    text = (pathlib.Path(__file__).resolve().parents[2] / "README.md").read_text()
+    text = (REPO / "README.md").read_text()
     block = text.split("Try it in simulation", 1)[1].split("```bash", 1)[1].split("```", 1)[0]
     lines = [line.split("#")[0].strip() for line in block.strip().splitlines()]
     assert "|" in lines[-1]
     return lines[:-1]
 
 
-def test_readme_sim_walkthrough_works_on_this_machine(tmp_path, linear_policy):
-    """Issue 13.3: the README's commands, as written (default socket in $XDG_RUNTIME_DIR, default flags), reach POLICY
-    and stay there on this shared 2-core machine; the daemon used to damp within ~1 s ("5 policy ticks in a row
-    overran") because sim-robot cannot answer 30 frames per 2 ms cycle here."""
+def running_or_tipped_over(status: dict) -> bool:
+    """The walkthrough's policy runs: still in POLICY, or damped by the tilt guard. The committed standup policy sits
+    up (which arms the 1 rad tilt guard) and may tip back over, and then the daemon damps, as it would on the robot
+    (the README says so); any other damping (e.g. overruns on a loaded machine) is a failure."""
+    return status.get("mode") == "POLICY" or (
+        status.get("mode") == "DAMPING" and str(status.get("damping_reason")).startswith("tilt")
+    )
+
+
+def test_readme_sim_walkthrough_works_on_this_machine(tmp_path):
+    """Issue 13.3: the README's commands, as written (the committed policy, default socket in $XDG_RUNTIME_DIR,
+    default flags), reach POLICY and run it on this shared 2-core machine without an overrun fault; the daemon used to
+    damp within ~1 s ("5 policy ticks in a row overran") because sim-robot cannot answer 30 frames per 2 ms cycle
+    here. The committed policy sits up and may tip over: a tilt damping is what the README announces."""
     commands = readme_walkthrough()
     env = {**os.environ, "XDG_RUNTIME_DIR": str(tmp_path / "xdg")}
     env.pop("UPRIGHT_DEPLOY_SOCKET", None)
     (tmp_path / "xdg").mkdir(mode=0o700)
-    subst = {"/tmp/upright-sim": str(tmp_path / "links"), "logs/standup/<run>/policy.onnx": str(linear_policy),
-             "deploy_data": str(tmp_path / "dataset")}  # fmt: skip
+    # the policy runs as written: the committed one (assets/policies/g1_standup_ground), from the repository root
+    subst = {"/tmp/upright-sim": str(tmp_path / "links"), "deploy_data": str(tmp_path / "dataset")}
+    assert all(old in " ".join(commands) for old in subst), commands
+    assert " assets/policies/" in commands[1], f"the walkthrough should start from a committed policy: {commands[1]}"
     procs = []
 
     def argv(line: str) -> list[str]:
@@ -392,10 +408,10 @@ def test_readme_sim_walkthrough_works_on_this_machine(tmp_path, linear_policy):
     try:
         sim_line, run_line, *ctl_lines = commands
         assert "sim-robot" in sim_line and " run " in f" {run_line} " and all(" ctl " in f" {c} " for c in ctl_lines)
-        procs.append(subprocess.Popen(argv(sim_line), env=env, stdout=open(tmp_path / "sim.log", "w"),
+        procs.append(subprocess.Popen(argv(sim_line), env=env, stdout=open(tmp_path / "sim.log", "w"), cwd=REPO,
                                       stderr=subprocess.STDOUT, start_new_session=True))  # fmt: skip
         wait_for_text(tmp_path / "sim.log", "sim-robot ready", 60)
-        daemon = subprocess.Popen(argv(run_line), env=env, stdout=open(tmp_path / "daemon.log", "w"),
+        daemon = subprocess.Popen(argv(run_line), env=env, stdout=open(tmp_path / "daemon.log", "w"), cwd=REPO,
                                   stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
         procs.append(daemon)
         wait_for_text(tmp_path / "daemon.log", "upright-deploy: policy", 60)
@@ -407,10 +423,10 @@ def test_readme_sim_walkthrough_works_on_this_machine(tmp_path, linear_policy):
                     time.sleep(0.2)
             out = subprocess.run(argv(line), env=env, capture_output=True, text=True, timeout=30)
             assert out.returncode == 0, (line, out.stdout, out.stderr, (tmp_path / "daemon.log").read_text())
-        assert ctl_status()["mode"] == "POLICY"
+        assert running_or_tipped_over(ctl_status()), (tmp_path / "daemon.log").read_text()
         time.sleep(3.0)
         status = ctl_status()
-        assert status["mode"] == "POLICY" and status["tick"] > 0, (status, (tmp_path / "daemon.log").read_text())
+        assert running_or_tipped_over(status) and status["tick"] > 0, (status, (tmp_path / "daemon.log").read_text())
         assert str(tmp_path / "xdg") in (tmp_path / "daemon.log").read_text()  # the default socket of the README
         assert subprocess.run(argv("upright-deploy ctl quit"), env=env, capture_output=True, timeout=30).returncode == 0
         assert daemon.wait(60) == 0, (tmp_path / "daemon.log").read_text()
