@@ -41,6 +41,11 @@ def play(cfg: DictConfig) -> int:
     kind = choose_viewer(cfg)
     if kind == ViewerKind.video and not cfg.get("video"):
         raise PlayError("viewer=video needs video=<out.mp4>")
+    if kind == ViewerKind.video:
+        from upright.viewer.video import FORMATS
+
+        if not str(cfg.video).lower().endswith(FORMATS):
+            raise PlayError(f"video={cfg.video}: give a {', '.join(FORMATS)} path (a video, a GIF or a poster image)")
     if kind == ViewerKind.native and not has_display():
         raise PlayError("viewer=native needs a display (DISPLAY or WAYLAND_DISPLAY); use viewer=web or video=out.mp4")
     random.seed(cfg.seed)
@@ -54,7 +59,10 @@ def play(cfg: DictConfig) -> int:
         raise PlayError(str(err)) from None
     except ModelNotFoundError as err:
         raise PlayError(str(err)) from None
-    print(f"Playing {session.description} [{session.variant_name or 'recording'}] with the {kind.value} viewer", flush=True)
+    print(
+        f"Playing {session.description} [{session.variant_name or 'recording'}] with the {kind.value} viewer",
+        flush=True,
+    )
     if cfg.get("record"):
         session.start_recording(model_name=_model_name(cfg), task=str(cfg.task_name))
 
@@ -70,7 +78,8 @@ def play(cfg: DictConfig) -> int:
             res = render_video(
                 session, cfg.video, width=r.width, height=r.height, fps=r.fps, episodes=cfg.get("episodes"),
                 duration=cfg.get("duration"), distance=r.distance, azimuth=r.azimuth, elevation=r.elevation,
-                quality=r.quality, shadows=r.shadows, reflection=r.reflection,
+                quality=r.quality, shadows=r.shadows, reflection=r.reflection, task=str(cfg.task_name), fill=r.fill,
+                poster_frames=r.poster_frames, strip=r.strip,
             )  # fmt: skip
             size_kb = res.path.stat().st_size / 1024
             print(f"Wrote {res.path} ({res.frames} frames, {res.sim_seconds:.1f} s sim, {size_kb:.0f} KiB, "

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any, Optional
+from typing import Any
 
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING
@@ -38,12 +38,19 @@ class RenderCfg:
     height: int = 480
     fps: int = 25
     """Video frames per second of sim time (the policy runs at 50 Hz; frames are sampled from it)."""
-    distance: float = 2.5
-    """Tracking camera distance to the robot, m."""
-    azimuth: float = 135.0
-    """Tracking camera azimuth, degrees."""
-    elevation: float = -20.0
-    """Tracking camera elevation, degrees (negative looks down)."""
+    distance: float | None = None
+    """Camera distance to the robot, m (default: fitted so the robot spans ``fill`` of the frame height)."""
+    azimuth: float | None = None
+    """Camera azimuth, degrees (default: the task's view, :data:`upright.viewer.framing.TASK_VIEWS`)."""
+    elevation: float | None = None
+    """Camera elevation, degrees, negative looks down (default: the task's view)."""
+    fill: float = 0.5
+    """Fraction of the frame height the robot spans (standup: a camera tracking the robot; lift: a fixed view of the
+    arm and its workspace)."""
+    strip: bool = True
+    """Draw a strip under each frame: episode time, episode number and the task's key quantity."""
+    poster_frames: int = 4
+    """Frames side by side in a ``video=poster.png`` poster."""
     quality: float = 6.0
     """imageio-ffmpeg quality 0..10 (higher: larger file)."""
     shadows: bool = False
@@ -61,7 +68,7 @@ class WebCfg:
     viewer has no authentication, so anyone who can reach the machine can watch and drive it (a warning is printed)."""
     port: int = 8080
     """Port of the viewer page."""
-    status_port: Optional[int] = None
+    status_port: int | None = None
     """Port of the JSON status endpoint ``/status`` (default: port + 1; 0: off)."""
     plot_window_s: float = 10.0
     """Seconds of history in the live plots."""
@@ -72,33 +79,34 @@ class PlayConfig:
     """Top-level ``play`` config. ``task`` picks env/sim/train as for training; the rest are play settings."""
 
     defaults: list[Any] = field(default_factory=task_defaults)
-    policy: Optional[str] = None
-    """Run directory (its policy.onnx, else its latest model_<it>.pt), checkpoint ``.pt``, ``.onnx``, ``zero`` or ``random``."""
-    replay: Optional[str] = None
+    policy: str | None = None
+    """Run directory (its policy.onnx, else its latest model_<it>.pt), checkpoint ``.pt``, ``.onnx``, ``zero`` or
+    ``random``."""
+    replay: str | None = None
     """Play back a recording instead of a policy: a qpos trajectory ``.npz`` or a deploy-daemon dataset folder."""
-    replay_episode: Optional[int] = None
+    replay_episode: int | None = None
     """Episode of the recording to replay (default: all, in order)."""
     viewer: ViewerKind = ViewerKind.auto
     """auto | native | video | web."""
-    video: Optional[str] = None
-    """MP4 path; forces the headless video viewer."""
-    episodes: Optional[int] = None
+    video: str | None = None
+    """Output of the headless video viewer (forces it): ``.mp4``, ``.gif``, or ``.png`` (a poster of a few frames)."""
+    episodes: int | None = None
     """Episodes to play (video default 1; the interactive viewers loop until closed)."""
-    duration: Optional[float] = None
+    duration: float | None = None
     """Sim seconds to play (overrides ``episodes``)."""
-    beta: Optional[float] = None
+    beta: float | None = None
     """Action scale β held fixed during play, as in evaluation (default: the task's ``env.curriculum.beta_init``)."""
-    instruction: Optional[str] = None
+    instruction: str | None = None
     """Instruction for a VLA policy (task=lift: a TinyVLA, a VLA ``.onnx`` or a residual run), e.g.
     ``instruction="lift the red cube"``; default: the demonstrations' task string."""
     randomize: bool = False
     """Keep the task's randomisation (observation noise and ``env.domain_rand``: HoST's domain randomisation and
     the reset joint scatter). Off by default: nominal model, clean start."""
-    record: Optional[str] = None
+    record: str | None = None
     """Write the played qpos trajectory to this ``.npz`` (the format :mod:`upright.viewer.trajectory` reads)."""
     speed: float = 1.0
     """Real-time factor of the interactive viewers (keys/buttons change it)."""
-    variant: Optional[str] = None
+    variant: str | None = None
     """Posture/terrain variant to start with (default: the task's first; see :mod:`upright.viewer.variants`)."""
     seed: int = 1
     """Seed of torch, numpy and the env RNG."""
