@@ -15,4 +15,3 @@ __version__ = "0.1.0"
 from upright.envs.registration import register_envs as _register_envs
 
 _register_envs()
-

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import os
 import pathlib
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 
 def fsync_dir(folder: pathlib.Path) -> None:

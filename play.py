@@ -25,11 +25,11 @@ from upright.viewer.gl import choose_offscreen_gl
 if any(a.startswith("video=") or a == "viewer=video" for a in sys.argv[1:]):
     choose_offscreen_gl()  # before MuJoCo is imported (it reads MUJOCO_GL once): EGL, else OSMesa
 
-import hydra  # noqa: E402
-from omegaconf import DictConfig  # noqa: E402
+import hydra
+from omegaconf import DictConfig
 
-from upright.conf.validate import validate_overrides  # noqa: E402
-from upright.viewer.config import register_play_config  # noqa: E402
+from upright.conf.validate import validate_overrides
+from upright.viewer.config import register_play_config
 
 register_play_config()
 

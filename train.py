@@ -14,11 +14,11 @@ from upright.viewer.gl import choose_offscreen_gl
 if any(a.startswith("recipe=vlm") or "vlm_reward.enabled" in a for a in sys.argv[1:]):
     choose_offscreen_gl()  # the reward renders frames: EGL or OSMesa, chosen before MuJoCo is imported (read once)
 
-import hydra  # noqa: E402
-from omegaconf import DictConfig  # noqa: E402
+import hydra
+from omegaconf import DictConfig
 
-from upright.conf import register_configs, with_task_groups  # noqa: E402
-from upright.conf.validate import exit_on_invalid_overrides, split_hydra_flags  # noqa: E402
+from upright.conf import register_configs, with_task_groups
+from upright.conf.validate import exit_on_invalid_overrides, split_hydra_flags
 
 register_configs()
 

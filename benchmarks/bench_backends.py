@@ -35,7 +35,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from machine import cpu_model  # noqa: E402  (benchmarks/machine.py)
+from machine import cpu_model
 
 
 def _rss_mb() -> float:

@@ -47,7 +47,9 @@ def percentiles(x_ns: np.ndarray) -> tuple[float, float, float]:
     return float(np.percentile(x, 50)), float(np.percentile(x, 99)), float(x.max())
 
 
-def lateness(rate: float, spin_s: float, seconds: float, logger: LoggerClient | None, work_ns: int = 100_000) -> np.ndarray:
+def lateness(
+    rate: float, spin_s: float, seconds: float, logger: LoggerClient | None, work_ns: int = 100_000
+) -> np.ndarray:
     pacer = Pacer(1.0 / rate, spin_s)
     n = int(seconds * rate)
     out = np.zeros(n, np.int64)
@@ -78,23 +80,32 @@ def section_lateness(seconds: float, tmp: pathlib.Path) -> list[str]:
     for with_logger in (False, True):
         logger = None
         if with_logger:
-            logger = LoggerClient(tmp / "bench_dataset", frame_features(joints, [f"o{i}" for i in range(76)]), fps=50,
-                                  robot_type="bench", task="bench")  # fmt: skip
+            logger = LoggerClient(
+                tmp / "bench_dataset",
+                frame_features(joints, [f"o{i}" for i in range(76)]),
+                fps=50,
+                robot_type="bench",
+                task="bench",
+            )
             logger.record["observation.state"] = np.random.default_rng(0).standard_normal(52)
         try:
             for rate in (50.0, 500.0):
                 for name, spin in (("sleep", 0.0), ("sleep+spin 0.5 ms", 0.0005)):
                     p50, p99, mx = percentiles(lateness(rate, spin, seconds, logger))
                     results[(rate, name, with_logger)] = p99
-                    lines.append(f"| {rate:.0f} Hz | {name} | {'running' if with_logger else 'off'} | "
-                                 f"{p50:.1f} | {p99:.1f} | {mx:.1f} |")  # fmt: skip
+                    lines.append(
+                        f"| {rate:.0f} Hz | {name} | {'running' if with_logger else 'off'} | "
+                        f"{p50:.1f} | {p99:.1f} | {mx:.1f} |"
+                    )
         finally:
             if logger is not None:
                 logger.close()
     goal = max(results[(50.0, "sleep+spin 0.5 ms", w)] for w in (False, True))
     lines.append("")
-    lines.append(f"Goal p99 ≤ 500 µs at 50 Hz (sleep+spin, with or without logger): worst p99 {goal:.1f} µs -> "
-                 f"{'met' if goal <= 500 else 'NOT met'}.")  # fmt: skip
+    lines.append(
+        f"Goal p99 ≤ 500 µs at 50 Hz (sleep+spin, with or without logger): worst p99 {goal:.1f} µs -> "
+        f"{'met' if goal <= 500 else 'NOT met'}."
+    )
     return lines
 
 
@@ -116,14 +127,21 @@ def section_serial(seconds: float) -> list[str]:
 
         def imu_sample(self, tick):
             self.seq += 1
-            return imu_frame.ImuSample(imu_frame.DEFAULT_ADDRESS, self.seq, tick * 2000, (1.0, 0.0, 0.0, 0.0),
-                                       (0.0, 0.0, 0.0), (0.0, 0.0, 9.81))  # fmt: skip
+            return imu_frame.ImuSample(
+                imu_frame.DEFAULT_ADDRESS,
+                self.seq,
+                tick * 2000,
+                (1.0, 0.0, 0.0, 0.0),
+                (0.0, 0.0, 0.0),
+                (0.0, 0.0, 9.81),
+            )
 
         def idle(self):
             return None
 
-    server = PtyDeviceServer([b.name for b in cfg.buses], [{m.motor_id: m.joint for m in b.motors} for b in cfg.buses],
-                             EchoModel())  # fmt: skip
+    server = PtyDeviceServer(
+        [b.name for b in cfg.buses], [{m.motor_id: m.joint for m in b.motors} for b in cfg.buses], EchoModel()
+    )
     pid = os.fork()
     if pid == 0:  # the device, in its own process (its own GIL), as sim-robot or a real motor would be
         try:
@@ -156,10 +174,15 @@ def section_serial(seconds: float) -> list[str]:
             bad += int(not reading.ok.all() or not reading.imu_ok)
             tick += 1
         p = percentiles(np.array(ex))
-        lines.append(f"| full G1 exchange: 29 motors on 5 buses + IMU (8 rounds) | {p[0]:.1f} | {p[1]:.1f} | {p[2]:.1f} | {len(ex)} |")
+        lines.append(
+            "| full G1 exchange: 29 motors on 5 buses + IMU (8 rounds) | "
+            f"{p[0]:.1f} | {p[1]:.1f} | {p[2]:.1f} | {len(ex)} |"
+        )
         lines.append("")
-        lines.append(f"Exchanges with a timeout or bad frame: {bad}. A 500 Hz loop has 2000 µs per cycle for the "
-                     "exchange plus the policy tick.")  # fmt: skip
+        lines.append(
+            f"Exchanges with a timeout or bad frame: {bad}. A 500 Hz loop has 2000 µs per cycle for the "
+            "exchange plus the policy tick."
+        )
         robot.close()
     finally:
         os.kill(pid, signal.SIGKILL)
@@ -169,7 +192,9 @@ def section_serial(seconds: float) -> list[str]:
 
 
 def find_policy(tmp: pathlib.Path) -> pathlib.Path:
-    candidates = sorted((ROOT / "logs" / "standup").glob("*/policy.onnx"), key=lambda p: p.stat().st_mtime, reverse=True)
+    candidates = sorted(
+        (ROOT / "logs" / "standup").glob("*/policy.onnx"), key=lambda p: p.stat().st_mtime, reverse=True
+    )
     for src in candidates:
         try:
             import shutil
@@ -208,7 +233,9 @@ def section_inference(policy_path: pathlib.Path, n: int) -> list[str]:
         t_obs.append(t2 - t1)
     lines = ["| measurement | p50 µs | p99 µs | max µs |", "|---|---|---|---|"]
     p = percentiles(np.array(t_inf))
-    lines.append(f"| onnxruntime, 1 thread: {spec.obs_dim} -> {j} ({policy_path.name}) | {p[0]:.1f} | {p[1]:.1f} | {p[2]:.1f} |")
+    lines.append(
+        f"| onnxruntime, 1 thread: {spec.obs_dim} -> {j} ({policy_path.name}) | {p[0]:.1f} | {p[1]:.1f} | {p[2]:.1f} |"
+    )
     p = percentiles(np.array(t_obs))
     lines.append(f"| observation frame ({spec.frame_dim}) + history push | {p[0]:.1f} | {p[1]:.1f} | {p[2]:.1f} |")
     return lines
@@ -216,7 +243,9 @@ def section_inference(policy_path: pathlib.Path, n: int) -> list[str]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--seconds", type=float, default=3.0, help="seconds per lateness figure and for the serial section")
+    parser.add_argument(
+        "--seconds", type=float, default=3.0, help="seconds per lateness figure and for the serial section"
+    )
     parser.add_argument("--policy", help="policy.onnx for the inference section (default: newest under logs/standup/)")
     parser.add_argument("--inference-runs", type=int, default=3000)
     parser.add_argument("--rt-priority", type=int, help="try SCHED_FIFO at this priority first")

@@ -25,7 +25,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from machine import CpuMeter, cpu_model  # noqa: E402
+from machine import CpuMeter, cpu_model
 
 
 def measure(num_envs: int, threads: int, steps: int, rounds: int, seed: int = 0, log=print) -> dict:
@@ -38,8 +38,9 @@ def measure(num_envs: int, threads: int, steps: int, rounds: int, seed: int = 0,
     from upright.tasks.registry import make_env
 
     torch.set_num_threads(1)  # train.py collects with one torch thread
-    venv = gymnasium.make_vec("upright/G1Standup-v0", num_envs=num_envs, vectorization_mode="vector_entry_point",
-                              num_threads=threads)  # fmt: skip
+    venv = gymnasium.make_vec(
+        "upright/G1Standup-v0", num_envs=num_envs, vectorization_mode="vector_entry_point", num_threads=threads
+    )
     task = venv.unwrapped.task
     native = make_env("standup", task.cfg, task.sim_cfg, device="cpu", seed=seed)
     venv.reset(seed=seed)
@@ -71,29 +72,41 @@ def measure(num_envs: int, threads: int, steps: int, rounds: int, seed: int = 0,
     native.close()
     med = {k: statistics.median(v) for k, v in rates.items()}
     ratios = [g / n for g, n in zip(rates["gym"], rates["native"])]
-    return {"native": med["native"], "gym": med["gym"], "ratio": med["gym"] / med["native"],
-            "ratio_rounds": ratios, "others_cpu": others, "rates": rates}  # fmt: skip
+    return {
+        "native": med["native"],
+        "gym": med["gym"],
+        "ratio": med["gym"] / med["native"],
+        "ratio_rounds": ratios,
+        "others_cpu": others,
+        "rates": rates,
+    }
 
 
 def report(args, res: dict) -> str:
     shared = res["others_cpu"] > 0.05
-    return "\n".join([
-        "# Gymnasium vector env vs native VecEnv throughput",
-        "",
-        f"{datetime.datetime.now().isoformat(timespec='seconds')}; {cpu_model()}, {os.cpu_count()} CPUs; "
-        f"N={args.num_envs}, native backend threads={args.threads}, "
-        f"{args.rounds} rounds x {args.steps} steps per path.",
-        f"Other processes used {100 * res['others_cpu']:.0f} % of the CPU during the timed rounds"
-        + (" (a shared CPU: the absolute figures are low; the ratio is the comparison)." if shared else " (CPU idle)."),
-        "",
-        "| path | env-steps/s (median) |",
-        "|---|---|",
-        f"| native `StandupEnv.step` (rsl-rl VecEnv) | {res['native']:.0f} |",
-        f"| `gymnasium.make_vec(..., vectorization_mode=\"vector_entry_point\")` | {res['gym']:.0f} |",
-        "",
-        f"gym / native: **{res['ratio']:.3f}** (per round: {', '.join(f'{r:.3f}' for r in res['ratio_rounds'])}).",
-        "",
-    ])  # fmt: skip
+    return "\n".join(
+        [
+            "# Gymnasium vector env vs native VecEnv throughput",
+            "",
+            f"{datetime.datetime.now().isoformat(timespec='seconds')}; {cpu_model()}, {os.cpu_count()} CPUs; "
+            f"N={args.num_envs}, native backend threads={args.threads}, "
+            f"{args.rounds} rounds x {args.steps} steps per path.",
+            f"Other processes used {100 * res['others_cpu']:.0f} % of the CPU during the timed rounds"
+            + (
+                " (a shared CPU: the absolute figures are low; the ratio is the comparison)."
+                if shared
+                else " (CPU idle)."
+            ),
+            "",
+            "| path | env-steps/s (median) |",
+            "|---|---|",
+            f"| native `StandupEnv.step` (rsl-rl VecEnv) | {res['native']:.0f} |",
+            f'| `gymnasium.make_vec(..., vectorization_mode="vector_entry_point")` | {res["gym"]:.0f} |',
+            "",
+            f"gym / native: **{res['ratio']:.3f}** (per round: {', '.join(f'{r:.3f}' for r in res['ratio_rounds'])}).",
+            "",
+        ]
+    )
 
 
 def main(argv: list[str] | None = None) -> dict:

@@ -63,9 +63,9 @@ import tempfile
 import time
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from machine import CpuMeter, cpu_model, record_iteration_times  # noqa: E402
+from machine import CpuMeter, cpu_model, record_iteration_times
 
-from upright.viewer.gl import choose_offscreen_gl  # noqa: E402
+from upright.viewer.gl import choose_offscreen_gl
 
 choose_offscreen_gl()  # before MuJoCo is imported (it reads MUJOCO_GL once)
 
@@ -104,8 +104,9 @@ def mj_step_rate(model, qpos, qvel, ctrl, steps: int = 2000) -> float:
     return steps / (time.perf_counter() - t)
 
 
-def env_rates(backend: str, num_envs: int, threads: int, steps: int, action_mode: str = "delta",
-              device: str = "cpu") -> dict[str, float]:
+def env_rates(
+    backend: str, num_envs: int, threads: int, steps: int, action_mode: str = "delta", device: str = "cpu"
+) -> dict[str, float]:
     """env-steps/s of the bare backend and of the full env step (random actions in ``action_mode``, envs on torch
     ``device``: ``cuda`` puts MJX on the GPU) and, for ``ee_delta``, seconds per call of the IK (``ik``)."""
     from upright.tasks.lift.config import LiftEnvCfg
@@ -140,15 +141,28 @@ def env_rates(backend: str, num_envs: int, threads: int, steps: int, action_mode
     return out
 
 
-TRAIN_OWN_KEYS = ("task", "env.num_envs", "env.action_mode", "sim.num_threads", "train.update_threads", "resume",
-                  "policy.base")
+TRAIN_OWN_KEYS = (
+    "task",
+    "env.num_envs",
+    "env.action_mode",
+    "sim.num_threads",
+    "train.update_threads",
+    "resume",
+    "policy.base",
+)
 """Keys the training section sets itself (or does not run: a resumed or residual run); ``--train-override`` may not."""
 
 
 def train_overrides(mode: str, num_envs: int, threads: int, extra: list[str]) -> list[str]:
     """The ``train.py`` command-line overrides of the training section for ``mode`` (without the standup groups)."""
-    return ["task=lift", *extra, f"env.num_envs={num_envs}", f"env.action_mode={mode}", f"sim.num_threads={threads}",
-            f"train.update_threads={threads}"]  # fmt: skip
+    return [
+        "task=lift",
+        *extra,
+        f"env.num_envs={num_envs}",
+        f"env.action_mode={mode}",
+        f"sim.num_threads={threads}",
+        f"train.update_threads={threads}",
+    ]
 
 
 def check_train_overrides(modes: list[str], num_envs: int, threads: int, extra: list[str]) -> str | None:
@@ -159,8 +173,10 @@ def check_train_overrides(modes: list[str], num_envs: int, threads: int, extra: 
     for arg in extra:
         key = arg.lstrip("+~").split("=", 1)[0]
         if key in TRAIN_OWN_KEYS or key.startswith("policy."):
-            return (f"--train-override {arg}: the training section sets {key} itself (--train-envs, --action-modes, "
-                    "--train-threads) or does not run it (resume, residual policy.*)")  # fmt: skip
+            return (
+                f"--train-override {arg}: the training section sets {key} itself (--train-envs, --action-modes, "
+                "--train-threads) or does not run it (resume, residual policy.*)"
+            )
     for mode in modes:
         problem = validate_overrides(train_overrides(mode, num_envs, threads, extra))
         if problem:
@@ -181,8 +197,10 @@ def training_times(mode: str, args, mj_rate) -> dict:
 
     register_configs()
     with initialize(version_base=None, config_path=None):
-        cfg = compose("config", overrides=with_task_groups(train_overrides(
-            mode, args.train_envs, args.train_threads, args.train_override)))  # fmt: skip
+        cfg = compose(
+            "config",
+            overrides=with_task_groups(train_overrides(mode, args.train_envs, args.train_threads, args.train_override)),
+        )
     limit = mj_rate() * args.train_threads / cfg.env.decimation  # just before this mode's iterations
     seed_everything(cfg.seed)
     env = make_env(cfg.task_name, cfg.env, cfg.sim, device=cfg.device, seed=cfg.seed)
@@ -192,9 +210,14 @@ def training_times(mode: str, args, mj_rate) -> dict:
         quiet = io.StringIO()  # model printouts and the progress lines
         with contextlib.redirect_stdout(quiet):
             runner = UprightRunner(
-                env, rsl_rl_config(cfg.train), log_dir=log_dir, device=cfg.device, onnx_metadata=meta,
-                update_threads=cfg.train.update_threads, onnx_snapshots=bool(cfg.train.get("onnx_snapshots", False)),
-            )  # fmt: skip
+                env,
+                rsl_rl_config(cfg.train),
+                log_dir=log_dir,
+                device=cfg.device,
+                onnx_metadata=meta,
+                update_threads=cfg.train.update_threads,
+                onnx_snapshots=bool(cfg.train.get("onnx_snapshots", False)),
+            )
         times = record_iteration_times(runner, args.train_warmup_iters, total, f"{mode}: ")
         meter = CpuMeter().start()
         with contextlib.redirect_stdout(quiet):
@@ -206,8 +229,15 @@ def training_times(mode: str, args, mj_rate) -> dict:
     update = statistics.median(u for _, u in measured)
     total_s = statistics.median(c + u for c, u in measured)
     steps = cfg.env.num_envs * cfg.train.num_steps_per_env
-    return {"limit": limit, "collect": collect, "update": update, "total": total_s, "rate": steps / total_s,
-            "steps_per_env": int(cfg.train.num_steps_per_env), "others": others}
+    return {
+        "limit": limit,
+        "collect": collect,
+        "update": update,
+        "total": total_s,
+        "rate": steps / total_s,
+        "steps_per_env": int(cfg.train.num_steps_per_env),
+        "others": others,
+    }
 
 
 def camera_rate(model, qpos, size: int, frames: int) -> float:
@@ -257,18 +287,32 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--backends", default="native", help="comma-separated: native, mjx")
     p.add_argument("--action-modes", default="delta,ee_delta", help="comma-separated env.action_mode values")
     p.add_argument("--camera-frames", type=int, default=20, help="0 skips the camera figure")
-    p.add_argument("--camera-warp-envs", type=int, default=16,
-                   help="envs per batch of the MuJoCo Warp camera figure (0 skips it; skipped without mujoco-warp)")
+    p.add_argument(
+        "--camera-warp-envs",
+        type=int,
+        default=16,
+        help="envs per batch of the MuJoCo Warp camera figure (0 skips it; skipped without mujoco-warp)",
+    )
     p.add_argument("--out", default=None, help="append the table to this markdown file")
     p.add_argument("--device", default="cpu", help="torch device of the env figures (cuda: MJX on the GPU)")
-    p.add_argument("--train-iters", type=int, default=0,
-                   help="timed PPO iterations of `train.py task=lift` per action mode (0 skips the training section)")
+    p.add_argument(
+        "--train-iters",
+        type=int,
+        default=0,
+        help="timed PPO iterations of `train.py task=lift` per action mode (0 skips the training section)",
+    )
     p.add_argument("--train-warmup-iters", type=int, default=1, help="PPO iterations before the timed ones")
     p.add_argument("--train-envs", type=int, default=1024, help="env.num_envs of the training section")
-    p.add_argument("--train-threads", type=int, default=2,
-                   help="sim.num_threads and train.update_threads of the training section")
-    p.add_argument("--train-override", action="append", default=[], metavar="KEY=VALUE",
-                   help="a train.py override of the lift config (repeatable), e.g. env.rewards.carry=16")
+    p.add_argument(
+        "--train-threads", type=int, default=2, help="sim.num_threads and train.update_threads of the training section"
+    )
+    p.add_argument(
+        "--train-override",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a train.py override of the lift config (repeatable), e.g. env.rewards.carry=16",
+    )
     args = p.parse_args(argv)
     modes = args.action_modes.split(",")
     if args.train_iters > 0:
@@ -278,11 +322,14 @@ def main(argv: list[str] | None = None) -> None:
     torch.set_num_threads(1)
     meter = CpuMeter().start()
     model, qpos, qvel, ctrl = grasp_state()
-    lines = [f"lift env, {datetime.date.today()}, {cpu_model()}, {os.cpu_count()} CPUs, N = {args.num_envs}, "
-             f"{args.threads} thread(s), {args.steps} env steps, envs on {args.device}", "",
-             "| backend | action mode | physical limit (env-steps/s) | bare backend | full env step | full / limit | "
-             "full step (ms) | cost / delta |",
-             "|---|---|---|---|---|---|---|---|"]  # fmt: skip
+    lines = [
+        f"lift env, {datetime.date.today()}, {cpu_model()}, {os.cpu_count()} CPUs, N = {args.num_envs}, "
+        f"{args.threads} thread(s), {args.steps} env steps, envs on {args.device}",
+        "",
+        "| backend | action mode | physical limit (env-steps/s) | bare backend | full env step | full / limit | "
+        "full step (ms) | cost / delta |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     notes = []
     for backend in args.backends.split(","):
         limit = mj_step_rate(model, qpos, qvel, ctrl) * args.threads / 4
@@ -291,11 +338,14 @@ def main(argv: list[str] | None = None) -> None:
             r = env_rates(backend, args.num_envs, args.threads, args.steps, mode, args.device)
             delta_full = r["full"] if mode == "delta" else delta_full
             ratio = f"{delta_full / r['full']:.2f}" if delta_full else "-"
-            lines.append(f"| {backend} | {mode} | {limit:,.0f} | {r['bare']:,.0f} | {r['full']:,.0f} | "
-                         f"{r['full'] / limit:.2f} | {1e3 * args.num_envs / r['full']:.1f} | {ratio} |")  # fmt: skip
+            lines.append(
+                f"| {backend} | {mode} | {limit:,.0f} | {r['bare']:,.0f} | {r['full']:,.0f} | "
+                f"{r['full'] / limit:.2f} | {1e3 * args.num_envs / r['full']:.1f} | {ratio} |"
+            )
             if "ik" in r:
-                notes.append(f"{backend} {mode}: the IK alone takes {1e3 * r['ik']:.1f} ms per env step of "
-                             f"{args.num_envs} envs.")  # fmt: skip
+                notes.append(
+                    f"{backend} {mode}: the IK alone takes {1e3 * r['ik']:.1f} ms per env step of {args.num_envs} envs."
+                )
     if notes:
         lines += ["", *notes]
     if args.camera_frames > 0:
@@ -303,36 +353,47 @@ def main(argv: list[str] | None = None) -> None:
         gl_rates = {}
         for size in (64, 128):
             gl_rates[size] = camera_rate(model, qpos, size, args.camera_frames)
-            lines.append(f"| front {size} x {size}, OpenGL ({os.environ.get('MUJOCO_GL', '?')}), one thread | "
-                         f"{gl_rates[size]:.1f} | 1.00 |")  # fmt: skip
+            lines.append(
+                f"| front {size} x {size}, OpenGL ({os.environ.get('MUJOCO_GL', '?')}), one thread | "
+                f"{gl_rates[size]:.1f} | 1.00 |"
+            )
         if args.camera_warp_envs > 0:
             if importlib.util.find_spec("mujoco_warp") is None:
                 lines.append("| MuJoCo Warp batch | not installed (`pip install 'upright[warp]'`) | - |")
             else:
                 for size in (64, 128):
-                    rate, dev = warp_camera_rate(model, qpos, size, args.camera_warp_envs,
-                                                 max(args.camera_frames, 2 * args.camera_warp_envs))
-                    lines.append(f"| front {size} x {size}, MuJoCo Warp batch of {args.camera_warp_envs} on {dev} | "
-                                 f"{rate:.1f} | {rate / gl_rates[size]:.2f} |")  # fmt: skip
+                    rate, dev = warp_camera_rate(
+                        model, qpos, size, args.camera_warp_envs, max(args.camera_frames, 2 * args.camera_warp_envs)
+                    )
+                    lines.append(
+                        f"| front {size} x {size}, MuJoCo Warp batch of {args.camera_warp_envs} on {dev} | "
+                        f"{rate:.1f} | {rate / gl_rates[size]:.2f} |"
+                    )
     if args.train_iters > 0:
         rows = {}
         for mode in modes:
             rows[mode] = training_times(mode, args, lambda: mj_step_rate(model, qpos, qvel, ctrl))
         spe = next(iter(rows.values()))["steps_per_env"]
         extra = " ".join(args.train_override) or "none"
-        lines += ["", f"Training: `python train.py task=lift` PPO iterations, N = {args.train_envs} envs x {spe} "
-                  f"steps, {args.train_threads} sim thread(s) + {args.train_threads} update thread(s), "
-                  f"{args.train_warmup_iters} warm-up + {args.train_iters} timed iteration(s) (medians), "
-                  f"overrides: {extra}", "",
-                  "| action mode | physical limit (env-steps/s) | collection (s/it) | update (s/it) | total (s/it) | "
-                  "env-steps/s overall | overall / limit | total / delta | others' CPU |",
-                  "|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
+        lines += [
+            "",
+            f"Training: `python train.py task=lift` PPO iterations, N = {args.train_envs} envs x {spe} "
+            f"steps, {args.train_threads} sim thread(s) + {args.train_threads} update thread(s), "
+            f"{args.train_warmup_iters} warm-up + {args.train_iters} timed iteration(s) (medians), "
+            f"overrides: {extra}",
+            "",
+            "| action mode | physical limit (env-steps/s) | collection (s/it) | update (s/it) | total (s/it) | "
+            "env-steps/s overall | overall / limit | total / delta | others' CPU |",
+            "|---|---|---|---|---|---|---|---|---|",
+        ]
         delta = rows.get("delta")
         for mode, r in rows.items():
             ratio = f"{r['total'] / delta['total']:.2f}" if delta else "-"
-            lines.append(f"| {mode} | {r['limit']:,.0f} | {r['collect']:.2f} | {r['update']:.2f} | {r['total']:.2f} | "
-                         f"{r['rate']:,.0f} | {r['rate'] / r['limit']:.2f} | {ratio} | "
-                         f"{100 * r['others']:.0f} % |")  # fmt: skip
+            lines.append(
+                f"| {mode} | {r['limit']:,.0f} | {r['collect']:.2f} | {r['update']:.2f} | {r['total']:.2f} | "
+                f"{r['rate']:,.0f} | {r['rate'] / r['limit']:.2f} | {ratio} | "
+                f"{100 * r['others']:.0f} % |"
+            )
     lines += ["", f"Other processes used {100 * meter.stop():.0f} % of the CPU during the run."]
     text = "\n".join(lines)
     print(text)

@@ -55,11 +55,11 @@ import numpy as np
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from machine import cpu_model, latency_percentiles  # noqa: E402  (benchmarks/machine.py)
+from machine import cpu_model, latency_percentiles
 
-from upright.vla.keymap import observation_to_batch  # noqa: E402
-from upright.vla.linear import LinearChunkPolicy  # noqa: E402
-from upright.vla.remote import RemotePolicy  # noqa: E402
+from upright.vla.keymap import observation_to_batch
+from upright.vla.linear import LinearChunkPolicy
+from upright.vla.remote import RemotePolicy
 
 
 def _stats(ms: list[float]) -> tuple[float, float, float, float]:
@@ -73,7 +73,7 @@ def _time_interleaved(fns: dict, n: int, warmup: int) -> dict[str, list[float]]:
     names = list(fns)
     out = {k: [] for k in names}
     for i in range(warmup + n):
-        order = names[i % len(names):] + names[:i % len(names)]
+        order = names[i % len(names) :] + names[: i % len(names)]
         for k in order:
             t0 = time.perf_counter()
             fns[k]()
@@ -86,9 +86,18 @@ def _start_server(args, cameras: str, policy: list[str] | None = None) -> tuple[
     """``upright-policy-server`` in its own process on a free port: the linear policy (``cameras``), or ``policy``
     (``--policy`` and further server arguments)."""
     cmd = [sys.executable, "-m", "upright.vla.server", "--port", "0"]
-    cmd += policy or ["--policy", "upright.vla.linear:make_linear_policy", "--arg", f"state_dim={args.state_dim}",
-                      "--arg", f"chunk_size={args.chunk_size}", "--arg", f"action_dim={args.action_dim}",
-                      "--arg", f"cameras={cameras}"]  # fmt: skip
+    cmd += policy or [
+        "--policy",
+        "upright.vla.linear:make_linear_policy",
+        "--arg",
+        f"state_dim={args.state_dim}",
+        "--arg",
+        f"chunk_size={args.chunk_size}",
+        "--arg",
+        f"action_dim={args.action_dim}",
+        "--arg",
+        f"cameras={cameras}",
+    ]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True, env=env)
     deadline = time.monotonic() + 600
@@ -111,7 +120,9 @@ def bench_payload(args, images: bool) -> list[tuple[str, list[float]]]:
     if images:
         obs["observation/image"] = rng.integers(0, 256, (224, 224, 3), dtype=np.uint8)
         obs["observation/wrist_image"] = rng.integers(0, 256, (224, 224, 3), dtype=np.uint8)
-    policy = LinearChunkPolicy(args.state_dim, args.chunk_size, args.action_dim, tuple(c for c in cameras.split(",") if c))
+    policy = LinearChunkPolicy(
+        args.state_dim, args.chunk_size, args.action_dim, tuple(c for c in cameras.split(",") if c)
+    )
     batch = observation_to_batch(obs, cameras=policy.cameras)
     proc, port = _start_server(args, cameras)
     try:
@@ -136,7 +147,7 @@ def bench_payload(args, images: bool) -> list[tuple[str, list[float]]]:
             client = WebsocketClientPolicy("127.0.0.1", port)
             fns["openpi-client round trip"] = lambda: client.infer(obs)
         rows = list(_time_interleaved(fns, args.requests, args.warmup).items())
-        rows.insert(1, ("server infer_ms (server_timing)", infer_ms[args.warmup:]))
+        rows.insert(1, ("server infer_ms (server_timing)", infer_ms[args.warmup :]))
         remote.close()
         if client is not None:
             client._ws.close()  # WebsocketClientPolicy has no close()
@@ -163,48 +174,59 @@ def bench_base_throughput(args) -> list[str]:
 
     local = TinyVLA.load(args.base)
     c = local.cfg
-    lines = ["## Residual-RL base queries per second (`--base-throughput`)", "",
-             f"Base: TinyVLA `{_shown(args.base)}` (state {c.state_dim} = {c.state_key}, cameras "
-             f"{list(c.cameras) or 'none'}, chunk {c.chunk_size} x {c.action_dim}); one query = one env's chunk. "
-             "Local: `predict_action_chunk` on the batch in this process (torch, 1 thread). Remote: "
-             "`upright-policy-server` in its own process "
-             f"(OMP_NUM_THREADS=1), `RemotePolicy` here; {args.requests} timed batches per row after "
-             f"{args.warmup_batches} untimed, the rows interleaved.", "",
-             "| B | row | median ms / batch | p90 ms | queries/s | vs sequential | max abs diff vs local |",
-             "|---|---|---|---|---|---|---|"]  # fmt: skip
+    lines = [
+        "## Residual-RL base queries per second (`--base-throughput`)",
+        "",
+        f"Base: TinyVLA `{_shown(args.base)}` (state {c.state_dim} = {c.state_key}, cameras "
+        f"{list(c.cameras) or 'none'}, chunk {c.chunk_size} x {c.action_dim}); one query = one env's chunk. "
+        "Local: `predict_action_chunk` on the batch in this process (torch, 1 thread). Remote: "
+        "`upright-policy-server` in its own process "
+        f"(OMP_NUM_THREADS=1), `RemotePolicy` here; {args.requests} timed batches per row after "
+        f"{args.warmup_batches} untimed, the rows interleaved.",
+        "",
+        "| B | row | median ms / batch | p90 ms | queries/s | vs sequential | max abs diff vs local |",
+        "|---|---|---|---|---|---|---|",
+    ]
     servers = {mb: _start_server(args, "", ["--policy", str(args.base), "--max-batch", str(mb)]) for mb in (1, 256)}
     try:
         for b in args.batch_sizes:
             rng = np.random.default_rng(b)
-            batch = {"observation.state": torch.from_numpy(rng.normal(size=(b, c.state_dim)).astype(np.float32)),
-                     "task": [TASK] * b}  # fmt: skip
+            batch = {
+                "observation.state": torch.from_numpy(rng.normal(size=(b, c.state_dim)).astype(np.float32)),
+                "task": [TASK] * b,
+            }
             with torch.no_grad():
                 want = local.predict_action_chunk(batch)
             clients = {
-                "remote sequential (1 round trip per row, server 1 at a time)":
-                    RemotePolicy(port=servers[1][1], max_in_flight=1, timeout=120),
-                "remote pipelined, server 1 at a time (`--max-batch 1`, as openpi's)":
-                    RemotePolicy(port=servers[1][1], max_in_flight=256, timeout=120),
-                "remote pipelined, server batching (`--max-batch 256`)":
-                    RemotePolicy(port=servers[256][1], max_in_flight=256, timeout=120),
-                "remote pipelined, 4 connections, server batching":
-                    RemotePolicy(port=servers[256][1], max_in_flight=256, connections=4, timeout=120),
-            }  # fmt: skip
+                "remote sequential (1 round trip per row, server 1 at a time)": RemotePolicy(
+                    port=servers[1][1], max_in_flight=1, timeout=120
+                ),
+                "remote pipelined, server 1 at a time (`--max-batch 1`, as openpi's)": RemotePolicy(
+                    port=servers[1][1], max_in_flight=256, timeout=120
+                ),
+                "remote pipelined, server batching (`--max-batch 256`)": RemotePolicy(
+                    port=servers[256][1], max_in_flight=256, timeout=120
+                ),
+                "remote pipelined, 4 connections, server batching": RemotePolicy(
+                    port=servers[256][1], max_in_flight=256, connections=4, timeout=120
+                ),
+            }
             diffs = {k: float((r.predict_action_chunk(batch) - want).abs().max()) for k, r in clients.items()}
 
-            def local_call():
+            def local_call(batch=batch):
                 with torch.no_grad():
                     local.predict_action_chunk(batch)
 
             fns = {"local (in-process predict_action_chunk)": local_call}
-            fns.update({k: (lambda r=r: r.predict_action_chunk(batch)) for k, r in clients.items()})
+            fns.update({k: (lambda r=r, batch=batch: r.predict_action_chunk(batch)) for k, r in clients.items()})
             times = _time_interleaved(fns, args.requests, args.warmup_batches)
             seq = _stats(times[next(iter(clients))])[1]
             for name, ms in times.items():
                 _, med, p90, _ = _stats(ms)
                 diff = f"{diffs[name]:.1e}" if name in diffs else "-"
-                lines.append(f"| {b} | {name} | {med:.2f} | {p90:.2f} | {b / med * 1000.0:,.0f} | "
-                             f"{seq / med:.1f}x | {diff} |")
+                lines.append(
+                    f"| {b} | {name} | {med:.2f} | {p90:.2f} | {b / med * 1000.0:,.0f} | {seq / med:.1f}x | {diff} |"
+                )
             for r in clients.values():
                 r.close()
     finally:
@@ -222,8 +244,11 @@ def main() -> None:
     p.add_argument("--chunk-size", type=int, default=50, help="H (default 50, pi0's action horizon)")
     p.add_argument("--action-dim", type=int, default=7)
     p.add_argument("--images", action="store_true", help="also the 2 x 224x224x3 uint8 image payload")
-    p.add_argument("--base-throughput", action="store_true",
-                   help="base queries/s for residual RL: local vs remote sequential vs remote pipelined (docstring)")
+    p.add_argument(
+        "--base-throughput",
+        action="store_true",
+        help="base queries/s for residual RL: local vs remote sequential vs remote pipelined (docstring)",
+    )
     p.add_argument("--base", type=pathlib.Path, default=DEFAULT_BASE, help="with --base-throughput: a TinyVLA model.pt")
     p.add_argument("--batch-sizes", type=int, nargs="+", default=[64, 256], help="with --base-throughput: B values")
     p.add_argument("--warmup-batches", type=int, default=3, help="with --base-throughput: untimed batches first")
@@ -232,28 +257,43 @@ def main() -> None:
     args = p.parse_args()
     torch.set_num_threads(1)
     load0 = os.getloadavg()
-    lines = [f"# bench_policy_server ({datetime.datetime.now().isoformat(timespec='seconds')})", "",
-             f"{platform.platform()}, Python {platform.python_version()}, {cpu_model()}, {os.cpu_count()} CPUs, "
-             f"load average {load0[0]:.2f} {load0[1]:.2f} {load0[2]:.2f} at start", "",
-             "Command: `python benchmarks/bench_policy_server.py " + " ".join(
-                 f'"{a}"' if " " in a else a for a in sys.argv[1:]) + "`", "",
-             ] + ([args.note, ""] if args.note else [])
+    lines = [
+        f"# bench_policy_server ({datetime.datetime.now().isoformat(timespec='seconds')})",
+        "",
+        f"{platform.platform()}, Python {platform.python_version()}, {cpu_model()}, {os.cpu_count()} CPUs, "
+        f"load average {load0[0]:.2f} {load0[1]:.2f} {load0[2]:.2f} at start",
+        "",
+        "Command: `python benchmarks/bench_policy_server.py "
+        + " ".join(f'"{a}"' if " " in a else a for a in sys.argv[1:])
+        + "`",
+        "",
+    ] + ([args.note, ""] if args.note else [])
     if args.base_throughput:
         lines += bench_base_throughput(args)
     else:
-        lines += [f"Policy: LinearChunkPolicy, state {args.state_dim}, chunk {args.chunk_size} x {args.action_dim} "
-                  f"float32; server in its own process on 127.0.0.1; {args.requests} timed requests per row after "
-                  f"{args.warmup} untimed, the rows interleaved.", ""]
-    for images in ([] if args.base_throughput else [False, True] if args.images else [False]):
+        lines += [
+            f"Policy: LinearChunkPolicy, state {args.state_dim}, chunk {args.chunk_size} x {args.action_dim} "
+            f"float32; server in its own process on 127.0.0.1; {args.requests} timed requests per row after "
+            f"{args.warmup} untimed, the rows interleaved.",
+            "",
+        ]
+    for images in [] if args.base_throughput else [False, True] if args.images else [False]:
         rows = bench_payload(args, images)
         base = _stats(rows[0][1])[1]
-        payload = "state + 2 x 224x224x3 uint8 images + prompt" if images else f"state ({args.state_dim} float32) + prompt"
-        lines += [f"## {payload}", "", "| measurement | min ms | median ms | p90 ms | p99 ms | median / in-process | "
-                  "overhead ms (median) |", "|---|---|---|---|---|---|---|"]
+        payload = (
+            "state + 2 x 224x224x3 uint8 images + prompt" if images else f"state ({args.state_dim} float32) + prompt"
+        )
+        lines += [
+            f"## {payload}",
+            "",
+            "| measurement | min ms | median ms | p90 ms | p99 ms | median / in-process | overhead ms (median) |",
+            "|---|---|---|---|---|---|---|",
+        ]
         for name, ms in rows:
             lo, med, p90, p99 = _stats(ms)
-            lines.append(f"| {name} | {lo:.3f} | {med:.3f} | {p90:.3f} | {p99:.3f} | {med / base:.1f} | "
-                         f"{med - base:.3f} |")
+            lines.append(
+                f"| {name} | {lo:.3f} | {med:.3f} | {p90:.3f} | {p99:.3f} | {med / base:.1f} | {med - base:.3f} |"
+            )
         lines.append("")
     load1 = os.getloadavg()
     lines.append(f"load average at end: {load1[0]:.2f} {load1[1]:.2f} {load1[2]:.2f}")

@@ -31,9 +31,8 @@ import time
 
 import torch
 from omegaconf import OmegaConf
-from tensordict import TensorDict
-
 from rsl_rl.env import VecEnv
+from tensordict import TensorDict
 
 from upright.training.config import TrainCfg
 from upright.training.multi_critic_ppo import MultiCriticPPO

@@ -42,9 +42,9 @@ import numpy as np
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import bench_standup_env as bse  # noqa: E402
+import bench_standup_env as bse
 
-from upright.robots import g1  # noqa: E402
+from upright.robots import g1
 
 SETS = {"legacy (41 pairs)": g1.legacy_self_collision_pairs, "sampled": g1.self_collision_pairs}
 
@@ -176,9 +176,18 @@ def main(argv=None) -> None:
             others = meter.stop()
             states, states_cpu, ncon = env_state_rates(s["env"], args.mj_seconds)
             sc_mean, sc_share = self_contacts(s["env"])
-            row = {"lying": lying, "lying_cpu": lying_cpu, "env": rate, "env_cpu": rate_cpu, "env_states": states,
-                   "env_states_cpu": states_cpu, "ncon": ncon, "self_con": sc_mean, "self_share": sc_share,
-                   "others": others}  # fmt: skip
+            row = {
+                "lying": lying,
+                "lying_cpu": lying_cpu,
+                "env": rate,
+                "env_cpu": rate_cpu,
+                "env_states": states,
+                "env_states_cpu": states_cpu,
+                "ncon": ncon,
+                "self_con": sc_mean,
+                "self_share": sc_share,
+                "others": others,
+            }
             s["rows"].append(row)
             print(f"round {r} {name}: " + ", ".join(f"{k} {v:,.3g}" for k, v in row.items()), flush=True)
 
@@ -189,8 +198,11 @@ def main(argv=None) -> None:
                 try:
                     out = subprocess.run(
                         [sys.executable, __file__, "--mjx-child", name, str(args.mjx_envs), "10"],
-                        capture_output=True, text=True, check=True, timeout=args.mjx_timeout,
-                    )  # fmt: skip
+                        capture_output=True,
+                        text=True,
+                        check=True,
+                        timeout=args.mjx_timeout,
+                    )
                     mjx[name] = json.loads(out.stdout.strip().splitlines()[-1]) | {"attempt": attempt}
                     break
                 except (subprocess.TimeoutExpired, subprocess.CalledProcessError) as err:
@@ -239,17 +251,29 @@ def main(argv=None) -> None:
     ]
     for n in names:
         m = med[n]
-        lines.append(f"| {n} | {m['lying']:,.0f} | {m['env_states']:,.0f} | {m['env']:,.0f} | {100 * m['others']:.0f} % |")
-    lines.append(f"| **sampled / legacy** | **{ratio['lying']:.2f}** | **{ratio['env_states']:.2f}** | **{ratio['env']:.2f}** | |")
-    per_round = lambda k: ", ".join(f"{setup[new]['rows'][i][k] / setup[old]['rows'][i][k]:.2f}" for i in range(args.rounds))  # noqa: E731
-    lines += ["", f"Per round, sampled / legacy: env-steps per CPU-s {per_round('env_cpu')}; env-steps/s {per_round('env')}."]
+        lines.append(
+            f"| {n} | {m['lying']:,.0f} | {m['env_states']:,.0f} | {m['env']:,.0f} | {100 * m['others']:.0f} % |"
+        )
+    lines.append(
+        f"| **sampled / legacy** | **{ratio['lying']:.2f}** | **{ratio['env_states']:.2f}** | "
+        f"**{ratio['env']:.2f}** | |"
+    )
+
+    def per_round(k):
+        return ", ".join(f"{setup[new]['rows'][i][k] / setup[old]['rows'][i][k]:.2f}" for i in range(args.rounds))
+
+    lines += [
+        "",
+        f"Per round, sampled / legacy: env-steps per CPU-s {per_round('env_cpu')}; env-steps/s {per_round('env')}.",
+    ]
     if mjx:
         lines += [
             "",
             f"MJX (CPU JAX, `impl=jax`, N = {args.mjx_envs}, compilation cache off, each set in a fresh process, "
             "one after the other):",
             "",
-            "| contact set | pairs | compile: MjxSim() incl. reset program (s) | compile: first step (s) | env-steps/s |",
+            "| contact set | pairs | compile: MjxSim() incl. reset program (s) | compile: first step (s) "
+            "| env-steps/s |",
             "|---|---:|---:|---:|---:|",
         ]
         for n in names:
@@ -258,7 +282,8 @@ def main(argv=None) -> None:
                 lines.append(f"| {n} | | did not finish: {x['error']} | | |")
             else:
                 lines.append(
-                    f"| {n} | {x['npair']} | {x['construct_s']:.0f} | {x['first_step_s']:.0f} | {x['env_steps_per_s']:,.0f} |"
+                    f"| {n} | {x['npair']} | {x['construct_s']:.0f} | {x['first_step_s']:.0f} | "
+                    f"{x['env_steps_per_s']:,.0f} |"
                 )
     lines += ["", f"Wall time {time.perf_counter() - t_start:.0f} s."]
     text = "\n".join(lines) + "\n"

@@ -37,11 +37,10 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from machine import CpuMeter, record_iteration_times  # noqa: E402  (benchmarks/machine.py; bench_self_collisions uses it as bse.CpuMeter)
-
-import mujoco  # noqa: E402
+import mujoco
 import numpy as np
 import torch
+from machine import CpuMeter, record_iteration_times
 from mujoco import batch as mj_batch
 from omegaconf import OmegaConf
 
@@ -177,8 +176,9 @@ class Measurement:
         )
 
 
-def interleaved(step, n_envs: int, mj: MjStepRate, threads: int, seconds: float, rounds: int, mj_seconds: float,
-                min_steps: int = 3):  # fmt: skip
+def interleaved(
+    step, n_envs: int, mj: MjStepRate, threads: int, seconds: float, rounds: int, mj_seconds: float, min_steps: int = 3
+):
     """Time ``step()`` (one env step of ``n_envs`` envs) for ``rounds`` rounds of ``seconds / rounds``,
     with mj_step probes before each round and after the last.
 
@@ -314,8 +314,14 @@ def env_state_physics(env: StandupEnv, mj: MjStepRate, seconds: float, max_rows:
             steps += dec
     lying.append(mj.measure(seconds / 2))
     rate = steps / elapsed
-    return {"rate": rate, "lying": statistics.mean(lying), "ratio": rate / statistics.mean(lying),
-            "ncon": float(np.mean(ncon)), "rows": rows, "n": env.num_envs}  # fmt: skip
+    return {
+        "rate": rate,
+        "lying": statistics.mean(lying),
+        "ratio": rate / statistics.mean(lying),
+        "ncon": float(np.mean(ncon)),
+        "rows": rows,
+        "n": env.num_envs,
+    }
 
 
 def stepping_grid(args, mj: MjStepRate) -> tuple[list[Measurement], dict]:
@@ -385,8 +391,9 @@ def training(args, mj: MjStepRate) -> dict:
     return {
         "env_only": env_only,
         "collection": Measurement("training: collection", n, t, steps / collect, train_probes, dec, others),
-        "overall": Measurement("training: collection + update", n, t, steps / (collect + learn), train_probes, dec,
-                               others),  # fmt: skip
+        "overall": Measurement(
+            "training: collection + update", n, t, steps / (collect + learn), train_probes, dec, others
+        ),
         "iters": len(measured),
         "collect_s_per_iter": collect / len(measured),
         "update_s_per_iter": learn / len(measured),
@@ -449,8 +456,7 @@ def machine_header(mj: MjStepRate) -> list[str]:
     ]
 
 
-def report(args, mj: MjStepRate, grid: list[Measurement], physics: dict, train: dict | None,
-           header: list[str]) -> str:  # fmt: skip
+def report(args, mj: MjStepRate, grid: list[Measurement], physics: dict, train: dict | None, header: list[str]) -> str:
     lines = header + [""]
     if grid:
         lines += ["## Stepping (random actions in [-1, 1])", "", Measurement.HEAD] + [r.row() for r in grid] + [""]
@@ -458,8 +464,10 @@ def report(args, mj: MjStepRate, grid: list[Measurement], physics: dict, train: 
         if goal:
             g = goal[0]
             verdict = "PASS" if g.ratio >= GOAL_RATIO else "FAIL"
-            lines.append(f"**Goal: env at N={GOAL_N}, {GOAL_THREADS} threads >= {GOAL_RATIO} x limit: "
-                         f"{g.ratio:.2f} -> {verdict}**")  # fmt: skip
+            lines.append(
+                f"**Goal: env at N={GOAL_N}, {GOAL_THREADS} threads >= {GOAL_RATIO} x limit: "
+                f"{g.ratio:.2f} -> {verdict}**"
+            )
         else:
             lines.append(f"Goal line (N={GOAL_N}, {GOAL_THREADS} threads) not measured in this run.")
         lines.append("")
@@ -481,12 +489,16 @@ def report(args, mj: MjStepRate, grid: list[Measurement], physics: dict, train: 
                     "",
                 ]
     if train:
-        lines += [
-            f"## Training loop (make_env + UprightRunner as in train_loop.train; {args.steps_per_env} steps/env "
-            f"per iteration; {train['iters']} timed iteration(s) after {args.train_warmup_iters} warm-up)",
-            "",
-            Measurement.HEAD,
-        ] + [train[k].row() for k in ("env_only", "collection", "overall")] + [""]
+        lines += (
+            [
+                f"## Training loop (make_env + UprightRunner as in train_loop.train; {args.steps_per_env} steps/env "
+                f"per iteration; {train['iters']} timed iteration(s) after {args.train_warmup_iters} warm-up)",
+                "",
+                Measurement.HEAD,
+            ]
+            + [train[k].row() for k in ("env_only", "collection", "overall")]
+            + [""]
+        )
         env_rate = train["env_only"].rate
         lines += [
             "| training figure | value |",
@@ -515,7 +527,7 @@ def report(args, mj: MjStepRate, grid: list[Measurement], physics: dict, train: 
             f"WARNING: other processes used > 10% of the CPUs during {len(busy)} of {len(rows)} rows (up to "
             f"{100 * max(r.others for r in busy):.0f}%). Multi-thread ratios to the 1-thread limit are then too low; "
             "'ratio to probe' divides by what T threads actually got. Rerun on an idle machine for the verdict."
-        )  # fmt: skip
+        )
         lines.append("")
     return "\n".join(lines)
 
@@ -526,24 +538,33 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--threads", type=int, nargs="+", default=[1, 2], help="backend thread counts of the grid")
     p.add_argument("--seconds", type=float, default=3.0, help="timed seconds per figure (split into rounds)")
     p.add_argument("--rounds", type=int, default=3, help="rounds per figure, each preceded by an mj_step probe")
-    p.add_argument("--mj-seconds", type=float, default=0.3,
-                   help="timed seconds of each mj_step probe (x2: 1-thread and T-thread)")  # fmt: skip
+    p.add_argument(
+        "--mj-seconds", type=float, default=0.3, help="timed seconds of each mj_step probe (x2: 1-thread and T-thread)"
+    )
     p.add_argument("--warmup", type=float, default=1.0, help="warm-up seconds of env stepping before timing")
     p.add_argument("--train-envs", type=int, default=1024, help="N of the training-loop section")
     p.add_argument("--train-threads", type=int, default=2, help="backend threads of the training-loop section")
     p.add_argument("--train-iters", type=int, default=2, help="timed PPO iterations (0 skips the section)")
     p.add_argument("--train-warmup-iters", type=int, default=1, help="untimed PPO iterations before them")
-    p.add_argument("--steps-per-env", type=int, default=TrainCfg().num_steps_per_env,
-                   help="num_steps_per_env (HoST 50)")  # fmt: skip
+    p.add_argument(
+        "--steps-per-env", type=int, default=TrainCfg().num_steps_per_env, help="num_steps_per_env (HoST 50)"
+    )
     p.add_argument("--no-grid", action="store_true", help="skip the stepping grid")
     p.add_argument("--profile", action="store_true", help="also cProfile StandupEnv.step at max N and threads")
     p.add_argument("--profile-steps", type=int, default=30)
     p.add_argument("--profile-top", type=int, default=30)
-    p.add_argument("--quick", action="store_true",
-                   help="smoke run: grid N 64 and 1024, 1 s per figure; training N=256, 1 + 1 iterations")  # fmt: skip
-    p.add_argument("--torch-threads", type=int, default=1,
-                   help="torch threads while stepping (default 1, as train.py uses while collecting; "
-                        "the training section's runner switches to all CPUs for the update itself)")  # fmt: skip
+    p.add_argument(
+        "--quick",
+        action="store_true",
+        help="smoke run: grid N 64 and 1024, 1 s per figure; training N=256, 1 + 1 iterations",
+    )
+    p.add_argument(
+        "--torch-threads",
+        type=int,
+        default=1,
+        help="torch threads while stepping (default 1, as train.py uses while collecting; "
+        "the training section's runner switches to all CPUs for the update itself)",
+    )
     p.add_argument("--domain-rand", action="store_true", help="domain randomisation on in the env (HoST training)")
     p.add_argument("--recipe", default="host", help="train.py's recipe=<name> for the env and the PPO settings")
     p.add_argument("--out", type=str, default=None, help="also write the Markdown report to this file")

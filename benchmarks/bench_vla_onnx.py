@@ -26,7 +26,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from machine import CpuMeter, cpu_model, latency_percentiles  # noqa: E402
+from machine import CpuMeter, cpu_model, latency_percentiles
 
 CONFIGS = {"state only": (), "front camera 64x64": ("front",), "front + wrist 64x64": ("front", "wrist")}
 """Configurations timed: name -> cameras."""
@@ -56,7 +56,7 @@ def measure(cameras: tuple[str, ...], calls: int, warmup: int, model_path: str |
     times = {"onnxruntime": [], "torch": []}
     with torch.no_grad():
         for k in range(warmup + calls):
-            for name in (("onnxruntime", "torch") if k % 2 == 0 else ("torch", "onnxruntime")):
+            for name in ("onnxruntime", "torch") if k % 2 == 0 else ("torch", "onnxruntime"):
                 t0 = time.perf_counter()
                 if name == "onnxruntime":
                     session.run(None, feed)
@@ -64,8 +64,12 @@ def measure(cameras: tuple[str, ...], calls: int, warmup: int, model_path: str |
                     graph(*inputs)
                 if k >= warmup:
                     times[name].append(1e3 * (time.perf_counter() - t0))
-    return {"parameters": model.num_parameters(), "chunk": model.cfg.chunk_size, "action_dim": model.cfg.action_dim,
-            **{name: latency_percentiles(ms) for name, ms in times.items()}}  # fmt: skip
+    return {
+        "parameters": model.num_parameters(),
+        "chunk": model.cfg.chunk_size,
+        "action_dim": model.cfg.action_dim,
+        **{name: latency_percentiles(ms) for name, ms in times.items()},
+    }
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -83,25 +87,36 @@ def main(argv: list[str] | None = None) -> None:
     for name, cameras in configs.items():
         r = measure(cameras or (), args.calls, args.warmup, args.model)
         rows.append((name, r))
-        print(f"{name}: onnxruntime p50 {r['onnxruntime']['p50']:.3f} ms p99 {r['onnxruntime']['p99']:.3f} ms; "
-              f"torch p50 {r['torch']['p50']:.3f} ms", flush=True)  # fmt: skip
+        print(
+            f"{name}: onnxruntime p50 {r['onnxruntime']['p50']:.3f} ms p99 {r['onnxruntime']['p99']:.3f} ms; "
+            f"torch p50 {r['torch']['p50']:.3f} ms",
+            flush=True,
+        )
     others = meter.stop()
     lines = [
-        "# TinyVLA ONNX inference latency, one core, B = 1", "",
+        "# TinyVLA ONNX inference latency, one core, B = 1",
+        "",
         f"{datetime.datetime.now().isoformat(timespec='seconds')}; {cpu_model()}, {os.cpu_count()} CPUs; "
         f"{args.calls} timed calls per row after {args.warmup} untimed, interleaved.",
         f"Other processes used {100 * others:.0f} % of the CPU during the run"
         + (" (CPU idle)." if others < 0.05 else " (a shared CPU: compare the rows, not the absolute figures)."),
-        "", "| configuration | parameters | chunk | runtime | min ms | p50 ms | p90 ms | p99 ms |",
+        "",
+        "| configuration | parameters | chunk | runtime | min ms | p50 ms | p90 ms | p99 ms |",
         "|---|---:|---|---|---:|---:|---:|---:|",
-    ]  # fmt: skip
+    ]
     for name, r in rows:
         for rt in ("onnxruntime", "torch"):
             p = r[rt]
-            lines.append(f"| {name} | {r['parameters']:,} | {r['chunk']} x {r['action_dim']} | {rt} | {p['min']:.3f} | "
-                         f"{p['p50']:.3f} | {p['p90']:.3f} | {p['p99']:.3f} |")  # fmt: skip
-    lines += ["", "p50 torch / onnxruntime: " + ", ".join(
-        f"{name} {r['torch']['p50'] / r['onnxruntime']['p50']:.2f}x" for name, r in rows) + "."]  # fmt: skip
+            lines.append(
+                f"| {name} | {r['parameters']:,} | {r['chunk']} x {r['action_dim']} | {rt} | {p['min']:.3f} | "
+                f"{p['p50']:.3f} | {p['p90']:.3f} | {p['p99']:.3f} |"
+            )
+    lines += [
+        "",
+        "p50 torch / onnxruntime: "
+        + ", ".join(f"{name} {r['torch']['p50'] / r['onnxruntime']['p50']:.2f}x" for name, r in rows)
+        + ".",
+    ]
     text = "\n".join(lines) + "\n"
     print(text)
     if args.out:

@@ -48,8 +48,9 @@ def start_load(procs: int, nice: int = 0) -> list[subprocess.Popen]:
             os.nice(nice)
 
     # preexec_fn: this script has no other thread
-    return [subprocess.Popen([sys.executable, "-c", BUSY], preexec_fn=pre, stdin=subprocess.DEVNULL)  # noqa: PLW1509
-            for _ in range(procs)]  # fmt: skip
+    return [
+        subprocess.Popen([sys.executable, "-c", BUSY], preexec_fn=pre, stdin=subprocess.DEVNULL) for _ in range(procs)
+    ]
 
 
 def stop_load(load: list[subprocess.Popen]) -> None:
@@ -68,8 +69,12 @@ def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
         argv, command = argv[:i], argv[i + 1 :]
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--procs", type=int, default=2, help="busy-loop processes (default 2: one per core of 2 cores)")
-    ap.add_argument("--duration", type=float, default=None,
-                    help="seconds of load without a command (default: until Ctrl-C / SIGTERM)")  # fmt: skip
+    ap.add_argument(
+        "--duration",
+        type=float,
+        default=None,
+        help="seconds of load without a command (default: until Ctrl-C / SIGTERM)",
+    )
     ap.add_argument("--repeat", type=int, default=1, help="runs of the command under the load (default 1)")
     ap.add_argument("--warmup-s", type=float, default=2.0, help="seconds of load before the first run (default 2)")
     ap.add_argument("--nice", type=int, default=0, help="niceness of the load processes (default 0, as stress-ng)")
@@ -87,8 +92,12 @@ def main(argv: list[str] | None = None) -> int:
 
     signal.signal(signal.SIGTERM, on_term)
     load = start_load(args.procs, args.nice)
-    print(f"cpu_load: {args.procs} busy processes (pids {' '.join(str(p.pid) for p in load)}) on {os.cpu_count()} "
-          f"CPUs; load average {os.getloadavg()[0]:.2f}", file=sys.stderr, flush=True)  # fmt: skip
+    print(
+        f"cpu_load: {args.procs} busy processes (pids {' '.join(str(p.pid) for p in load)}) on {os.cpu_count()} "
+        f"CPUs; load average {os.getloadavg()[0]:.2f}",
+        file=sys.stderr,
+        flush=True,
+    )
     status = 0
     try:
         if not command:
@@ -104,8 +113,12 @@ def main(argv: list[str] | None = None) -> int:
             rc = subprocess.call(command)
             passed += rc == 0
             status = rc if rc != 0 else status
-            print(f"cpu_load: run {k}/{args.repeat}: exit {rc} in {time.monotonic() - t0:.1f} s, load average "
-                  f"{os.getloadavg()[0]:.2f}", file=sys.stderr, flush=True)  # fmt: skip
+            print(
+                f"cpu_load: run {k}/{args.repeat}: exit {rc} in {time.monotonic() - t0:.1f} s, load average "
+                f"{os.getloadavg()[0]:.2f}",
+                file=sys.stderr,
+                flush=True,
+            )
         print(f"cpu_load: {passed}/{args.repeat} runs passed", file=sys.stderr, flush=True)
         return status
     except KeyboardInterrupt:

@@ -73,8 +73,12 @@ def run_table(run_dir: pathlib.Path, every: int, smooth: int) -> list[dict]:
     for it in sorted(clock):
         if it % every and it != last:
             continue
-        row = {"run": run_dir.name, "iteration": it + 1, "env_steps": (it + 1) * per_iteration,
-               "run_clock_h": clock[it] / 3600.0}  # fmt: skip
+        row = {
+            "run": run_dir.name,
+            "iteration": it + 1,
+            "env_steps": (it + 1) * per_iteration,
+            "run_clock_h": clock[it] / 3600.0,
+        }
         for tag, _ in INDICATORS:
             row[tag] = series[tag].get(it, float("nan"))
         rows.append(row)

@@ -25,11 +25,22 @@ import torch
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 
 MJLAB_POSES = {
-    "mjlab HOME_KEYFRAME": {"shoulder_pitch": 0.2, "elbow": 1.28, "left_shoulder_roll": 0.2,
-                            "right_shoulder_roll": -0.2},
-    "mjlab KNEES_BENT_KEYFRAME": {"hip_pitch": -0.312, "knee": 0.669, "ankle_pitch": -0.363, "elbow": 0.6,
-                                  "shoulder_pitch": 0.2, "left_shoulder_roll": 0.2, "right_shoulder_roll": -0.2},
-}  # fmt: skip
+    "mjlab HOME_KEYFRAME": {
+        "shoulder_pitch": 0.2,
+        "elbow": 1.28,
+        "left_shoulder_roll": 0.2,
+        "right_shoulder_roll": -0.2,
+    },
+    "mjlab KNEES_BENT_KEYFRAME": {
+        "hip_pitch": -0.312,
+        "knee": 0.669,
+        "ankle_pitch": -0.363,
+        "elbow": 0.6,
+        "shoulder_pitch": 0.2,
+        "left_shoulder_roll": 0.2,
+        "right_shoulder_roll": -0.2,
+    },
+}
 """Joint angles (rad) that differ from HoST's default pose; a key without a side applies to both."""
 
 
@@ -84,9 +95,18 @@ def main(argv: list[str] | None = None) -> None:
     print("\n| f (Hz) | k | s with the pelvis above 0.6 m (mean over envs, standing starts, DR on, 3 s) |")
     print("|---:|---:|---:|")
     for f in args.freqs:
-        env, _, _ = build("getup", args.feedback_envs, 12, 1, [
-            f"env.getup.natural_freq_hz={f}", "env.getup.stand_fraction=1.0", "env.getup.fall_fraction=0.0",
-            "sim.num_threads=1"])  # fmt: skip
+        env, _, _ = build(
+            "getup",
+            args.feedback_envs,
+            12,
+            1,
+            [
+                f"env.getup.natural_freq_hz={f}",
+                "env.getup.stand_fraction=1.0",
+                "env.getup.fall_fraction=0.0",
+                "sim.num_threads=1",
+            ],
+        )
         for k in args.gains:
             env.reset_all()
             up = torch.zeros(env.num_envs)

@@ -23,8 +23,14 @@ def standing_probe(policy: str, episodes: int, seconds: float, domain_rand: bool
     """(fraction still up at the end, mean seconds until the pelvis first went below 0.5 m) over ``episodes``."""
     from upright.training.evaluate import make_eval_env
 
-    env, act, _, _ = make_eval_env(policy, num_envs=episodes, episode_length_s=seconds, domain_rand=domain_rand,
-                                   seed=seed, overrides=["sim.num_threads=1"])  # fmt: skip
+    env, act, _, _ = make_eval_env(
+        policy,
+        num_envs=episodes,
+        episode_length_s=seconds,
+        domain_rand=domain_rand,
+        seed=seed,
+        overrides=["sim.num_threads=1"],
+    )
     try:
         if "getup" not in env.cfg or str(env.cfg.mdp) != "getup":
             raise ValueError(f"{policy} is not a recipe=getup policy (its env has no standing starts)")

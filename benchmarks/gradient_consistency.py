@@ -47,15 +47,28 @@ def build(recipe: str, n: int, t: int, seed: int, overrides: list[str]):
 
     register_configs()
     with initialize(version_base=None, config_path=None):
-        cfg = compose("config", overrides=[
-            "task=standup", f"recipe={recipe}", f"env.num_envs={n}", f"train.num_steps_per_env={t}",
-            f"seed={seed}", *overrides,
-        ])  # fmt: skip
+        cfg = compose(
+            "config",
+            overrides=[
+                "task=standup",
+                f"recipe={recipe}",
+                f"env.num_envs={n}",
+                f"train.num_steps_per_env={t}",
+                f"seed={seed}",
+                *overrides,
+            ],
+        )
     seed_everything(seed)
     env = make_env("standup", cfg.env, cfg.sim, device="cpu", seed=seed)
     meta = policy_metadata("standup", env)
-    runner = UprightRunner(env, rsl_rl_config(cfg.train), log_dir=None, device="cpu", onnx_metadata=meta,
-                           update_threads=cfg.train.update_threads)  # fmt: skip
+    runner = UprightRunner(
+        env,
+        rsl_rl_config(cfg.train),
+        log_dir=None,
+        device="cpu",
+        onnx_metadata=meta,
+        update_threads=cfg.train.update_threads,
+    )
     return env, runner, cfg
 
 
@@ -133,11 +146,21 @@ def main(argv: list[str] | None = None) -> None:
                 runner.alg.update()
                 update_s = time.perf_counter() - start
                 torch.set_num_threads(1)
-            row = {"recipe": args.recipe, "envs": n, "steps": t, "samples": n * t, "seed": seed,
-                   "cos_mean": sum(cos) / len(cos), "cos_min": min(cos), "cos_max": max(cos),
-                   "settle_fraction": float(1 - acted.float().mean()), "collect_env_steps_per_s": rate,
-                   "update_s": update_s, "masked": bool(args.mask_settle),
-                   "checkpoint": args.checkpoint or "init"}  # fmt: skip
+            row = {
+                "recipe": args.recipe,
+                "envs": n,
+                "steps": t,
+                "samples": n * t,
+                "seed": seed,
+                "cos_mean": sum(cos) / len(cos),
+                "cos_min": min(cos),
+                "cos_max": max(cos),
+                "settle_fraction": float(1 - acted.float().mean()),
+                "collect_env_steps_per_s": rate,
+                "update_s": update_s,
+                "masked": bool(args.mask_settle),
+                "checkpoint": args.checkpoint or "init",
+            }
             rows.append(row)
             if args.out:  # row by row: a run stopped part way keeps what it measured
                 path = pathlib.Path(args.out)
@@ -148,9 +171,12 @@ def main(argv: list[str] | None = None) -> None:
                     if new:
                         w.writeheader()
                     w.writerow(row)
-            print(f"{args.recipe} {n:5d} x {t:3d} seed {seed}: cos {row['cos_mean']:+.3f} "
-                  f"[{row['cos_min']:+.3f}, {row['cos_max']:+.3f}]  settle {row['settle_fraction']:.1%}  "
-                  f"collect {rate:,.0f} env-steps/s  update {update_s:.1f} s", flush=True)  # fmt: skip
+            print(
+                f"{args.recipe} {n:5d} x {t:3d} seed {seed}: cos {row['cos_mean']:+.3f} "
+                f"[{row['cos_min']:+.3f}, {row['cos_max']:+.3f}]  settle {row['settle_fraction']:.1%}  "
+                f"collect {rate:,.0f} env-steps/s  update {update_s:.1f} s",
+                flush=True,
+            )
             env.close()
             del env, runner
             gc.collect()  # a 4,096-env native backend holds ~7 GB of MjData: free it before the next shape

@@ -70,10 +70,17 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     register_configs()
     with initialize(version_base=None, config_path=None):
-        cfg = compose("config", overrides=[
-            "task=standup", f"env.num_envs={args.num_envs}", f"sim.num_threads={args.threads}",
-            "train.l2c2_policy_coef=0", "train.l2c2_value_coef=0", "env.domain_rand.enabled=false",
-        ])  # fmt: skip
+        cfg = compose(
+            "config",
+            overrides=[
+                "task=standup",
+                f"env.num_envs={args.num_envs}",
+                f"sim.num_threads={args.threads}",
+                "train.l2c2_policy_coef=0",
+                "train.l2c2_value_coef=0",
+                "env.domain_rand.enabled=false",
+            ],
+        )
     env = make_env("standup", cfg.env, cfg.sim, device="cpu", seed=0)
     train_cfg = rsl_rl_config(cfg.train)
     runner = UprightRunner(env, train_cfg, log_dir=None, device="cpu", onnx_metadata=policy_metadata("standup", env))
@@ -100,7 +107,10 @@ def main() -> None:
             kl, dmu, dstd = one_step(alg, batch, lr, fresh, actor_state, opt_state)
             lines.append(f"| {'fresh' if fresh else 'checkpoint'} | {lr:g} | {kl:.4g} | {dmu:.4f} | {dstd:.2e} |")
     steps = alg.num_learning_epochs * alg.num_mini_batches
-    lines += ["", f"At the 1e-5 floor one update ({steps} Adam steps) moves the std by at most about {steps * 1e-5:.1e}."]
+    lines += [
+        "",
+        f"At the 1e-5 floor one update ({steps} Adam steps) moves the std by at most about {steps * 1e-5:.1e}.",
+    ]
     text = "\n".join(lines)
     print(text)
     if args.out:

@@ -66,10 +66,19 @@ def run(policy: str, episodes: int, num_envs: int, seed: int) -> list[dict]:
             if bool(finished.all()):
                 break
         for i in range(min(n, episodes - len(rows))):
-            rows.append({"success": bool(success[i]), "grasped": bool(grasped[i]), "rise": float(rise[i]),
-                         "floor_steps": float(floor[i]), "x": float(start[i, 0]), "y": float(start[i, 1]),
-                         "tx": float(target[i, 0]), "height": float(target[i, 2] - start[i, 2]),
-                         "final_distance": float(final_distance[i])})  # fmt: skip
+            rows.append(
+                {
+                    "success": bool(success[i]),
+                    "grasped": bool(grasped[i]),
+                    "rise": float(rise[i]),
+                    "floor_steps": float(floor[i]),
+                    "x": float(start[i, 0]),
+                    "y": float(start[i, 1]),
+                    "tx": float(target[i, 0]),
+                    "height": float(target[i, 2] - start[i, 2]),
+                    "final_distance": float(final_distance[i]),
+                }
+            )
     env.close()
     return rows
 
@@ -95,19 +104,25 @@ def main(argv: list[str] | None = None) -> None:
     fails = [r for r in rows if not r["success"]]
     ok = [r for r in rows if r["success"]]
     print(f"{args.policy}: {len(ok)}/{len(rows)} successes ({100 * len(ok) / len(rows):.1f} %), seed {args.seed}")
-    print(f"failures {len(fails)}: never grasped {sum(not r['grasped'] for r in fails)}, grasped but never "
-          f"{100 * LIFTED_M:.0f} cm up {sum(r['grasped'] and r['rise'] < LIFTED_M for r in fails)}, lifted but not "
-          f"delivered {sum(r['rise'] >= LIFTED_M for r in fails)}")  # fmt: skip
+    print(
+        f"failures {len(fails)}: never grasped {sum(not r['grasped'] for r in fails)}, grasped but never "
+        f"{100 * LIFTED_M:.0f} cm up {sum(r['grasped'] and r['rise'] < LIFTED_M for r in fails)}, lifted but not "
+        f"delivered {sum(r['rise'] >= LIFTED_M for r in fails)}"
+    )
     print("success by cube start x (m):  ", binned(rows, lambda r: r["x"], 0.1))
     print("success by cube start |y| (m):", binned(rows, lambda r: abs(r["y"]), 0.1))
     print("success by target height (m): ", binned(rows, lambda r: r["height"], 0.1))
     print("success by target x (m):      ", binned(rows, lambda r: r["tx"], 0.1))
-    for name, part in (("cube x < 0.85", [r for r in fails if r["x"] < 0.85]),
-                       ("cube x >= 0.85", [r for r in fails if r["x"] >= 0.85])):
-        print(f"failures with {name}: {len(part)}: never grasped {sum(not r['grasped'] for r in part)}, grasped but "
-              f"never {100 * LIFTED_M:.0f} cm up {sum(r['grasped'] and r['rise'] < LIFTED_M for r in part)}, lifted "
-              f"but not delivered {sum(r['rise'] >= LIFTED_M for r in part)} (median final distance "
-              f"{100 * (sorted(r['final_distance'] for r in part)[len(part) // 2] if part else float('nan')):.1f} cm)")
+    for name, part in (
+        ("cube x < 0.85", [r for r in fails if r["x"] < 0.85]),
+        ("cube x >= 0.85", [r for r in fails if r["x"] >= 0.85]),
+    ):
+        print(
+            f"failures with {name}: {len(part)}: never grasped {sum(not r['grasped'] for r in part)}, grasped but "
+            f"never {100 * LIFTED_M:.0f} cm up {sum(r['grasped'] and r['rise'] < LIFTED_M for r in part)}, lifted "
+            f"but not delivered {sum(r['rise'] >= LIFTED_M for r in part)} (median final distance "
+            f"{100 * (sorted(r['final_distance'] for r in part)[len(part) // 2] if part else float('nan')):.1f} cm)"
+        )
     mean = lambda rs: sum(r["floor_steps"] for r in rs) / max(len(rs), 1)  # noqa: E731
     print(f"env steps with the hand on the floor: successes {mean(ok):.1f}, failures {mean(fails):.1f}")
 

@@ -10,9 +10,9 @@ episodes, seed ``--seed``). A checkpoint ``model_<it>.pt`` holds ``it`` complete
 training time: the sum of rsl-rl's ``Perf/collection_time`` + ``Perf/learning_time`` TensorBoard scalars over the
 completed iterations (so it is the time the run took on whatever CPU it had: say in the notes whether it was shared).
 Residual runs (``policy.base=...``, issue 15) are evaluated from their ``policy_<it>.onnx`` snapshots
-(``train.onnx_snapshots=true``) with the frozen base beside them (:func:`upright.vla.evaluate_lift.evaluate_chunk_policy`).
-Writes ``<out>.csv``, ``<out>.md`` and ``<out>.png``; evaluations are cached beside each checkpoint
-(``<checkpoint stem>.eval<episodes>_s<seed>.json``).
+(``train.onnx_snapshots=true``) with the frozen base beside them
+(:func:`upright.vla.evaluate_lift.evaluate_chunk_policy`). Writes ``<out>.csv``, ``<out>.md`` and ``<out>.png``;
+evaluations are cached beside each checkpoint (``<checkpoint stem>.eval<episodes>_s<seed>.json``).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ import sys
 import torch
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from standup_learning import cumulative_seconds, read_perf_seconds  # noqa: E402 (same folder)
+from standup_learning import cumulative_seconds, read_perf_seconds
 
 
 def is_residual(run: pathlib.Path) -> bool:
@@ -41,8 +41,11 @@ def checkpoints(run: pathlib.Path, every: int) -> list[tuple[int, pathlib.Path]]
     pattern = r"policy_(\d+)\.onnx" if is_residual(run) else r"model_(\d+)\.pt"
     found = sorted((int(m.group(1)), p) for p in run.iterdir() if (m := re.fullmatch(pattern, p.name)))
     if not found:
-        what = "policy_<it>.onnx snapshots (train with train.onnx_snapshots=true)" if is_residual(run) else (
-            "model_<it>.pt checkpoints; train with python train.py task=lift")
+        what = (
+            "policy_<it>.onnx snapshots (train with train.onnx_snapshots=true)"
+            if is_residual(run)
+            else ("model_<it>.pt checkpoints; train with python train.py task=lift")
+        )
         raise FileNotFoundError(f"{run} has no {what}")
     keep = [(i, p) for i, p in found if every <= 0 or i % every == 0]
     if keep[-1][0] != found[-1][0]:
@@ -68,8 +71,9 @@ def evaluate(checkpoint: pathlib.Path, episodes: int, seed: int, num_envs: int) 
     if checkpoint.suffix == ".onnx":  # a residual snapshot: residual + its frozen base, from the run's files
         from upright.vla.evaluate_lift import evaluate_chunk_policy
 
-        result = evaluate_chunk_policy(checkpoint, episodes, min(num_envs, episodes), seed,
-                                       overrides=["sim.num_threads=1"])[0]  # fmt: skip
+        result = evaluate_chunk_policy(
+            checkpoint, episodes, min(num_envs, episodes), seed, overrides=["sim.num_threads=1"]
+        )[0]
         cache.write_text(json.dumps(result))
         return result
     from upright.tasks.lift.evaluate import make_lift_eval_env, policy_action_overrides, run_episodes, summarize
@@ -107,10 +111,18 @@ def main(argv: list[str] | None = None) -> None:
         steps_per_it = int(cfg["env"]["num_envs"]) * int(cfg["train"]["num_steps_per_env"])
         for it, path in checkpoints(run, a.every):
             r = evaluate(path, a.episodes, a.seed, a.num_envs)
-            rows.append({"run": run.name, "iteration": it, "env_steps": it * steps_per_it,
-                         "wall_clock_s": per_iteration.get(it), "success": r["success"],
-                         "success_at_end": r["success_at_end"], "time_to_success_s": r["time_to_success_s"],
-                         "final_distance_m": r["final_distance_m"]})
+            rows.append(
+                {
+                    "run": run.name,
+                    "iteration": it,
+                    "env_steps": it * steps_per_it,
+                    "wall_clock_s": per_iteration.get(it),
+                    "success": r["success"],
+                    "success_at_end": r["success_at_end"],
+                    "time_to_success_s": r["time_to_success_s"],
+                    "final_distance_m": r["final_distance_m"],
+                }
+            )
             print(rows[-1], flush=True)
     out = pathlib.Path(a.out)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -118,13 +130,20 @@ def main(argv: list[str] | None = None) -> None:
         w = csv.DictWriter(f, fieldnames=list(rows[0]))
         w.writeheader()
         w.writerows(rows)
-    lines = [f"Lift protocol, {a.episodes} episodes per point (seed {a.seed}, domain randomisation on, full ranges).", "",
-             "| run | iteration | env steps | training wall clock | success | success at end | time to success | final distance |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    lines = [
+        f"Lift protocol, {a.episodes} episodes per point (seed {a.seed}, domain randomisation on, full ranges).",
+        "",
+        "| run | iteration | env steps | training wall clock | success | success at end | time to success "
+        "| final distance |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
     for r in rows:
         wc = "-" if r["wall_clock_s"] is None else f"{r['wall_clock_s'] / 60:.1f} min"
-        lines.append(f"| {r['run']} | {r['iteration']} | {r['env_steps']:.3g} | {wc} | {100 * r['success']:.1f} % | "
-                     f"{100 * r['success_at_end']:.1f} % | {r['time_to_success_s']:.2f} s | {100 * r['final_distance_m']:.1f} cm |")
+        lines.append(
+            f"| {r['run']} | {r['iteration']} | {r['env_steps']:.3g} | {wc} | {100 * r['success']:.1f} % | "
+            f"{100 * r['success_at_end']:.1f} % | {r['time_to_success_s']:.2f} s | "
+            f"{100 * r['final_distance_m']:.1f} cm |"
+        )
     out.with_suffix(".md").write_text("\n".join(lines) + "\n")
     import matplotlib
 

@@ -48,9 +48,11 @@ def profile(spec: str, level: float, num_envs: int, every: int, seed: int, overr
         if t % every == 0:
             cube_dz = 100 * (s.cube_pos[:, 2] - s.cube_start[:, 2]).mean()
             target_dz = 100 * (s.target_pos[:, 2] - s.cube_start[:, 2]).mean()
-            print(f"{t:4d} | {s.floor_contact.float().mean():5.2f} | {s.grasped.float().mean():5.2f} | "
-                  f"{cube_dz:10.1f} | {target_dz:12.1f} | {100 * s.gripper_pos[:, 2].mean():12.1f} | "
-                  f"{100 * s.cube_to_target.norm(dim=-1).mean():11.1f} | {s.q[:, :7].mean(0).numpy().round(2)}")
+            print(
+                f"{t:4d} | {s.floor_contact.float().mean():5.2f} | {s.grasped.float().mean():5.2f} | "
+                f"{cube_dz:10.1f} | {target_dz:12.1f} | {100 * s.gripper_pos[:, 2].mean():12.1f} | "
+                f"{100 * s.cube_to_target.norm(dim=-1).mean():11.1f} | {s.q[:, :7].mean(0).numpy().round(2)}"
+            )
         if t == env.max_episode_length - 1:  # the last step before the envs reset
             contacts(env)
     env.close()

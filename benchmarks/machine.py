@@ -68,8 +68,12 @@ def latency_percentiles(ms) -> dict[str, float]:
     a = np.asarray(ms, dtype=np.float64)
     if a.size == 0:
         raise ValueError("latency_percentiles: no samples")
-    return {"min": float(a.min()), "p50": float(np.percentile(a, 50)), "p90": float(np.percentile(a, 90)),
-            "p99": float(np.percentile(a, 99))}  # fmt: skip
+    return {
+        "min": float(a.min()),
+        "p50": float(np.percentile(a, 50)),
+        "p90": float(np.percentile(a, 90)),
+        "p99": float(np.percentile(a, 99)),
+    }
 
 
 def record_iteration_times(runner, warmup: int, total: int, label: str = "", stream=None) -> list[tuple[float, float]]:
@@ -85,8 +89,12 @@ def record_iteration_times(runner, warmup: int, total: int, label: str = "", str
     def timed_log(*a, **kw):
         times.append((kw["collect_time"], kw["learn_time"]))
         tag = "warm-up" if len(times) <= warmup else "timed"
-        print(f"  {label}PPO iteration {len(times)}/{total} ({tag}): collection {kw['collect_time']:.2f} s, "
-              f"update {kw['learn_time']:.2f} s", file=out, flush=True)  # fmt: skip
+        print(
+            f"  {label}PPO iteration {len(times)}/{total} ({tag}): collection {kw['collect_time']:.2f} s, "
+            f"update {kw['learn_time']:.2f} s",
+            file=out,
+            flush=True,
+        )
         return log(*a, **kw)
 
     runner.logger.log = timed_log

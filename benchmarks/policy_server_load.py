@@ -48,10 +48,24 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from machine import cpu_model, latency_percentiles  # noqa: E402  (benchmarks/machine.py)
+from machine import cpu_model, latency_percentiles
 
-COLUMNS = ("server", "clients", "flooders", "duration_s", "requests", "req_per_s", "errors", "p50_ms", "p99_ms",
-           "rss_start_mb", "rss_peak_mb", "rss_after_mb", "flood_sent_mb", "flooder_dropped_after_s")  # fmt: skip
+COLUMNS = (
+    "server",
+    "clients",
+    "flooders",
+    "duration_s",
+    "requests",
+    "req_per_s",
+    "errors",
+    "p50_ms",
+    "p99_ms",
+    "rss_start_mb",
+    "rss_peak_mb",
+    "rss_after_mb",
+    "flood_sent_mb",
+    "flooder_dropped_after_s",
+)
 
 
 def _observation(rng: np.random.Generator, image_size: int) -> dict:
@@ -72,8 +86,9 @@ def _rss_mb(pid: int) -> float:
         return 0.0
 
 
-def _client_process(port: int, n_threads: int, start_at: float, stop_at: float, image_size: int, seed: int,
-                    out: mp.Queue) -> None:
+def _client_process(
+    port: int, n_threads: int, start_at: float, stop_at: float, image_size: int, seed: int, out: mp.Queue
+) -> None:
     """``n_threads`` openpi clients in this process; puts (latencies ms, errors, first error text) on ``out``."""
     from openpi_client.websocket_client_policy import WebsocketClientPolicy
 
@@ -124,8 +139,9 @@ def _flood(port: int, message: bytes, cap_bytes: int, stop: threading.Event, rep
     sock = socket.socket()
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)
     sock.connect(("127.0.0.1", port))
-    ws = websockets.sync.client.connect(f"ws://127.0.0.1:{port}", sock=sock, compression=None, max_size=None,
-                                        max_queue=1, close_timeout=1)  # fmt: skip
+    ws = websockets.sync.client.connect(
+        f"ws://127.0.0.1:{port}", sock=sock, compression=None, max_size=None, max_queue=1, close_timeout=1
+    )
     t0, sent = time.monotonic(), 0
     try:
         while sent + len(message) <= cap_bytes and not stop.is_set():
@@ -142,7 +158,7 @@ def _flood(port: int, message: bytes, cap_bytes: int, stop: threading.Event, rep
 def _start_server(cmd: list[str], log_path: str | None) -> tuple[subprocess.Popen, int]:
     """The server process and its port (read from its log line ``serving ... on ws://127.0.0.1:PORT``)."""
     proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
-    log = open(log_path, "a") if log_path else None  # noqa: SIM115  (closed by the drain thread)
+    log = open(log_path, "a") if log_path else None
     port: list[int] = []
     found = threading.Event()
 
@@ -172,10 +188,22 @@ def run_scenario(args, n_flooders: int) -> dict:
     from openpi_client import msgpack_numpy
     from openpi_client.websocket_client_policy import WebsocketClientPolicy
 
-    cmd = shlex.split(args.server_cmd) + [
-        "--policy", "upright.vla.linear:make_linear_policy", "--arg", "state_dim=8", "--arg",
-        f"chunk_size={args.chunk_size}", "--arg", f"action_dim={args.action_dim}", "--port", "0"] + (
-        ["--arg", "cameras=front,wrist"] if args.image_size else [])  # fmt: skip
+    cmd = (
+        shlex.split(args.server_cmd)
+        + [
+            "--policy",
+            "upright.vla.linear:make_linear_policy",
+            "--arg",
+            "state_dim=8",
+            "--arg",
+            f"chunk_size={args.chunk_size}",
+            "--arg",
+            f"action_dim={args.action_dim}",
+            "--port",
+            "0",
+        ]
+        + (["--arg", "cameras=front,wrist"] if args.image_size else [])
+    )
     proc, port = _start_server(cmd, args.server_log)
     try:
         warm = WebsocketClientPolicy("127.0.0.1", port)
@@ -199,16 +227,21 @@ def run_scenario(args, n_flooders: int) -> dict:
         start_at = time.time() + args.connect_s
         stop_at = start_at + args.duration
         per = [args.clients // args.procs + (i < args.clients % args.procs) for i in range(args.procs)]
-        procs = [ctx.Process(target=_client_process, args=(port, n, start_at, stop_at, args.image_size, i, out))
-                 for i, n in enumerate(per) if n]  # fmt: skip
+        procs = [
+            ctx.Process(target=_client_process, args=(port, n, start_at, stop_at, args.image_size, i, out))
+            for i, n in enumerate(per)
+            if n
+        ]
         for p in procs:
             p.start()
         stop_flood, flood = threading.Event(), {}
         message = msgpack_numpy.packb(obs)
         while time.time() < start_at:
             time.sleep(0.01)
-        flooders = [threading.Thread(target=_flood, args=(port, message, args.flood_mb * 10**6, stop_flood, flood),
-                                     daemon=True) for _ in range(n_flooders)]  # fmt: skip
+        flooders = [
+            threading.Thread(target=_flood, args=(port, message, args.flood_mb * 10**6, stop_flood, flood), daemon=True)
+            for _ in range(n_flooders)
+        ]
         for t in flooders:
             t.start()
         results = [out.get(timeout=args.duration + args.connect_s + 300) for _ in procs]
@@ -232,12 +265,22 @@ def run_scenario(args, n_flooders: int) -> dict:
     first_errors = sorted({r[2] for r in results if r[2]})
     p = latency_percentiles(lat) if lat else {"p50": float("nan"), "p99": float("nan")}
     dropped = flood.get("dropped_after_s")
-    row = {"server": args.label, "clients": args.clients, "flooders": n_flooders, "duration_s": args.duration,
-           "requests": len(lat), "req_per_s": round(len(lat) / args.duration, 1), "errors": errors,
-           "p50_ms": round(p["p50"], 2), "p99_ms": round(p["p99"], 2), "rss_start_mb": round(rss_start),
-           "rss_peak_mb": round(peak[0]), "rss_after_mb": round(rss_after),
-           "flood_sent_mb": round(flood.get("sent", 0) / 1e6) if n_flooders else "",
-           "flooder_dropped_after_s": (round(dropped, 1) if dropped is not None else "no") if n_flooders else ""}
+    row = {
+        "server": args.label,
+        "clients": args.clients,
+        "flooders": n_flooders,
+        "duration_s": args.duration,
+        "requests": len(lat),
+        "req_per_s": round(len(lat) / args.duration, 1),
+        "errors": errors,
+        "p50_ms": round(p["p50"], 2),
+        "p99_ms": round(p["p99"], 2),
+        "rss_start_mb": round(rss_start),
+        "rss_peak_mb": round(peak[0]),
+        "rss_after_mb": round(rss_after),
+        "flood_sent_mb": round(flood.get("sent", 0) / 1e6) if n_flooders else "",
+        "flooder_dropped_after_s": (round(dropped, 1) if dropped is not None else "no") if n_flooders else "",
+    }
     if first_errors:
         print(f"# {args.label}, {n_flooders} flooders: first errors: {first_errors}", file=sys.stderr)
     return row
@@ -249,22 +292,30 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--procs", type=int, default=5, help="processes the clients are spread over (default 5)")
     p.add_argument("--duration", type=float, default=20.0, help="seconds of load per scenario (default 20)")
     p.add_argument("--connect-s", type=float, default=10.0, help="seconds given to the clients to connect first")
-    p.add_argument("--flooders", default="0,1", help="comma-separated numbers of never-reading clients, one "
-                                                     "scenario each (default 0,1)")
+    p.add_argument(
+        "--flooders",
+        default="0,1",
+        help="comma-separated numbers of never-reading clients, one scenario each (default 0,1)",
+    )
     p.add_argument("--flood-mb", type=int, default=1000, help="most MB each flooder sends (default 1000)")
     p.add_argument("--image-size", type=int, default=224, help="H = W of the 2 camera images (0: state only)")
     p.add_argument("--chunk-size", type=int, default=50, help="H of the chunk (default 50, as pi0)")
     p.add_argument("--action-dim", type=int, default=32, help="A (default 32, pi0's model output)")
-    p.add_argument("--server-cmd", default=f"{sys.executable} -m upright.vla.server",
-                   help="command that runs the server (module docstring for a 'before' checkout)")
+    p.add_argument(
+        "--server-cmd",
+        default=f"{sys.executable} -m upright.vla.server",
+        help="command that runs the server (module docstring for a 'before' checkout)",
+    )
     p.add_argument("--server-log", default=None, help="append the server's log to this file")
     p.add_argument("--label", default="this checkout", help="name of the server in the table")
     p.add_argument("--csv", default=None, help="append the rows to this CSV file (header written when new)")
     p.add_argument("--note", default="", help="a line printed under the table (e.g. the machine's load)")
     args = p.parse_args(argv)
     rows = [run_scenario(args, int(n)) for n in args.flooders.split(",")]
-    print(f"# {cpu_model()}, {os.cpu_count()} CPUs; {args.clients} clients over {args.procs} processes, "
-          f"{args.duration:g} s, images {args.image_size or 'none'}, chunk {args.chunk_size} x {args.action_dim}")
+    print(
+        f"# {cpu_model()}, {os.cpu_count()} CPUs; {args.clients} clients over {args.procs} processes, "
+        f"{args.duration:g} s, images {args.image_size or 'none'}, chunk {args.chunk_size} x {args.action_dim}"
+    )
     if args.note:
         print(f"# {args.note}")
     print("| " + " | ".join(COLUMNS) + " |")

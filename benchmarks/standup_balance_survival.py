@@ -19,6 +19,7 @@ import argparse
 
 import torch
 from hydra import compose, initialize
+
 from upright.conf import register_configs
 from upright.tasks.registry import make_env
 from upright.viewer.policy import load_policy
@@ -35,11 +36,20 @@ def main() -> None:
     a = ap.parse_args()
     register_configs()
     overrides = [
-        "task=standup", "recipe=fast", "env.action_mode=absolute", "env.rise_path.fraction=0.99",
-        f"env.rise_path.u_min={a.u}", "env.rise_path.settle_min=0", f"env.rise_path.settle_max={a.settle}",
-        f"env.rise_path.episode_length_s={a.secs}", "env.rise_path.fall_drop=0.25", "env.state_archive.fraction=0",
-        "env.assisted_start.fraction=0", "env.curriculum.beta_init=0.5", "env.curriculum.beta_min=0.5",
-    ]  # fmt: skip
+        "task=standup",
+        "recipe=fast",
+        "env.action_mode=absolute",
+        "env.rise_path.fraction=0.99",
+        f"env.rise_path.u_min={a.u}",
+        "env.rise_path.settle_min=0",
+        f"env.rise_path.settle_max={a.settle}",
+        f"env.rise_path.episode_length_s={a.secs}",
+        "env.rise_path.fall_drop=0.25",
+        "env.state_archive.fraction=0",
+        "env.assisted_start.fraction=0",
+        "env.curriculum.beta_init=0.5",
+        "env.curriculum.beta_min=0.5",
+    ]
     with initialize(version_base=None, config_path=None):
         cfg = compose("config", overrides=overrides)
     cfg.env.num_envs, cfg.env.obs_noise, cfg.env.curriculum.enabled = a.envs, False, False
@@ -47,8 +57,11 @@ def main() -> None:
     for source in a.policies:
         env = make_env("standup", cfg.env, cfg.sim, device="cpu", seed=a.seed)
         env.beta[:] = 0.5
-        policy = (lambda obs: torch.zeros(a.envs, 23)) if source == "zero" else load_policy(
-            source, env, "standup", cfg.train, seed=a.seed)
+        policy = (
+            (lambda obs: torch.zeros(a.envs, 23))
+            if source == "zero"
+            else load_policy(source, env, "standup", cfg.train, seed=a.seed)
+        )
         env.reset_all()
         obs = env.get_observations()["actor"]
         on = env.on_path.clone()
@@ -63,8 +76,12 @@ def main() -> None:
             alive &= ~(dones.bool() & ~extras["time_outs"])
             life += alive.float()
             stood |= dones.bool() & extras["time_outs"] & alive & (env.last_state.head_height > 0.9)
-        print(f"{source}: rise-path envs {int(on.sum())}  fell {int((~alive & on).sum())}  stood {int((stood & on).sum())}"
-              f"  mean survival {float((life[on] * env.step_dt).mean()):.2f} s (of {a.secs})", flush=True)
+        print(
+            f"{source}: rise-path envs {int(on.sum())}  fell {int((~alive & on).sum())}  "
+            f"stood {int((stood & on).sum())}"
+            f"  mean survival {float((life[on] * env.step_dt).mean()):.2f} s (of {a.secs})",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

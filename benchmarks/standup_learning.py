@@ -12,7 +12,8 @@ Subcommands::
         --budget-min 180 [--parallel 1] [--root logs] [curve options]
 
 ``curve``: every kept checkpoint ``model_<it>.pt`` of each run directory is evaluated with HoST's protocol exactly as
-``python -m upright.training.evaluate --policy <checkpoint>`` does (its :func:`~upright.training.evaluate.make_eval_env`,
+``python -m upright.training.evaluate --policy <checkpoint>`` does (its
+:func:`~upright.training.evaluate.make_eval_env`,
 :func:`~upright.training.evaluate.run_episodes` and :func:`~upright.training.evaluate.summarize`): 5 s episodes, domain
 randomisation on, no pull force, no observation noise, β = the mean β of the checkpoint's training envs, the
 terrain's success criterion (ground supine: pelvis z > 0.7 m, then never < 0.5 m), evaluation seed 0 (the same
@@ -49,10 +50,11 @@ import subprocess
 import sys
 import tempfile
 import time
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from machine import CpuMeter, cpu_model  # noqa: E402  (benchmarks/machine.py)
+from machine import CpuMeter, cpu_model
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 
@@ -372,7 +374,9 @@ def open_run(path: str | pathlib.Path) -> Run:
     ckpts = {it: f for f in p.glob("model_*.pt") if (it := checkpoint_iteration(f)) is not None}
     if not ckpts:
         raise UsageError(f"run directory {p} has no checkpoint model_<iteration>.pt")
-    configs = {int(m.group(1)): f for f in p.glob("config_*.yaml") if (m := re.fullmatch(r"config_(\d+)\.yaml", f.name))}
+    configs = {
+        int(m.group(1)): f for f in p.glob("config_*.yaml") if (m := re.fullmatch(r"config_(\d+)\.yaml", f.name))
+    }
     recipe, seed = recipe_name_of_run(p.name), None
     meta = p / "recipe.json"  # written by the `run` subcommand
     if meta.is_file():
@@ -456,9 +460,12 @@ def evaluate_checkpoint(checkpoint: pathlib.Path, run_flat: dict[str, Any], sett
         env.close()
     return {
         **{k: summary[k] for k in (*evaluate.METRICS, evaluate.PEAK, evaluate.FINAL_HEAD)},
-        "beta": beta, "episodes": settings.episodes, "completed_iterations": completed, "env_steps": int(env_steps),
+        "beta": beta,
+        "episodes": settings.episodes,
+        "completed_iterations": completed,
+        "env_steps": int(env_steps),
         "eval_seconds": time.monotonic() - start,
-    }  # fmt: skip
+    }
 
 
 CSV_FIELDS = (
@@ -513,13 +520,17 @@ def curve_rows(runs: list[Run], every: int | None, settings: EvalSettings, cache
                 print(f"[{run.name}] {ckpt.name}: evaluating {settings.episodes} episodes ...", flush=True)
                 try:
                     result = evaluate_checkpoint(ckpt, flat, settings)
-                except Exception as err:  # e.g. a checkpoint still being written by the training run
+                except Exception as err:  # noqa: BLE001  e.g. a checkpoint still being written by the training run
                     print(f"[{run.name}] {ckpt.name}: skipped ({type(err).__name__}: {str(err)[:200]})", flush=True)
                     continue
                 cache.store(ckpt, settings, result)
                 tag = f"{result['eval_seconds']:.0f} s"
-            print(f"[{run.name}] {ckpt.name}: E_succ {result['E_succ']:.1f} %, peak pelvis {result['peak_height']:.3f} m, "
-                  f"final head {result['final_head_height']:.3f} m ({tag})", flush=True)  # fmt: skip
+            print(
+                f"[{run.name}] {ckpt.name}: E_succ {result['E_succ']:.1f} %, "
+                f"peak pelvis {result['peak_height']:.3f} m, "
+                f"final head {result['final_head_height']:.3f} m ({tag})",
+                flush=True,
+            )
             points.append((ckpt, flat, result))
         seconds = training_seconds(run, [r["completed_iterations"] for _, _, r in points])
         for ckpt, flat, r in points:
@@ -558,7 +569,8 @@ def curve_markdown(rows: list[dict[str, Any]], settings: EvalSettings) -> str:
         f"HoST evaluation protocol (`upright.training.evaluate`): {'/'.join(map(str, episodes))} episodes per point, "
         f"{settings.episode_length_s:g} s episodes, domain randomisation on, no pull force, no observation noise, "
         f"β = the checkpoint's mean training β, evaluation seed {settings.seed}"
-        + (f", extra overrides `{' '.join(settings.overrides)}`" if settings.overrides else "") + ". "
+        + (f", extra overrides `{' '.join(settings.overrides)}`" if settings.overrides else "")
+        + ". "
         "Wall clock = training seconds up to the checkpoint (TensorBoard `Perf/collection_time` + "
         "`Perf/learning_time`, or checkpoint file times where marked `mtime`); clean = iterations x the recipe's "
         "cost per iteration measured by `cost` on an idle CPU.",
@@ -568,7 +580,9 @@ def curve_markdown(rows: list[dict[str, Any]], settings: EvalSettings) -> str:
         "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
-        wall = _hms(r["wall_clock_s"]) + (f" ({r['wall_clock_source']})" if r["wall_clock_source"] != "tensorboard" else "")
+        wall = _hms(r["wall_clock_s"]) + (
+            f" ({r['wall_clock_source']})" if r["wall_clock_source"] != "tensorboard" else ""
+        )
         lines.append(
             f"| {r['run']} | {r['recipe']} | {r['seed']} | {r['iterations']} | {r['env_steps']:.3g} | {wall} | "
             f"{_hms(r['clean_wall_clock_s'])} | {r['episodes']} | {_fmt(r['beta'], 2)} | {_fmt(r['E_succ'], 1)} | "
@@ -597,13 +611,17 @@ def plot_curves(rows: list[dict[str, Any]], out: pathlib.Path) -> None:
     if any(r["clean_wall_clock_s"] is not None for r in rows):
         xs.append(("clean_wall_clock_s", "clean wall clock (h)", 1 / 3600))
     xs += [("env_steps", "env steps", 1.0), ("iterations", "PPO iterations", 1.0)]
-    ys = [("E_succ", "E_succ (%)"), ("peak_height", "mean peak pelvis z (m)"), ("final_head_height", "mean final head (m)")]
+    ys = [
+        ("E_succ", "E_succ (%)"),
+        ("peak_height", "mean peak pelvis z (m)"),
+        ("final_head_height", "mean final head (m)"),
+    ]
     recipes = list(dict.fromkeys(r["recipe"] for r in rows))
     colours = {name: plt.get_cmap("tab10")(i % 10) for i, name in enumerate(recipes)}
     styles = ("-", "--", ":", "-.")
     fig, axes = plt.subplots(len(ys), len(xs), figsize=(3.6 * len(xs), 2.6 * len(ys)), squeeze=False)
     runs = list(dict.fromkeys(r["run"] for r in rows))
-    for j, run in enumerate(runs):
+    for run in runs:
         pts = sorted((r for r in rows if r["run"] == run), key=lambda r: r["iterations"])
         recipe = pts[0]["recipe"]
         k = [r["run"] for r in rows if r["recipe"] == recipe]
@@ -612,8 +630,9 @@ def plot_curves(rows: list[dict[str, Any]], out: pathlib.Path) -> None:
             for b, (xkey, _, scale) in enumerate(xs):
                 xy = [(r[xkey] * scale, r[ykey]) for r in pts if r[xkey] is not None and r[ykey] is not None]
                 if xy:
-                    axes[a][b].plot(*zip(*xy), style, marker="o", ms=3, lw=1.2, color=colours[recipe],
-                                    label=f"{run} ({recipe})")  # fmt: skip
+                    axes[a][b].plot(
+                        *zip(*xy), style, marker="o", ms=3, lw=1.2, color=colours[recipe], label=f"{run} ({recipe})"
+                    )
     for a, (_, ylabel) in enumerate(ys):
         axes[a][0].set_ylabel(ylabel, fontsize=8)
         for b, (_, xlabel, _) in enumerate(xs):
@@ -659,8 +678,9 @@ def cmd_curve(args: argparse.Namespace) -> None:
     runs = [open_run(d) for d in args.run_dir]
     prefix = pathlib.Path(args.out)
     cache = Cache(args.cache or prefix.parent / "cache")
-    settings = EvalSettings(episodes=args.episodes, seed=args.seed, num_envs=args.num_envs,
-                            overrides=tuple(args.eval_overrides))  # fmt: skip
+    settings = EvalSettings(
+        episodes=args.episodes, seed=args.seed, num_envs=args.num_envs, overrides=tuple(args.eval_overrides)
+    )
     if args.eval_overrides:
         compose_config(list(args.eval_overrides))  # one-line error before any work
     rows = curve_rows(runs, args.every, settings, cache, refresh=args.refresh, costs=load_costs(args.cost))
@@ -719,13 +739,17 @@ def one_iteration(recipe: Recipe) -> tuple[float, float]:
     if runner.logger.writer is not None:  # learn() opens a new writer per call
         runner.logger.writer.close()
     with contextlib.redirect_stdout(io.StringIO()):
-        runner.learn_until(runner.completed_iterations + 1,
-                           init_at_random_ep_len=recipe.first and bool(recipe.cfg.train.init_at_random_ep_len))  # fmt: skip
+        runner.learn_until(
+            runner.completed_iterations + 1,
+            init_at_random_ep_len=recipe.first and bool(recipe.cfg.train.init_at_random_ep_len),
+        )
     recipe.first = False
     return recipe.collection[-1], recipe.update[-1]
 
 
-def cost_report(recipes: list[Recipe], warmup: int, iters: int, load_before, load_after, others: float) -> tuple[str, dict]:
+def cost_report(
+    recipes: list[Recipe], warmup: int, iters: int, load_before, load_after, others: float
+) -> tuple[str, dict]:
     """Markdown report and JSON record of the timed iterations (medians; ratios to the first recipe)."""
     import torch
 
@@ -760,7 +784,8 @@ def cost_report(recipes: list[Recipe], warmup: int, iters: int, load_before, loa
     ]
     for e in entries:
         lines.append(
-            f"| {e['name']} | `{' '.join(e['overrides']) or '(defaults)'}` | {e['num_envs']} x {e['num_steps_per_env']} | "
+            f"| {e['name']} | `{' '.join(e['overrides']) or '(defaults)'}` | "
+            f"{e['num_envs']} x {e['num_steps_per_env']} | "
             f"{e['collection_s']:.2f} | {e['update_s']:.2f} | {e['iteration_s']:.2f} | {e['env_steps_per_s']:,.0f} | "
             f"{e['ratio_to_first']:.3f} |"
         )
@@ -768,8 +793,17 @@ def cost_report(recipes: list[Recipe], warmup: int, iters: int, load_before, loa
     for e in entries:
         pairs = zip(e["collection_all_s"], e["update_all_s"])
         lines.append(f"- {e['name']}: " + ", ".join(f"{c:.2f}+{u:.2f}" for c, u in pairs))
-    record = {"date": time.strftime("%Y-%m-%d %H:%M %Z"), "warmup": warmup, "iters": iters, "cpus": cpus, "loadavg_before": list(load_before),
-              "loadavg_after": list(load_after), "others_cpu_share": others, "idle": idle, "recipes": entries}  # fmt: skip
+    record = {
+        "date": time.strftime("%Y-%m-%d %H:%M %Z"),
+        "warmup": warmup,
+        "iters": iters,
+        "cpus": cpus,
+        "loadavg_before": list(load_before),
+        "loadavg_after": list(load_after),
+        "others_cpu_share": others,
+        "idle": idle,
+        "recipes": entries,
+    }
     return "\n".join(lines) + "\n", record
 
 
@@ -796,8 +830,11 @@ def cmd_cost(args: argparse.Namespace) -> None:
         for r in recipes:
             t0 = time.monotonic()
             build_recipe(r, pathlib.Path(tmp))
-            print(f"[{r.name}] built in {time.monotonic() - t0:.0f} s: {r.cfg.env.num_envs} envs, "
-                  f"overrides {' '.join(r.overrides) or '(defaults)'}", flush=True)  # fmt: skip
+            print(
+                f"[{r.name}] built in {time.monotonic() - t0:.0f} s: {r.cfg.env.num_envs} envs, "
+                f"overrides {' '.join(r.overrides) or '(defaults)'}",
+                flush=True,
+            )
         meter = CpuMeter().start()
         for i in range(args.warmup + args.iters):
             order = recipes if i % 2 == 0 else recipes[::-1]
@@ -806,8 +843,10 @@ def cmd_cost(args: argparse.Namespace) -> None:
             for r in order:
                 c, u = one_iteration(r)
                 kind = "warm-up" if i < args.warmup else "timed"
-                print(f"[{r.name}] {kind} {i + 1}/{args.warmup + args.iters}: collection {c:.2f} s, update {u:.2f} s",
-                      flush=True)  # fmt: skip
+                print(
+                    f"[{r.name}] {kind} {i + 1}/{args.warmup + args.iters}: collection {c:.2f} s, update {u:.2f} s",
+                    flush=True,
+                )
         others = meter.stop()
         for r in recipes:
             if r.runner.logger.writer is not None:
@@ -831,7 +870,7 @@ def cmd_run(args: argparse.Namespace) -> None:
     if args.budget_min <= 0:
         raise UsageError(f"--budget-min must be positive, got {args.budget_min}")
     if not args.recipe:
-        raise UsageError("give at least one --recipe NAME=\"overrides\" (or a named recipe)")
+        raise UsageError('give at least one --recipe NAME="overrides" (or a named recipe)')
     root = pathlib.Path(args.root).resolve()
     jobs = []
     for name, overrides in parse_recipes(args.recipe, args.overrides):
@@ -845,8 +884,9 @@ def cmd_run(args: argparse.Namespace) -> None:
             jobs.append((name, seed, run_dir, full))
     for name, seed, run_dir, full in jobs:
         run_dir.mkdir(parents=True, exist_ok=True)
-        (run_dir / "recipe.json").write_text(json.dumps(
-            {"recipe": name, "seed": seed, "overrides": full[:-3], "budget_min": args.budget_min}, indent=1))  # fmt: skip
+        (run_dir / "recipe.json").write_text(
+            json.dumps({"recipe": name, "seed": seed, "overrides": full[:-3], "budget_min": args.budget_min}, indent=1)
+        )
     pending, running, done = list(jobs), [], []
     budget = args.budget_min * 60.0
 
@@ -854,8 +894,10 @@ def cmd_run(args: argparse.Namespace) -> None:
         name, seed, run_dir, full = job
         cmd = ["nice", "-n", str(args.nice), sys.executable, str(REPO / "train.py"), *full]
         log = open(run_dir / "train.log", "a")
-        print(f"start {run_dir.name}: {shlex.join(cmd)} (budget {args.budget_min:g} min, log {run_dir / 'train.log'})",
-              flush=True)  # fmt: skip
+        print(
+            f"start {run_dir.name}: {shlex.join(cmd)} (budget {args.budget_min:g} min, log {run_dir / 'train.log'})",
+            flush=True,
+        )
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=str(REPO))
         return {"job": job, "proc": proc, "log": log, "start": time.monotonic(), "term": None}
 
@@ -896,19 +938,37 @@ def cmd_run(args: argparse.Namespace) -> None:
 
 # ----------------------------------------------------------------------------------------------- CLI
 def _curve_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--every", type=int, default=None, metavar="K",
-                   help="evaluate checkpoints at least K iterations apart (first and last always); default: all")
+    p.add_argument(
+        "--every",
+        type=int,
+        default=None,
+        metavar="K",
+        help="evaluate checkpoints at least K iterations apart (first and last always); default: all",
+    )
     p.add_argument("--episodes", type=int, default=100, help="HoST-protocol episodes per point (default 100)")
     p.add_argument("--num-envs", type=int, default=100, help="evaluation envs per wave (default 100, as evaluate)")
     p.add_argument("--seed", type=int, default=0, help="evaluation seed (default 0, as evaluate)")
-    p.add_argument("--eval-overrides", nargs="*", default=[], metavar="KEY=VALUE",
-                   help="extra overrides of the evaluation env, e.g. sim.num_threads=1 (part of the cache key)")
-    p.add_argument("--out", default="standup_learning/curve", metavar="PREFIX",
-                   help="writes PREFIX.csv, PREFIX.md, PREFIX.png (default standup_learning/curve)")
+    p.add_argument(
+        "--eval-overrides",
+        nargs="*",
+        default=[],
+        metavar="KEY=VALUE",
+        help="extra overrides of the evaluation env, e.g. sim.num_threads=1 (part of the cache key)",
+    )
+    p.add_argument(
+        "--out",
+        default="standup_learning/curve",
+        metavar="PREFIX",
+        help="writes PREFIX.csv, PREFIX.md, PREFIX.png (default standup_learning/curve)",
+    )
     p.add_argument("--cache", default=None, metavar="DIR", help="cache folder (default: PREFIX's folder/cache)")
     p.add_argument("--refresh", action="store_true", help="evaluate again even where a cached result exists")
-    p.add_argument("--cost", default=None, metavar="JSON",
-                   help="a `cost --out` JSON: adds the clean wall clock (iterations x the recipe's cost per iteration)")
+    p.add_argument(
+        "--cost",
+        default=None,
+        metavar="JSON",
+        help="a `cost --out` JSON: adds the clean wall clock (iterations x the recipe's cost per iteration)",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -918,8 +978,12 @@ def build_parser() -> argparse.ArgumentParser:
     curve.add_argument("--run-dir", nargs="+", required=True, metavar="DIR", help="run directories of train.py")
     _curve_options(curve)
     cost = sub.add_parser("cost", help="clean cost per PPO iteration of recipes (collection and update)")
-    cost.add_argument("--recipe", action="append", metavar='NAME="OVERRIDES"',
-                      help=f"a recipe (repeatable); named ones: {', '.join(RECIPES)}; default: one 'default' recipe")
+    cost.add_argument(
+        "--recipe",
+        action="append",
+        metavar='NAME="OVERRIDES"',
+        help=f"a recipe (repeatable); named ones: {', '.join(RECIPES)}; default: one 'default' recipe",
+    )
     cost.add_argument("--overrides", nargs="*", default=[], metavar="KEY=VALUE", help="overrides added to every recipe")
     cost.add_argument("--iters", type=int, default=10, help="timed iterations per recipe (default 10)")
     cost.add_argument("--warmup", type=int, default=2, help="untimed iterations per recipe first (default 2)")
@@ -930,7 +994,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--seeds", type=int, nargs="+", default=[1], help="seeds per recipe (default 1)")
     run.add_argument("--budget-min", type=float, required=True, help="wall clock per run, minutes (SIGTERM then)")
     run.add_argument("--parallel", type=int, default=1, help="runs at once (default 1; they share the CPU)")
-    run.add_argument("--root", default="logs", help="run.root of the runs (default logs): <root>/standup/<name>_s<seed>")
+    run.add_argument(
+        "--root", default="logs", help="run.root of the runs (default logs): <root>/standup/<name>_s<seed>"
+    )
     run.add_argument("--nice", type=int, default=0, help="nice level of the training processes")
     _curve_options(run)
     return parser

@@ -28,7 +28,7 @@ import time
 
 import mujoco
 import numpy as np
-from upright.robots import g1
+
 from upright.tasks.standup.planner import DECIMATION, PlannerCfg, PredictiveSampler
 from upright.tasks.standup.rise_path import settled_starts
 from upright.tasks.standup.scene import standup_scene
@@ -46,16 +46,28 @@ def main() -> None:
     ap.add_argument("--z-target", type=float, default=0.78)
     ap.add_argument("--w", type=str, default='{"height": 10, "upright": 3, "vel": 0.3, "pose": 0.01}')
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--beta", type=float, default=PlannerCfg.beta,
-                    help="limit the targets to default ± beta (what env.action_mode=absolute with |a| <= 1 can command); 0: joint range")
+    ap.add_argument(
+        "--beta",
+        type=float,
+        default=PlannerCfg.beta,
+        help="limit the targets to default ± beta (what env.action_mode=absolute with |a| <= 1 can command); "
+        "0: joint range",
+    )
     ap.add_argument("--out", type=str, default="")
     a = ap.parse_args()
     m = standup_scene()
     head = mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_SITE, "head")
     rows = []
     for ep, q0 in enumerate(settled_starts(m, a.start, a.episodes, a.seed)):
-        cfg = PlannerCfg(samples=a.samples, horizon_s=a.horizon, knots=a.knots, sigma=a.sigma, z_target=a.z_target,
-                         beta=a.beta, weights=json.loads(a.w))
+        cfg = PlannerCfg(
+            samples=a.samples,
+            horizon_s=a.horizon,
+            knots=a.knots,
+            sigma=a.sigma,
+            z_target=a.z_target,
+            beta=a.beta,
+            weights=json.loads(a.w),
+        )
         ps = PredictiveSampler(m, cfg, seed=a.seed + ep)
         d = mujoco.MjData(m)
         d.qpos[:] = q0
@@ -80,10 +92,18 @@ def main() -> None:
                 fell = True
                 break
             alive_s += m.opt.timestep * DECIMATION
-        row = {"episode": ep, "start_head": round(h0, 3), "survived_s": round(alive_s, 2), "fell": fell,
-               "final_head": round(float(d.site_xpos[head, 2]), 3), "peak_head": round(peak, 3),
-               "plan_ms_per_step": round(1000 * t_plan / max(1, round(alive_s / 0.02)), 1),
-               "max_joint_speed": round(max_dq, 1), "max_pelvis_vz": round(max_vz, 2), "head_every_0.5s": trace}
+        row = {
+            "episode": ep,
+            "start_head": round(h0, 3),
+            "survived_s": round(alive_s, 2),
+            "fell": fell,
+            "final_head": round(float(d.site_xpos[head, 2]), 3),
+            "peak_head": round(peak, 3),
+            "plan_ms_per_step": round(1000 * t_plan / max(1, round(alive_s / 0.02)), 1),
+            "max_joint_speed": round(max_dq, 1),
+            "max_pelvis_vz": round(max_vz, 2),
+            "head_every_0.5s": trace,
+        }
         rows.append(row)
         print(json.dumps(row), flush=True)
     if a.out:

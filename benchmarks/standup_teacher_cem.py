@@ -25,6 +25,7 @@ import pathlib
 import time
 
 import numpy as np
+
 from upright.robots import g1
 from upright.tasks.standup.scene import standup_scene
 from upright.tasks.standup.teacher import PARAMS, KeyframeGetUp
@@ -55,12 +56,20 @@ def main(argv: list[str] | None = None) -> None:
         scores = np.array([task.rollout(p, args.grounded)[0] for p in pop])
         elite = pop[np.argsort(scores)[-args.elite :]]
         mu, sd = elite.mean(0), elite.std(0) + 0.02
-        print(f"gen {gen}: best {scores.max():.2f} m, mean {scores.mean():.2f} m ({time.time() - t0:.0f} s)", flush=True)
+        print(
+            f"gen {gen}: best {scores.max():.2f} m, mean {scores.mean():.2f} m ({time.time() - t0:.0f} s)", flush=True
+        )
     score, trace, _ = task.rollout(mu, args.grounded)
     print(f"final mean: score {score:.2f} m; head every 0.25 s: " + " ".join(f"{h:.2f}" for h in trace[::25]))
     if args.out:
-        out = {"seed": args.seed, "grounded": args.grounded, "t_min": args.t_min, "score_m": score,
-               "params": dict(zip(PARAMS, map(float, mu))), "head_every_0.25s": [round(h, 3) for h in trace[::25]]}
+        out = {
+            "seed": args.seed,
+            "grounded": args.grounded,
+            "t_min": args.t_min,
+            "score_m": score,
+            "params": dict(zip(PARAMS, map(float, mu))),
+            "head_every_0.25s": [round(h, 3) for h in trace[::25]],
+        }
         pathlib.Path(args.out).write_text(json.dumps(out, indent=1) + "\n")
         print(f"wrote {args.out}")
 

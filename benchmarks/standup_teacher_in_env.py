@@ -6,9 +6,12 @@ unactuated), for 5 s actuated, and scores HoST's ground success (pelvis > 0.7 m,
 
 Usage::
 
-    python benchmarks/standup_teacher_in_env.py --seed 5            # domain randomisation on, planning on the nominal model
-    python benchmarks/standup_teacher_in_env.py --seed 5 --no-dr     # nominal executed model
-    python benchmarks/standup_teacher_in_env.py --seed 5 --own-model # each env's planner uses that env's randomised model
+    # domain randomisation on, planning on the nominal model
+    python benchmarks/standup_teacher_in_env.py --seed 5
+    # nominal executed model
+    python benchmarks/standup_teacher_in_env.py --seed 5 --no-dr
+    # each env's planner uses that env's randomised model
+    python benchmarks/standup_teacher_in_env.py --seed 5 --own-model
 
 With ``--own-model`` the planner of each env gets a copy of the scene with that env's randomised fields
 (:data:`upright.sim.PER_ENV_FIELDS`: masses, COM, inertia, friction, contact, PD gains and torque offsets as written
@@ -23,6 +26,7 @@ import mujoco
 import numpy as np
 import torch
 from hydra import compose, initialize
+
 from upright.conf import register_configs
 from upright.robots import g1
 from upright.tasks.registry import make_env
@@ -40,8 +44,13 @@ def main() -> None:
     ap.add_argument("--own-model", action="store_true", help="plan on each env's randomised model")
     a = ap.parse_args()
     register_configs()
-    overrides = ["task=standup", "env.action_mode=absolute", "env.curriculum.beta_init=1.0",
-                 "env.curriculum.beta_min=1.0", f"env.domain_rand.enabled={not a.no_dr}"]  # fmt: skip
+    overrides = [
+        "task=standup",
+        "env.action_mode=absolute",
+        "env.curriculum.beta_init=1.0",
+        "env.curriculum.beta_min=1.0",
+        f"env.domain_rand.enabled={not a.no_dr}",
+    ]
     with initialize(version_base=None, config_path=None):
         cfg = compose("config", overrides=overrides)
     n = a.envs
@@ -51,8 +60,10 @@ def main() -> None:
     env.beta[:] = 1.0
     env.reset_all()
 
-    planners = [PredictiveSampler(env_model(env, i) if a.own_model else env.model, PlannerCfg(beta=1.0), seed=a.seed * 100 + i)
-                for i in range(n)]  # fmt: skip
+    planners = [
+        PredictiveSampler(env_model(env, i) if a.own_model else env.model, PlannerCfg(beta=1.0), seed=a.seed * 100 + i)
+        for i in range(n)
+    ]
     pol = np.asarray(g1.robot_info().policy_joint_ids)
     default = env.default_pose.double().numpy()
     scratch = mujoco.MjData(env.model)
@@ -62,17 +73,21 @@ def main() -> None:
         rows = np.flatnonzero((env.episode_length_buf >= env.cfg.unactuated_steps).numpy())
         s = env.sim.state
         if len(rows):
-            labels = teacher_actions(planners, scratch, s.qpos.double().numpy(), s.qvel.double().numpy(), rows, pol,
-                                     default, 1.0)  # fmt: skip
+            labels = teacher_actions(
+                planners, scratch, s.qpos.double().numpy(), s.qvel.double().numpy(), rows, pol, default, 1.0
+            )
             actions[rows] = torch.tensor(labels, dtype=torch.float32)
         env.step(actions)
         if len(rows):
             pelvis.append(env.last_state.base_pos[:, 2].clone())
     h = torch.stack(pelvis, 1)
     ok = metrics.success(h, metrics.SUCCESS_HEIGHT, metrics.FALL_HEIGHT)
-    print(f"domain randomisation {'off' if a.no_dr else 'on'}, planning on {'each env' if a.own_model else 'the nominal'}"
-          f" model: success {int(ok.sum())}/{n}; peak pelvis {h.max(1).values.numpy().round(2).tolist()};"
-          f" final pelvis {h[:, -1].numpy().round(2).tolist()}", flush=True)
+    print(
+        f"domain randomisation {'off' if a.no_dr else 'on'}, planning on {'each env' if a.own_model else 'the nominal'}"
+        f" model: success {int(ok.sum())}/{n}; peak pelvis {h.max(1).values.numpy().round(2).tolist()};"
+        f" final pelvis {h[:, -1].numpy().round(2).tolist()}",
+        flush=True,
+    )
 
 
 if __name__ == "__main__":

@@ -33,9 +33,9 @@ import sys
 import tempfile
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from machine import CpuMeter, cpu_model  # noqa: E402
+from machine import CpuMeter, cpu_model
 
-from upright.viewer.gl import choose_offscreen_gl  # noqa: E402
+from upright.viewer.gl import choose_offscreen_gl
 
 choose_offscreen_gl()  # before MuJoCo is imported (it reads MUJOCO_GL once)
 
@@ -52,12 +52,22 @@ def clip_config(arch: str, size: int):
         return CLIPConfig(vision_config={"image_size": size})
     if arch == "vit-l14":
         return CLIPConfig(
-            text_config={"hidden_size": 768, "intermediate_size": 3072, "num_hidden_layers": 12,
-                         "num_attention_heads": 12},
-            vision_config={"hidden_size": 1024, "intermediate_size": 4096, "num_hidden_layers": 24,
-                           "num_attention_heads": 16, "patch_size": 14, "image_size": size},
+            text_config={
+                "hidden_size": 768,
+                "intermediate_size": 3072,
+                "num_hidden_layers": 12,
+                "num_attention_heads": 12,
+            },
+            vision_config={
+                "hidden_size": 1024,
+                "intermediate_size": 4096,
+                "num_hidden_layers": 24,
+                "num_attention_heads": 16,
+                "patch_size": 14,
+                "image_size": size,
+            },
             projection_dim=768,
-        )  # fmt: skip
+        )
     small = {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2, "num_attention_heads": 2}
     vision = {**small, "patch_size": 8, "image_size": size}
     return CLIPConfig(text_config=small, vision_config=vision, projection_dim=16)
@@ -74,8 +84,15 @@ def recipe_env_cfg(num_envs: int, clip_dir: pathlib.Path, args):
     for key, value in RECIPES["vlm_kneel"].items():
         if key.startswith("env."):
             OmegaConf.update(cfg, key[4:], value)
-    vlm = {"model": str(clip_dir), "width": args.size, "height": args.size, "every": 1, "dtype": args.dtype,
-           "backend": args.backend, "cpu_threads": args.cpu_threads}  # fmt: skip
+    vlm = {
+        "model": str(clip_dir),
+        "width": args.size,
+        "height": args.size,
+        "every": 1,
+        "dtype": args.dtype,
+        "backend": args.backend,
+        "cpu_threads": args.cpu_threads,
+    }
     for key, value in {"num_envs": num_envs, **{f"vlm_reward.{k}": v for k, v in vlm.items()}}.items():
         OmegaConf.update(cfg, key, value)
     return OmegaConf.to_object(cfg)
@@ -88,8 +105,9 @@ def measure(num_envs: int, clip_dir: pathlib.Path, args) -> dict:
     from upright.tasks.registry import make_env
     from upright.tasks.standup.config import SimCfg
 
-    env = make_env("standup", recipe_env_cfg(num_envs, clip_dir, args), SimCfg(num_threads=args.sim_threads),
-                   args.device, seed=0)  # fmt: skip
+    env = make_env(
+        "standup", recipe_env_cfg(num_envs, clip_dir, args), SimCfg(num_threads=args.sim_threads), args.device, seed=0
+    )
     term = env.reward_manager.terms[-1].func
     gen = torch.Generator().manual_seed(0)
     try:
@@ -106,27 +124,40 @@ def measure(num_envs: int, clip_dir: pathlib.Path, args) -> dict:
         evals = term.evaluations - evals0
         assert evals == args.steps, (evals, args.steps)
         render, embed = (term.render_s - render0) / evals, (term.embed_s - embed0) / evals
-        return {"n": num_envs, "env": total - render - embed, "render": render, "embed": embed, "others": others,
-                "renderer": type(term.renderer).__name__}  # fmt: skip
+        return {
+            "n": num_envs,
+            "env": total - render - embed,
+            "render": render,
+            "embed": embed,
+            "others": others,
+            "renderer": type(term.renderer).__name__,
+        }
     finally:
         env.close()
 
 
 def report(rows: list[dict], args) -> str:
-    head = (f"# vlm_reward cost per env step ({datetime.date.today()})\n\n"
-            f"CPU: {cpu_model()}, {os.cpu_count()} CPUs; torch {torch.__version__}; device {args.device}; CLIP "
-            f"{args.arch} ({args.dtype}, random weights), {args.size} x {args.size} frames of the G1 `tracking` "
-            f"camera; CLIP forward on {args.cpu_threads} torch threads (CPU); env: `recipe=vlm_kneel`'s, sim threads "
-            f"{args.sim_threads or 'all'}; {args.steps} timed steps after {args.warmup}.\n\n")  # fmt: skip
+    head = (
+        f"# vlm_reward cost per env step ({datetime.date.today()})\n\n"
+        f"CPU: {cpu_model()}, {os.cpu_count()} CPUs; torch {torch.__version__}; device {args.device}; CLIP "
+        f"{args.arch} ({args.dtype}, random weights), {args.size} x {args.size} frames of the G1 `tracking` "
+        f"camera; CLIP forward on {args.cpu_threads} torch threads (CPU); env: `recipe=vlm_kneel`'s, sim threads "
+        f"{args.sim_threads or 'all'}; {args.steps} timed steps after {args.warmup}.\n\n"
+    )
     every = [int(k) for k in args.every]
-    cols = "| N | renderer | env step ms | render ms | embed ms | term / env step | " + " | ".join(
-        f"every {k}: / env step" for k in every) + " | other processes' CPU share |"
+    cols = (
+        "| N | renderer | env step ms | render ms | embed ms | term / env step | "
+        + " | ".join(f"every {k}: / env step" for k in every)
+        + " | other processes' CPU share |"
+    )
     lines = [cols, "|" + "---|" * (6 + len(every) + 1)]
     for r in rows:
         term = r["render"] + r["embed"]
         ratios = " | ".join(f"{term / k / r['env']:.1f}x" for k in every)
-        lines.append(f"| {r['n']} | {r['renderer']} | {1e3 * r['env']:.1f} | {1e3 * r['render']:.1f} | "
-                     f"{1e3 * r['embed']:.1f} | {term / r['env']:.1f}x | {ratios} | {r['others']:.0%} |")  # fmt: skip
+        lines.append(
+            f"| {r['n']} | {r['renderer']} | {1e3 * r['env']:.1f} | {1e3 * r['render']:.1f} | "
+            f"{1e3 * r['embed']:.1f} | {term / r['env']:.1f}x | {ratios} | {r['others']:.0%} |"
+        )
     return head + "\n".join(lines) + "\n"
 
 
@@ -140,8 +171,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--warmup", type=int, default=1, help="untimed env steps per N")
     parser.add_argument("--every", nargs="+", default=["1", "4", "16"], help="evaluation periods to report")
     parser.add_argument("--sim-threads", type=int, default=0, help="physics threads (0: all CPUs)")
-    parser.add_argument("--cpu-threads", type=int, default=os.cpu_count() or 1,
-                        help="torch threads of the CLIP forward on the CPU (env.vlm_reward.cpu_threads; default: all)")
+    parser.add_argument(
+        "--cpu-threads",
+        type=int,
+        default=os.cpu_count() or 1,
+        help="torch threads of the CLIP forward on the CPU (env.vlm_reward.cpu_threads; default: all)",
+    )
     parser.add_argument("--device", default="cpu", help="torch device of the env and CLIP (cpu, cuda:0)")
     parser.add_argument("--backend", default="auto", choices=("auto", "opengl", "warp"), help="frame renderer")
     parser.add_argument("--out", type=pathlib.Path, help="also write the Markdown report here")
@@ -156,8 +191,11 @@ def main(argv: list[str] | None = None) -> None:
         rows = []
         for n in args.num_envs:
             rows.append(measure(n, clip_dir, args))
-            print(f"N={n}: env {1e3 * rows[-1]['env']:.1f} ms, render {1e3 * rows[-1]['render']:.1f} ms, "
-                  f"embed {1e3 * rows[-1]['embed']:.1f} ms per step", flush=True)  # fmt: skip
+            print(
+                f"N={n}: env {1e3 * rows[-1]['env']:.1f} ms, render {1e3 * rows[-1]['render']:.1f} ms, "
+                f"embed {1e3 * rows[-1]['embed']:.1f} ms per step",
+                flush=True,
+            )
     text = report(rows, args)
     print(text)
     if args.out:

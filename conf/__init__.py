@@ -20,7 +20,7 @@ lift recipe (``task=lift recipe=cartesian``; without it the lift task trains wit
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any
 
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, OmegaConf
@@ -62,10 +62,20 @@ def lift_train_cfg() -> TrainCfg:
     of gripper-box to box-target, regularisation small; not tuned yet), rsl-rl's 24 steps per env and 5 epochs x 4
     mini-batches, entropy 0.01, no L2C2."""
     return TrainCfg(
-        max_iterations=1500, num_steps_per_env=24, save_interval=50, group_weights=[1.0, 2.0, 0.1],
-        actor_hidden_dims=[32, 32, 32, 32], critic_hidden_dims=[256, 256, 256, 256, 256], critic_shared_trunk=True,
-        init_noise_std=1.0, gamma=0.97, lam=0.95, entropy_coef=0.01, l2c2_policy_coef=0.0, l2c2_value_coef=0.0,
-    )  # fmt: skip
+        max_iterations=1500,
+        num_steps_per_env=24,
+        save_interval=50,
+        group_weights=[1.0, 2.0, 0.1],
+        actor_hidden_dims=[32, 32, 32, 32],
+        critic_hidden_dims=[256, 256, 256, 256, 256],
+        critic_shared_trunk=True,
+        init_noise_std=1.0,
+        gamma=0.97,
+        lam=0.95,
+        entropy_coef=0.01,
+        l2c2_policy_coef=0.0,
+        l2c2_value_coef=0.0,
+    )
 
 
 @dataclass
@@ -184,8 +194,13 @@ RECIPES["vlm_kneel"] = {
     "train.group_weights": [0.1, 1.0],
 }
 
-RECIPE_TASKS: dict[str, str] = {"host": "standup", "fast": "standup", "getup": "standup", "cartesian": "lift",
-                                 "vlm_kneel": "standup"}
+RECIPE_TASKS: dict[str, str] = {
+    "host": "standup",
+    "fast": "standup",
+    "getup": "standup",
+    "cartesian": "lift",
+    "vlm_kneel": "standup",
+}
 """The task each recipe of :data:`RECIPES` is written for (its keys exist only in that task's config)."""
 
 
@@ -213,7 +228,7 @@ class Config:
     """Seed of torch, numpy and the env RNG."""
     device: str = "cpu"
     """Torch device of the networks (``cpu`` or ``cuda:0``)."""
-    resume: Optional[str] = None
+    resume: str | None = None
     """Run directory or checkpoint ``.pt`` to continue from (iteration count and optimizer state)."""
     run: RunCfg = field(default_factory=RunCfg)
     policy: ResidualCfg = field(default_factory=ResidualCfg)
@@ -258,7 +273,7 @@ def load_run_config(path) -> Any:
         for key in ("env", "sim", "train"):
             if key in cfg:
                 cfg[key] = OmegaConf.merge(OmegaConf.structured(getattr(schema, key)), cfg[key])
-    except Exception as err:  # omegaconf's ConfigKeyError / ValidationError
+    except Exception as err:  # noqa: BLE001  omegaconf's ConfigKeyError / ValidationError
         raise ValueError(f"{path}: {str(err).splitlines()[0]}; the config predates a change of its schema") from None
     for key in absent:
         if OmegaConf.select(cfg, key) is not None:  # the schema has it: the run predates it

@@ -112,10 +112,21 @@ def override_error(err: Exception, overrides: list[str], base) -> str:
     return f"Invalid override: {message}"
 
 
-HYDRA_FLAGS_WITH_VALUE = frozenset({
-    "--cfg", "-c", "--package", "-p", "--config-path", "-cp", "--config-name", "-cn", "--config-dir", "-cd",
-    "--experimental-rerun",
-})  # fmt: skip
+HYDRA_FLAGS_WITH_VALUE = frozenset(
+    {
+        "--cfg",
+        "-c",
+        "--package",
+        "-p",
+        "--config-path",
+        "-cp",
+        "--config-name",
+        "-cn",
+        "--config-dir",
+        "-cd",
+        "--experimental-rerun",
+    }
+)
 """Hydra's command-line flags that take the next argument as their value (``--cfg job``); ``--info`` may too."""
 
 
@@ -156,8 +167,11 @@ def validate_overrides(args: list[str], config_name: str = "config") -> str | No
         return f"Unknown recipe '{recipe}'. Valid recipes: {', '.join(RECIPES)} (recipe=host is HoST's as published)."
     if recipe in RECIPES and RECIPE_TASKS[recipe] != task:
         mine = [r for r, t in RECIPE_TASKS.items() if t == task]
-        return (f"recipe={recipe} is a task={RECIPE_TASKS[recipe]} recipe; for task={task} use "
-                + (" or ".join(f"recipe={r}" for r in mine) if mine else "no recipe") + ".")
+        return (
+            f"recipe={recipe} is a task={RECIPE_TASKS[recipe]} recipe; for task={task} use "
+            + (" or ".join(f"recipe={r}" for r in mine) if mine else "no recipe")
+            + "."
+        )
     for key in ("env.terrain", "env.posture"):
         if any(a.lstrip("+~").startswith(key + "=") for a in overrides):
             top = key.split(".")[1]
@@ -195,8 +209,10 @@ def check_values(cfg) -> str | None:
     if train is not None and train.get("resume_std") is not None and not resume:
         return "train.resume_std applies to a resumed run (resume=...); a new run uses train.init_noise_std."
     if resume and not pathlib.Path(str(resume)).expanduser().exists():
-        return (f"resume={resume}: no such run directory or checkpoint file (give logs/<task>/<run.name> or a "
-                "model_<it>.pt).")
+        return (
+            f"resume={resume}: no such run directory or checkpoint file (give logs/<task>/<run.name> or a "
+            "model_<it>.pt)."
+        )
     if resume and "task_name" in cfg:
         problem = check_resume_task(str(resume), str(cfg.task_name))
         if problem:
@@ -218,8 +234,10 @@ def check_values(cfg) -> str | None:
                 try:
                     fetch_metadata(str(policy.base), timeout=10.0)
                 except ConnectionError as err:
-                    raise ValueError(f"policy.base={policy.base}: {err}; start it with upright-policy-server "
-                                     "--policy <base> --port <port>") from None
+                    raise ValueError(
+                        f"policy.base={policy.base}: {err}; start it with upright-policy-server "
+                        "--policy <base> --port <port>"
+                    ) from None
             else:
                 resolve_base_file(pathlib.Path(str(policy.base)).expanduser())
         except (ValueError, FileNotFoundError) as err:
@@ -246,8 +264,10 @@ def check_resume_task(resume: str, task: str) -> str | None:
     if found is None or found[0] == task:
         return None
     other, config = found
-    return (f"resume={resume} is a task={other} run ({config.name} says task_name: {other}), not task={task}; "
-            f"resume it with task={other}, or give a task={task} run.")
+    return (
+        f"resume={resume} is a task={other} run ({config.name} says task_name: {other}), not task={task}; "
+        f"resume it with task={other}, or give a task={task} run."
+    )
 
 
 def check_device(device: str) -> str | None:

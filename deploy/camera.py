@@ -176,8 +176,10 @@ class SimCamera(CameraSource):
         try:
             f = SharedFrames.open(self.path)
         except FileNotFoundError:
-            raise CameraError(f"camera {self.name}: no sim-robot camera at {self.path}; start sim-robot with "
-                              f"--camera {self.name} --link-dir {self.path.parent}") from None  # fmt: skip
+            raise CameraError(
+                f"camera {self.name}: no sim-robot camera at {self.path}; start sim-robot with "
+                f"--camera {self.name} --link-dir {self.path.parent}"
+            ) from None
         except (OSError, SharedFramesError) as err:
             raise CameraError(f"camera {self.name}: cannot read {self.path}: {_one_line(err)}") from None
         if self.name not in f.shapes:
@@ -186,9 +188,11 @@ class SimCamera(CameraSource):
         if f.shapes[self.name] != (self.height, self.width):
             h, w = f.shapes[self.name]
             f.close()
-            raise CameraError(f"camera {self.name}: sim-robot renders {h}x{w} px, the policy reads "
-                              f"{self.height}x{self.width}: restart sim-robot with --camera-size "
-                              f"{self.height}x{self.width}")  # fmt: skip
+            raise CameraError(
+                f"camera {self.name}: sim-robot renders {h}x{w} px, the policy reads "
+                f"{self.height}x{self.width}: restart sim-robot with --camera-size "
+                f"{self.height}x{self.width}"
+            )
         return f
 
     def _grab(self) -> tuple[np.ndarray, float] | None:
@@ -218,8 +222,11 @@ class SimCamera(CameraSource):
                     return None
             elif not f.closed:
                 age = now - self._latest[1]
-                self._error = (f"no new frame from sim-robot's camera {self.name} for {age:.1f} s" if age < math.inf
-                               else f"no frame from sim-robot's camera {self.name} yet")  # fmt: skip
+                self._error = (
+                    f"no new frame from sim-robot's camera {self.name} for {age:.1f} s"
+                    if age < math.inf
+                    else f"no frame from sim-robot's camera {self.name} yet"
+                )
         self._stop.wait(self.poll_s)
         return None
 
@@ -279,8 +286,10 @@ class OpenCVCamera(CameraSource):
         cap = cv2.VideoCapture(self.device, cv2.CAP_V4L2) if local else cv2.VideoCapture(self.device)
         if not cap.isOpened():
             cap.release()
-            raise CameraError(f"camera {self.name}: OpenCV cannot open {self.device} (in use, or no permission: "
-                              "is the user in group 'video'?)")  # fmt: skip
+            raise CameraError(
+                f"camera {self.name}: OpenCV cannot open {self.device} (in use, or no permission: "
+                "is the user in group 'video'?)"
+            )
         cap.set(cv2.CAP_PROP_BUFFERSIZE, 1)  # the newest frame, not a queued one
         if self.fps:
             cap.set(cv2.CAP_PROP_FPS, float(self.fps))
@@ -348,7 +357,8 @@ def open_camera(name: str, source: str, height: int, width: int, port_dir: str |
     if source == "sim" or source.startswith("sim:"):
         folder = source[4:] or port_dir
         if not folder:
-            raise CameraError(f"--camera {name}=sim reads sim-robot's --link-dir: give --port-dir DIR or "
-                              f"--camera {name}=sim:DIR")  # fmt: skip
+            raise CameraError(
+                f"--camera {name}=sim reads sim-robot's --link-dir: give --port-dir DIR or --camera {name}=sim:DIR"
+            )
         return SimCamera(folder, name, height, width)
     return OpenCVCamera(source, name, height, width)

@@ -43,8 +43,10 @@ from upright.tasks.policy_schema import CHUNK_CONTRACT_KEYS, DAEMON_ACTION_MODES
 CHUNK_OBSERVATION_TERMS = ("joint_pos", "joint_vel", "base_ang_vel", "projected_gravity")
 """The shared observation terms that make ``observation.state`` (module docstring), in order."""
 
-CONTRACT_HINT = ("export the VLA with `python -m upright.vla.train_bc ... --deploy-contract lift` (or a contract "
-                 "JSON), or pass `--policy-contract FILE.json` (docs/deploy_chunked.md)")  # fmt: skip
+CONTRACT_HINT = (
+    "export the VLA with `python -m upright.vla.train_bc ... --deploy-contract lift` (or a contract "
+    "JSON), or pass `--policy-contract FILE.json` (docs/deploy_chunked.md)"
+)
 """How to fix a policy without a complete deploy contract (appended to the one-line refusal)."""
 
 CONVENTION_MODES = {"delta": ("delta",), "absolute": ("absolute", "relative")}
@@ -92,8 +94,13 @@ def _remote(source: str, contract: dict, timeout: float):
         raise PolicyMetadataError(f"--policy {source}: expected ws://HOST:PORT")
     joints = contract.get("joint_names")
     chunk = contract.get("chunk_size")
-    return RemotePolicy(host, int(port), chunk_size=None if chunk is None else int(chunk),
-                        action_dim=None if joints is None else len(joints), timeout=timeout)  # fmt: skip
+    return RemotePolicy(
+        host,
+        int(port),
+        chunk_size=None if chunk is None else int(chunk),
+        action_dim=None if joints is None else len(joints),
+        timeout=timeout,
+    )
 
 
 def _describe(policy) -> dict[str, Any]:
@@ -101,24 +108,50 @@ def _describe(policy) -> dict[str, Any]:
     meta = getattr(policy, "metadata", None)
     cfg = getattr(policy, "cfg", None)
     if cfg is not None and hasattr(cfg, "extra"):  # TinyVLA
-        return {"cameras": list(cfg.cameras), "state_dim": cfg.state_dim, "state_names": list(cfg.state_names),
-                "action_names": list(cfg.action_names), "control_dt": cfg.control_dt,
-                "image_size": [int(cfg.image_height), int(cfg.image_width)],
-                "contract": dict(cfg.extra.get("deploy_contract") or {})}  # fmt: skip
+        return {
+            "cameras": list(cfg.cameras),
+            "state_dim": cfg.state_dim,
+            "state_names": list(cfg.state_names),
+            "action_names": list(cfg.action_names),
+            "control_dt": cfg.control_dt,
+            "image_size": [int(cfg.image_height), int(cfg.image_width)],
+            "contract": dict(cfg.extra.get("deploy_contract") or {}),
+        }
     meta = dict(meta or {})
-    contract = {k: meta[k] for k in (*CHUNK_CONTRACT_KEYS, "action_clip", "held_joint_names", "held_kp", "held_kd",
-                                     "held_joint_pos", "task") if k in meta}  # fmt: skip
+    contract = {
+        k: meta[k]
+        for k in (
+            *CHUNK_CONTRACT_KEYS,
+            "action_clip",
+            "held_joint_names",
+            "held_kp",
+            "held_kd",
+            "held_joint_pos",
+            "task",
+        )
+        if k in meta
+    }
     if "upright_vla_metadata_version" not in meta:  # a remote server's metadata: no contract inside
         contract = {}
     size = [meta["image_height"], meta["image_width"]] if "image_height" in meta and "image_width" in meta else None
-    return {"cameras": list(meta.get("cameras") or getattr(policy, "cameras", ()) or ()),
-            "state_dim": meta.get("state_dim"), "state_names": list(meta.get("state_names") or []),
-            "action_names": list(meta.get("action_names") or []), "control_dt": meta.get("control_dt"),
-            "image_size": None if size is None else [int(v) for v in size], "contract": contract}  # fmt: skip
+    return {
+        "cameras": list(meta.get("cameras") or getattr(policy, "cameras", ()) or ()),
+        "state_dim": meta.get("state_dim"),
+        "state_names": list(meta.get("state_names") or []),
+        "action_names": list(meta.get("action_names") or []),
+        "control_dt": meta.get("control_dt"),
+        "image_size": None if size is None else [int(v) for v in size],
+        "contract": contract,
+    }
 
 
-def load_chunk_policy(source: str, robot: RobotConfig | None = None, contract_file: str | None = None,
-                      task: str | None = None, timeout: float = 30.0) -> tuple[PolicySpec, Any]:  # fmt: skip
+def load_chunk_policy(
+    source: str,
+    robot: RobotConfig | None = None,
+    contract_file: str | None = None,
+    task: str | None = None,
+    timeout: float = 30.0,
+) -> tuple[PolicySpec, Any]:
     """Load the chunked policy ``source`` and build the controller's :class:`PolicySpec` from its deploy contract.
 
     Args:
@@ -178,55 +211,83 @@ def _spec(source: str, contract: dict, facts: dict, policy, task: str | None) ->
         raise PolicyMetadataError(f"{source}: contract joint_names must be non-empty and unique")
     mode = str(contract["action_mode"])
     if mode not in DAEMON_ACTION_MODES:
-        raise PolicyMetadataError(f"{source}: contract action_mode {mode!r} is not one the daemon runs "
-                                  f"{list(DAEMON_ACTION_MODES)}; {CONTRACT_HINT}")  # fmt: skip
+        raise PolicyMetadataError(
+            f"{source}: contract action_mode {mode!r} is not one the daemon runs "
+            f"{list(DAEMON_ACTION_MODES)}; {CONTRACT_HINT}"
+        )
     convention = getattr(policy, "action_convention", None)
     if convention in CONVENTION_MODES and mode not in CONVENTION_MODES[convention]:
-        raise PolicyMetadataError(f"{source}: the policy's action_convention is {convention!r} but the contract says "
-                                  f"action_mode {mode!r} (use {' or '.join(CONVENTION_MODES[convention])})")
+        raise PolicyMetadataError(
+            f"{source}: the policy's action_convention is {convention!r} but the contract says "
+            f"action_mode {mode!r} (use {' or '.join(CONVENTION_MODES[convention])})"
+        )
     if int(policy.action_dim) != n:
-        raise PolicyMetadataError(f"{source}: the policy outputs {policy.action_dim} actions, the contract names {n} "
-                                  f"joints {list(joints)}")  # fmt: skip
+        raise PolicyMetadataError(
+            f"{source}: the policy outputs {policy.action_dim} actions, the contract names {n} joints {list(joints)}"
+        )
     if facts["action_names"] and list(facts["action_names"]) != list(joints):
-        raise PolicyMetadataError(f"{source}: the policy's action_names {facts['action_names']} are not the contract's "
-                                  f"joint_names {list(joints)}")  # fmt: skip
+        raise PolicyMetadataError(
+            f"{source}: the policy's action_names {facts['action_names']} are not the contract's "
+            f"joint_names {list(joints)}"
+        )
     want = state_names(joints)
     if facts["state_dim"] is not None and int(facts["state_dim"]) != len(want):
         raise PolicyMetadataError(
             f"{source} reads a {facts['state_dim']}-value observation.state, the daemon builds {len(want)} "
             f"(q, dq of {n} joints, gyro, gravity: record_demos' observation.state); a policy trained on "
-            "observation.policy_obs needs the cube's position, which the robot does not measure")
+            "observation.policy_obs needs the cube's position, which the robot does not measure"
+        )
     if facts["state_names"] and list(facts["state_names"]) != want:
-        raise PolicyMetadataError(f"{source}: the policy's state_names {facts['state_names'][:3]}... are not the "
-                                  f"daemon's observation.state layout {want[:3]}... (docs/deploy_chunked.md)")
+        raise PolicyMetadataError(
+            f"{source}: the policy's state_names {facts['state_names'][:3]}... are not the "
+            f"daemon's observation.state layout {want[:3]}... (docs/deploy_chunked.md)"
+        )
     control_dt = _positive("control_dt", contract["control_dt"], source)
     if facts["control_dt"] is not None and abs(float(facts["control_dt"]) - control_dt) > 1e-9:
-        raise PolicyMetadataError(f"{source}: the contract's control_dt {control_dt} s differs from the policy's "
-                                  f"{facts['control_dt']} s (its training data's 1/fps)")  # fmt: skip
+        raise PolicyMetadataError(
+            f"{source}: the contract's control_dt {control_dt} s differs from the policy's "
+            f"{facts['control_dt']} s (its training data's 1/fps)"
+        )
     held = tuple(str(j) for j in contract.get("held_joint_names", []))
     nh = len(held)
     spec = PolicySpec(
-        path=source, task=str(task or contract.get("task") or "chunked policy"), joint_names=joints,
-        kp=_floats(contract, "kp", n, source), kd=_floats(contract, "kd", n, source),
-        default_joint_pos=_floats(contract, "default_joint_pos", n, source), held_joint_names=held,
+        path=source,
+        task=str(task or contract.get("task") or "chunked policy"),
+        joint_names=joints,
+        kp=_floats(contract, "kp", n, source),
+        kd=_floats(contract, "kd", n, source),
+        default_joint_pos=_floats(contract, "default_joint_pos", n, source),
+        held_joint_names=held,
         held_kp=_floats(contract, "held_kp", nh, source) if nh else np.zeros(0),
         held_kd=_floats(contract, "held_kd", nh, source) if nh else np.zeros(0),
         held_joint_pos=_floats(contract, "held_joint_pos", nh, source) if nh else np.zeros(0),
-        action_mode=mode, action_scale=_positive("action_scale", contract["action_scale"], source),
+        action_mode=mode,
+        action_scale=_positive("action_scale", contract["action_scale"], source),
         action_clip=_positive("action_clip", contract.get("action_clip", math.inf), source, allow_inf=True),
-        control_dt=control_dt, observation_names=CHUNK_OBSERVATION_TERMS, observation_dims=(n, n, 3, 3),
-        observation_scales=(1.0, 1.0, 1.0, 1.0), history_length=1, observation_clip=math.inf,
-        input_name="observation.state", output_name="action_chunk",
-        metadata={**contract, "policy_kind": "chunked", "chunk_size": int(policy.chunk_size),
-                  "cameras": [str(c) for c in facts["cameras"]], "image_size": facts.get("image_size")},
-    )  # fmt: skip
+        control_dt=control_dt,
+        observation_names=CHUNK_OBSERVATION_TERMS,
+        observation_dims=(n, n, 3, 3),
+        observation_scales=(1.0, 1.0, 1.0, 1.0),
+        history_length=1,
+        observation_clip=math.inf,
+        input_name="observation.state",
+        output_name="action_chunk",
+        metadata={
+            **contract,
+            "policy_kind": "chunked",
+            "chunk_size": int(policy.chunk_size),
+            "cameras": [str(c) for c in facts["cameras"]],
+            "image_size": facts.get("image_size"),
+        },
+    )
     if np.any(spec.kp < 0) or np.any(spec.kd < 0) or np.any(spec.held_kp < 0) or np.any(spec.held_kd < 0):
         raise PolicyMetadataError(f"{source}: negative Kp or Kd in the deploy contract")
     return spec
 
 
-def check_camera_sources(spec: PolicySpec, given: dict[str, str], image_size: tuple[int, int] | None = None
-                         ) -> tuple[int, int] | None:  # fmt: skip
+def check_camera_sources(
+    spec: PolicySpec, given: dict[str, str], image_size: tuple[int, int] | None = None
+) -> tuple[int, int] | None:
     """Check ``--camera NAME=SOURCE`` (``given``: name -> source) against the policy's cameras; return the image size
     (H, W) the sources must deliver (None: the policy reads no camera).
 
@@ -243,16 +304,21 @@ def check_camera_sources(spec: PolicySpec, given: dict[str, str], image_size: tu
     missing = [c for c in cams if c not in given]
     if missing:
         example = " ".join(f"--camera {c}=sim" for c in missing)
-        raise PolicyMetadataError(f"{spec.path} reads cameras {cams}; no source for {missing}: add {example} "
-                                  f"(sim-robot's) or --camera {missing[0]}=/dev/videoN")  # fmt: skip
+        raise PolicyMetadataError(
+            f"{spec.path} reads cameras {cams}; no source for {missing}: add {example} "
+            f"(sim-robot's) or --camera {missing[0]}=/dev/videoN"
+        )
     extra = [c for c in given if c not in cams]
     if extra:
-        raise PolicyMetadataError(f"--camera {extra[0]}: {spec.path} does not read camera {extra[0]!r} (its cameras: "
-                                  f"{cams or 'none'}); drop it")  # fmt: skip
+        raise PolicyMetadataError(
+            f"--camera {extra[0]}: {spec.path} does not read camera {extra[0]!r} (its cameras: "
+            f"{cams or 'none'}); drop it"
+        )
     if not cams:
         return None
     size = image_size or spec.metadata.get("image_size")
     if not size:
-        raise PolicyMetadataError(f"{spec.path} reads cameras {cams} but does not say their size: give "
-                                  "--image-size HxW")  # fmt: skip
+        raise PolicyMetadataError(
+            f"{spec.path} reads cameras {cams} but does not say their size: give --image-size HxW"
+        )
     return int(size[0]), int(size[1])

@@ -129,11 +129,21 @@ class ChunkRunner:
             ``control_dt``, or a policy without integer ``chunk_size`` / ``action_dim``.
     """
 
-    def __init__(self, policy: ChunkPolicy, instruction: str = "", *, control_dt: float,
-                 max_chunk_age_s: float | None = None, prefetch_below: int | None = None,
-                 temporal_ensemble_coeff: float | None = None, cameras: dict | None = None,
-                 max_frame_age_s: float = 0.2, clock=time.monotonic, switch_interval_s: float | None = 0.0005,
-                 join_timeout_s: float = 5.0):  # fmt: skip
+    def __init__(
+        self,
+        policy: ChunkPolicy,
+        instruction: str = "",
+        *,
+        control_dt: float,
+        max_chunk_age_s: float | None = None,
+        prefetch_below: int | None = None,
+        temporal_ensemble_coeff: float | None = None,
+        cameras: dict | None = None,
+        max_frame_age_s: float = 0.2,
+        clock=time.monotonic,
+        switch_interval_s: float | None = 0.0005,
+        join_timeout_s: float = 5.0,
+    ):
         h, a = getattr(policy, "chunk_size", None), getattr(policy, "action_dim", None)
         if not isinstance(h, int) or not isinstance(a, int) or h < 1 or a < 1:
             raise ValueError(f"{type(policy).__name__} has no positive integer chunk_size / action_dim ({h}, {a})")
@@ -201,8 +211,10 @@ class ChunkRunner:
             out = self.policy.predict_action_chunk(self.batch(state, images))
         chunk = np.asarray(out.detach().cpu().numpy() if isinstance(out, torch.Tensor) else out, np.float32)
         if chunk.shape != (1, self.chunk_size, self.action_dim):
-            raise ValueError(f"the policy returned a chunk of shape {chunk.shape}, expected "
-                             f"(1, {self.chunk_size}, {self.action_dim})")  # fmt: skip
+            raise ValueError(
+                f"the policy returned a chunk of shape {chunk.shape}, expected "
+                f"(1, {self.chunk_size}, {self.action_dim})"
+            )
         if not np.isfinite(chunk).all():
             raise ValueError("the policy returned NaN/inf in its action chunk")
         return chunk[0]
@@ -264,8 +276,9 @@ class ChunkRunner:
             images = self._frames(now)
             if images is not None:
                 with self._cv:
-                    self._request = _Request(self._generation, np.array(obs, np.float32).reshape(-1), self.tick, now,
-                                             images)  # fmt: skip
+                    self._request = _Request(
+                        self._generation, np.array(obs, np.float32).reshape(-1), self.tick, now, images
+                    )
                     self._busy, self._busy_since = True, now
                     self.stats.requests += 1
                     self._cv.notify()
@@ -278,8 +291,11 @@ class ChunkRunner:
         elif self.camera_stale:
             self.miss_reason = f"queue empty: {self._camera_miss}"
         else:
-            self.miss_reason = "queue empty, first chunk requested" if self.stats.chunks_used == 0 else (
-                f"queue empty: no chunk newer than max_chunk_age_s={self.max_chunk_age_s:g} s")  # fmt: skip
+            self.miss_reason = (
+                "queue empty, first chunk requested"
+                if self.stats.chunks_used == 0
+                else (f"queue empty: no chunk newer than max_chunk_age_s={self.max_chunk_age_s:g} s")
+            )
         return None
 
     def _frames(self, now: float) -> dict[str, np.ndarray] | None:
@@ -294,8 +310,9 @@ class ChunkRunner:
             if frame is None or now - t > self.max_frame_age_s:
                 why = getattr(src, "error", None)
                 age = "no frame yet" if frame is None else f"frame {now - t:.3f} s old"
-                self._camera_miss = (f"camera {name}: {age} (max_frame_age_s {self.max_frame_age_s:g} s)"
-                                     f"{f'; {why}' if why else ''}")  # fmt: skip
+                self._camera_miss = (
+                    f"camera {name}: {age} (max_frame_age_s {self.max_frame_age_s:g} s){f'; {why}' if why else ''}"
+                )
                 self.camera_stale = True
                 self.stats.frames_stale += 1
                 return None

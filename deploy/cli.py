@@ -9,13 +9,25 @@ import os
 import pathlib
 import sys
 
-REAL_TIMING = {"reply_timeout_ms": None, "max_sensor_age_ms": 50.0, "overruns": 5, "watchdog_s": 0.25,
-               "max_chunk_age_s": None, "max_frame_age_s": 0.2}
+REAL_TIMING = {
+    "reply_timeout_ms": None,
+    "max_sensor_age_ms": 50.0,
+    "overruns": 5,
+    "watchdog_s": 0.25,
+    "max_chunk_age_s": None,
+    "max_frame_age_s": 0.2,
+}
 """The timing checks' defaults (the real robot's); reply_timeout_ms None: the robot config's (2 ms for the G1);
 max_chunk_age_s None: twice a chunked policy's horizon, 2·H·control_dt; max_frame_age_s: a camera frame older than
 0.2 s is not used (10 policy ticks at 50 Hz; a 30 fps camera delivers one every 33 ms)."""
-SIM_TIMING = {"reply_timeout_ms": 20.0, "max_sensor_age_ms": 1000.0, "overruns": None, "watchdog_s": 5.0,
-              "max_chunk_age_s": 5.0, "max_frame_age_s": 1.0}
+SIM_TIMING = {
+    "reply_timeout_ms": 20.0,
+    "max_sensor_age_ms": 1000.0,
+    "overruns": None,
+    "watchdog_s": 5.0,
+    "max_chunk_age_s": 5.0,
+    "max_frame_age_s": 1.0,
+}
 """``run --sim``: defaults for ``sim-robot`` in lockstep on a loaded machine. sim-robot answers ~30 frames per
 I/O cycle from a second Python process over ptys (a 500 Hz exchange took p50 2.2 ms on a 2-core VM), so the
 loop cannot keep 500 Hz there; lockstep physics makes that harmless, so the wall-clock checks are relaxed:
@@ -50,46 +62,103 @@ def _ports(args, robot):
 
 def _add_run(sub) -> None:
     p = sub.add_parser("run", help="run a policy on the robot (or on sim-robot)")
-    p.add_argument("--policy", required=True, help="exported policy.onnx (metadata included), or a chunked (VLA) "
-                   "policy: a VLA .onnx, a TinyVLA folder or model.pt, or ws://HOST:PORT (an openpi-protocol server)")
-    p.add_argument("--instruction", help="chunked policy: the instruction it is conditioned on (its batch's 'task'), "
-                   "e.g. --instruction 'lift the cube'")
-    p.add_argument("--policy-contract", metavar="FILE", help="chunked policy: JSON with joint_names, kp, kd, "
-                   "default_joint_pos, action_mode, action_scale, control_dt (wins over the policy's own; required "
-                   "for ws://)")
-    p.add_argument("--max-chunk-age-s", type=float, default=_UNSET, help="chunked policy: a chunk whose observation is "
-                   "older than this is not executed (default 2·H·control_dt; --sim: 5)")
-    p.add_argument("--prefetch-below", type=int, metavar="K", help="chunked policy: request the next chunk when fewer "
-                   "than K actions remain (1..H, default H/2; H: keep inference running)")
-    p.add_argument("--temporal-ensemble", type=float, metavar="M", help="chunked policy: ACT's temporal ensembling "
-                   "with coefficient M (default: the policy's setting, else queue mode)")
-    p.add_argument("--max-stale-ticks", type=_none_or_int, default=25, help="chunked policy: POLICY ticks in a row "
-                   "without a fresh action -> damping, or 'none' (default 25)")
-    p.add_argument("--camera", action="append", metavar="NAME=SOURCE", help="chunked policy: the source of camera "
-                   "NAME (every camera the policy reads needs one): 'sim' (sim-robot --camera NAME, in --port-dir), "
-                   "'sim:DIR', /dev/videoN or an index N (OpenCV), or a URL; repeatable")
-    p.add_argument("--max-frame-age-s", type=float, default=_UNSET, help="chunked policy: a camera frame older than "
-                   "this is not used; no chunk is requested (CAMERA_STALE) (default 0.2; --sim: 1)")
-    p.add_argument("--image-size", metavar="HxW", help="chunked policy: camera frame size, px (default: the "
-                   "policy's image_height x image_width)")
+    p.add_argument(
+        "--policy",
+        required=True,
+        help="exported policy.onnx (metadata included), or a chunked (VLA) "
+        "policy: a VLA .onnx, a TinyVLA folder or model.pt, or ws://HOST:PORT (an openpi-protocol server)",
+    )
+    p.add_argument(
+        "--instruction",
+        help="chunked policy: the instruction it is conditioned on (its batch's 'task'), "
+        "e.g. --instruction 'lift the cube'",
+    )
+    p.add_argument(
+        "--policy-contract",
+        metavar="FILE",
+        help="chunked policy: JSON with joint_names, kp, kd, "
+        "default_joint_pos, action_mode, action_scale, control_dt (wins over the policy's own; required "
+        "for ws://)",
+    )
+    p.add_argument(
+        "--max-chunk-age-s",
+        type=float,
+        default=_UNSET,
+        help="chunked policy: a chunk whose observation is "
+        "older than this is not executed (default 2·H·control_dt; --sim: 5)",
+    )
+    p.add_argument(
+        "--prefetch-below",
+        type=int,
+        metavar="K",
+        help="chunked policy: request the next chunk when fewer "
+        "than K actions remain (1..H, default H/2; H: keep inference running)",
+    )
+    p.add_argument(
+        "--temporal-ensemble",
+        type=float,
+        metavar="M",
+        help="chunked policy: ACT's temporal ensembling "
+        "with coefficient M (default: the policy's setting, else queue mode)",
+    )
+    p.add_argument(
+        "--max-stale-ticks",
+        type=_none_or_int,
+        default=25,
+        help="chunked policy: POLICY ticks in a row without a fresh action -> damping, or 'none' (default 25)",
+    )
+    p.add_argument(
+        "--camera",
+        action="append",
+        metavar="NAME=SOURCE",
+        help="chunked policy: the source of camera "
+        "NAME (every camera the policy reads needs one): 'sim' (sim-robot --camera NAME, in --port-dir), "
+        "'sim:DIR', /dev/videoN or an index N (OpenCV), or a URL; repeatable",
+    )
+    p.add_argument(
+        "--max-frame-age-s",
+        type=float,
+        default=_UNSET,
+        help="chunked policy: a camera frame older than "
+        "this is not used; no chunk is requested (CAMERA_STALE) (default 0.2; --sim: 1)",
+    )
+    p.add_argument(
+        "--image-size",
+        metavar="HxW",
+        help="chunked policy: camera frame size, px (default: the policy's image_height x image_width)",
+    )
     p.add_argument("--robot", default="unitree_g1_29dof", help="built-in robot name or robot config JSON")
     p.add_argument("--port", action="append", metavar="BUS=PATH", help="serial port of a bus (repeatable)")
     p.add_argument("--port-dir", help="folder with one serial port (or link) per bus name, e.g. sim-robot's --link-dir")
     p.add_argument("--dataset", default="deploy_data", help="LeRobot v3 dataset folder for the episodes")
     p.add_argument("--no-log", action="store_true", help="do not record a dataset")
-    p.add_argument("--on-logger-failure", choices=("hold", "continue"), default="hold", help="when the logger fails "
-                   "(its process dies, its writes fail: a full disk, EIO; or it stalls): 'hold' ends the episode, "
-                   "ramps to HOLD and refuses 'resume' (default); 'continue' keeps the policy running, unrecorded. "
-                   "Either way one ERROR line, and 'ctl status' shows the logger's state")
+    p.add_argument(
+        "--on-logger-failure",
+        choices=("hold", "continue"),
+        default="hold",
+        help="when the logger fails "
+        "(its process dies, its writes fail: a full disk, EIO; or it stalls): 'hold' ends the episode, "
+        "ramps to HOLD and refuses 'resume' (default); 'continue' keeps the policy running, unrecorded. "
+        "Either way one ERROR line, and 'ctl status' shows the logger's state",
+    )
     p.add_argument("--task-description", help="task string of the recorded episodes (default: the policy's task)")
-    p.add_argument("--socket", help="operator socket path (default $UPRIGHT_DEPLOY_SOCKET, "
-                   "/run/upright-deploy/ctl.sock, $XDG_RUNTIME_DIR/upright-deploy.sock, or a private 0700 folder in "
-                   "/tmp)")
-    p.add_argument("--ctl-group", help="group (name or gid) whose members may also operate the daemon "
-                   "(default: only this user and root)")
-    p.add_argument("--sim", action="store_true", help="timing checks for sim-robot in lockstep on a loaded machine "
-                   "(reply timeout 20 ms, sensor age 1 s, overruns flagged but not damping, watchdog 5 s); "
-                   "refused unless every port is a pseudo-terminal")
+    p.add_argument(
+        "--socket",
+        help="operator socket path (default $UPRIGHT_DEPLOY_SOCKET, "
+        "/run/upright-deploy/ctl.sock, $XDG_RUNTIME_DIR/upright-deploy.sock, or a private 0700 folder in "
+        "/tmp)",
+    )
+    p.add_argument(
+        "--ctl-group",
+        help="group (name or gid) whose members may also operate the daemon (default: only this user and root)",
+    )
+    p.add_argument(
+        "--sim",
+        action="store_true",
+        help="timing checks for sim-robot in lockstep on a loaded machine "
+        "(reply timeout 20 ms, sensor age 1 s, overruns flagged but not damping, watchdog 5 s); "
+        "refused unless every port is a pseudo-terminal",
+    )
     p.add_argument("--no-keyboard", action="store_true", help="ignore the terminal's keys")
     p.add_argument("--io-rate", type=float, default=500.0, help="motor I/O rate, Hz")
     p.add_argument("--ramp-s", type=float, default=2.0, help="RAMP_TO_DEFAULT duration")
@@ -102,19 +171,32 @@ def _add_run(sub) -> None:
     p.add_argument("--cpu", type=int, action="append", help="pin the control process to this CPU (repeatable)")
     p.add_argument("--mlock", action="store_true", help="lock memory (mlockall)")
     p.add_argument("--spin-us", type=float, default=500.0, help="spin this long before each deadline")
-    p.add_argument("--reply-timeout-ms", type=float, default=_UNSET,
-                   help="per-reply timeout (default: the robot config's; --sim: 20)")
+    p.add_argument(
+        "--reply-timeout-ms",
+        type=float,
+        default=_UNSET,
+        help="per-reply timeout (default: the robot config's; --sim: 20)",
+    )
     p.add_argument("--max-target-delta", type=_none_or_float, default=0.5, help="rad per policy tick, or 'none'")
     p.add_argument("--no-torque-clamp", action="store_true", help="do not clamp the estimated torque")
     p.add_argument("--tilt-limit", type=_none_or_float, default=1.0, help="rad, or 'none'")
     p.add_argument("--link-errors", type=int, default=5, help="N: consecutive bad replies of a motor -> damping")
-    p.add_argument("--overruns", type=_none_or_int, default=_UNSET,
-                   help="K: consecutive overrunning policy ticks -> damping (default 5; --sim: none)")
+    p.add_argument(
+        "--overruns",
+        type=_none_or_int,
+        default=_UNSET,
+        help="K: consecutive overrunning policy ticks -> damping (default 5; --sim: none)",
+    )
     p.add_argument("--overrun-ms", type=float, default=2.0, help="a policy tick this late counts as an overrun")
-    p.add_argument("--max-sensor-age-ms", type=float, default=_UNSET, help="motor / IMU data older than this -> "
-                   "damping (default 50; --sim: 1000)")
-    p.add_argument("--watchdog-s", type=_none_or_float, default=_UNSET, help="loop watchdog, or 'none' "
-                   "(default 0.25; --sim: 5)")
+    p.add_argument(
+        "--max-sensor-age-ms",
+        type=float,
+        default=_UNSET,
+        help="motor / IMU data older than this -> damping (default 50; --sim: 1000)",
+    )
+    p.add_argument(
+        "--watchdog-s", type=_none_or_float, default=_UNSET, help="loop watchdog, or 'none' (default 0.25; --sim: 5)"
+    )
     p.add_argument("--damping-kd", type=float, default=8.0, help="damping gain, N·m·s/rad")
 
 
@@ -130,19 +212,23 @@ def _timing(args) -> list[str]:
             setattr(args, key, value)
     if not args.sim:
         return []
-    return [f"--sim: reply timeout {args.reply_timeout_ms:g} ms, sensor age {args.max_sensor_age_ms:g} ms, "
-            f"overrun fault {'off' if args.overruns is None else args.overruns}, watchdog {args.watchdog_s} s, "
-            f"camera frame age {args.max_frame_age_s:g} s "
-            "(deadline overruns are still flagged in safety_flags); sim-robot's --lockstep-dt must be "
-            f"1/--io-rate = {1 / args.io_rate:g} s"]  # fmt: skip
+    return [
+        f"--sim: reply timeout {args.reply_timeout_ms:g} ms, sensor age {args.max_sensor_age_ms:g} ms, "
+        f"overrun fault {'off' if args.overruns is None else args.overruns}, watchdog {args.watchdog_s} s, "
+        f"camera frame age {args.max_frame_age_s:g} s "
+        "(deadline overruns are still flagged in safety_flags); sim-robot's --lockstep-dt must be "
+        f"1/--io-rate = {1 / args.io_rate:g} s"
+    ]
 
 
 def _check_sim_ports(robot_cfg) -> None:
     for bus in robot_cfg.buses:
         real = os.path.realpath(bus.port) if bus.port else ""
         if not real.startswith("/dev/pts/"):
-            raise ValueError(f"--sim relaxes the timing checks for sim-robot only, but port {bus.port or '<none>'} of "
-                             f"bus {bus.name} is not a pseudo-terminal ({real or 'unset'}); drop --sim on a real robot")
+            raise ValueError(
+                f"--sim relaxes the timing checks for sim-robot only, but port {bus.port or '<none>'} of "
+                f"bus {bus.name} is not a pseudo-terminal ({real or 'unset'}); drop --sim on a real robot"
+            )
 
 
 CAMERA_START_TIMEOUT_S = 15.0
@@ -196,8 +282,10 @@ def _chunk_runner(args, spec, vla, cameras: dict | None = None):
         runner.predict(state, {name: cam.read()[0] for name, cam in (cameras or {}).items()})
     except Exception as err:  # noqa: BLE001 - any failure of the policy refuses the start
         runner.close()
-        raise ValueError(f"the chunked policy failed on the default pose: {type(err).__name__}: "
-                         f"{str(err).splitlines()[0] if str(err) else ''}") from None  # fmt: skip
+        raise ValueError(
+            f"the chunked policy failed on the default pose: {type(err).__name__}: "
+            f"{str(err).splitlines()[0] if str(err) else ''}"
+        ) from None
     return runner
 
 
@@ -212,15 +300,17 @@ def _onnx_policy(spec):
     try:
         return OnnxPolicy(spec)
     except Exception as err:  # noqa: BLE001 - onnxruntime raises its own exception types
-        raise ValueError(f"{spec.path}: onnxruntime failed on the policy: {type(err).__name__}: "
-                         f"{' '.join(str(err).split())[:240]}") from None  # fmt: skip
+        raise ValueError(
+            f"{spec.path}: onnxruntime failed on the policy: {type(err).__name__}: {' '.join(str(err).split())[:240]}"
+        ) from None
 
 
 def cmd_run(args) -> int:
     """``upright-deploy run``: the daemon. Every refusal to start is one line on stderr and exit 2, before anything
-    moves: first a damaged ``--dataset`` or one that is not a folder (:func:`~upright.deploy.dataset_check.check_dataset`,
-    before the policy is loaded, any port opens or the logger starts; nothing of the dataset is changed), then the
-    policy, the operator socket, the serial ports and the dataset's writer lock."""
+    moves: first a damaged ``--dataset`` or one that is not a folder
+    (:func:`~upright.deploy.dataset_check.check_dataset`, before the policy is loaded, any port opens or the logger
+    starts; nothing of the dataset is changed), then the policy, the operator socket, the serial ports and the dataset's
+    writer lock."""
     from dataclasses import replace
 
     from upright.deploy.camera import parse_camera_args, parse_size
@@ -255,8 +345,10 @@ def cmd_run(args) -> int:
             robot_cfg = replace(robot_cfg, reply_timeout_s=args.reply_timeout_ms / 1e3)
         if is_chunk_policy_source(str(args.policy)):
             if not args.instruction:
-                raise ValueError(f"{args.policy} is a chunked (VLA) policy: give the instruction it is conditioned on, "
-                                 "e.g. --instruction 'lift the cube'")  # fmt: skip
+                raise ValueError(
+                    f"{args.policy} is a chunked (VLA) policy: give the instruction it is conditioned on, "
+                    "e.g. --instruction 'lift the cube'"
+                )
             spec, vla = load_chunk_policy(str(args.policy), robot_cfg, args.policy_contract, task=args.instruction)
             try:
                 check_plausible(spec, robot_cfg, args.io_rate)  # the contract's gains, action_scale and control_dt
@@ -269,8 +361,10 @@ def cmd_run(args) -> int:
             runner = policy = _chunk_runner(args, spec, vla, cameras)
         else:
             if args.instruction or args.policy_contract or given:
-                raise ValueError(f"--instruction, --policy-contract and --camera are for chunked (VLA) policies; "
-                                 f"{args.policy} is an MLP policy file (its metadata is its contract)")  # fmt: skip
+                raise ValueError(
+                    f"--instruction, --policy-contract and --camera are for chunked (VLA) policies; "
+                    f"{args.policy} is an MLP policy file (its metadata is its contract)"
+                )
             # metadata, plausibility for this robot and --io-rate, and one inference of the graph (dry run)
             spec = load_policy_spec(args.policy, robot_cfg, io_rate_hz=args.io_rate)
             policy = _onnx_policy(spec)
@@ -324,38 +418,51 @@ def cmd_run(args) -> int:
         images = dict.fromkeys(cameras, size) if cameras else None
         try:
             logger = LoggerClient(
-                args.dataset, frame_features(spec.joint_names, frame_names, images),
-                fps=int(round(1 / spec.control_dt)), robot_type=robot_cfg.name,
-                task=args.task_description or spec.task, policy=str(args.policy),
-            )  # fmt: skip
+                args.dataset,
+                frame_features(spec.joint_names, frame_names, images),
+                fps=int(round(1 / spec.control_dt)),
+                robot_type=robot_cfg.name,
+                task=args.task_description or spec.task,
+                policy=str(args.policy),
+            )
         except (RuntimeError, OSError) as err:  # DatasetLockedError (another writer) is a RuntimeError
             robot.close()
             operator.close()
             release()
             hint = "; one dataset has one writer: stop that daemon first, or use another --dataset"
-            print(f"upright-deploy: refusing to start: {err}{hint if isinstance(err, DatasetLockedError) else ''}",
-                  file=sys.stderr)  # fmt: skip
+            print(
+                f"upright-deploy: refusing to start: {err}{hint if isinstance(err, DatasetLockedError) else ''}",
+                file=sys.stderr,
+            )
             return 2
     keyboard = None if args.no_keyboard else Keyboard()
-    controller = Controller(spec, robot_cfg, policy, cfg, logger=logger, operator=operator, keyboard=keyboard,
-                            cameras=cameras)  # fmt: skip
+    controller = Controller(
+        spec, robot_cfg, policy, cfg, logger=logger, operator=operator, keyboard=keyboard, cameras=cameras
+    )
     for note in notes + setup_realtime(args.rt_priority, set(args.cpu) if args.cpu else None, args.mlock):
         print(f"upright-deploy: {note}", file=sys.stderr)
     if runner is not None:
-        print(f"upright-deploy: chunked policy: H = {runner.chunk_size} actions per chunk, action_mode "
-              f"{spec.action_mode} (β {spec.action_scale:g}), prefetch below {runner.prefetch_below}, max chunk age "
-              f"{runner.max_chunk_age_s:g} s, {'ACT ensembling' if runner.queue.ensembling else 'queue mode'}, "
-              f"instruction {args.instruction!r}", file=sys.stderr)  # fmt: skip
+        print(
+            f"upright-deploy: chunked policy: H = {runner.chunk_size} actions per chunk, action_mode "
+            f"{spec.action_mode} (β {spec.action_scale:g}), prefetch below {runner.prefetch_below}, max chunk age "
+            f"{runner.max_chunk_age_s:g} s, {'ACT ensembling' if runner.queue.ensembling else 'queue mode'}, "
+            f"instruction {args.instruction!r}",
+            file=sys.stderr,
+        )
     if cameras:
-        print(f"upright-deploy: cameras {' '.join(f'{n}={c.describe}' for n, c in cameras.items())}, "
-              f"{size[0]}x{size[1]} px, max frame age {args.max_frame_age_s:g} s, "
-              f"{'logged as observation.images.*' if logger is not None else 'not logged'}", file=sys.stderr)
+        print(
+            f"upright-deploy: cameras {' '.join(f'{n}={c.describe}' for n, c in cameras.items())}, "
+            f"{size[0]}x{size[1]} px, max frame age {args.max_frame_age_s:g} s, "
+            f"{'logged as observation.images.*' if logger is not None else 'not logged'}",
+            file=sys.stderr,
+        )
     print(
         f"upright-deploy: policy {args.policy} ({spec.task}, {spec.num_joints} joints, {1 / spec.control_dt:.0f} Hz), "
         f"robot {robot_cfg.name}, I/O {args.io_rate:.0f} Hz, socket {operator.path}, "
         f"dataset {'off' if logger is None else f'{args.dataset} (on logger failure: {args.on_logger_failure})'}",
-        file=sys.stderr, flush=True,
-    )  # fmt: skip
+        file=sys.stderr,
+        flush=True,
+    )
     max_cycles = int(args.duration * args.io_rate) if args.duration else None
     code = 1
     try:
@@ -369,8 +476,9 @@ def cmd_run(args) -> int:
         controller.close()
         robot.close()
         _close_cameras(cameras)
-    print(f"upright-deploy: exit ({controller.sm.mode.name}: {controller.sm.damping_reason})", file=sys.stderr,
-          flush=True)
+    print(
+        f"upright-deploy: exit ({controller.sm.mode.name}: {controller.sm.damping_reason})", file=sys.stderr, flush=True
+    )
     return code
 
 
@@ -379,9 +487,9 @@ def cmd_sim_robot(args) -> int:
         from upright.viewer.gl import choose_offscreen_gl
 
         choose_offscreen_gl()
+    from upright.deploy.camera import parse_size
     from upright.deploy.pty_device import Fault
     from upright.deploy.robot_config import load_robot_config
-    from upright.deploy.camera import parse_size
     from upright.deploy.sim_robot import run_sim_robot
 
     try:
@@ -411,12 +519,15 @@ def ctl_request(command: str, items: list[str]) -> dict:
     """
     if command != "target":
         if items:
-            raise CtlUsageError(f"'{command}' takes no arguments (got {' '.join(items)}); "
-                                "only 'target' takes JOINT=RAD")
+            raise CtlUsageError(
+                f"'{command}' takes no arguments (got {' '.join(items)}); only 'target' takes JOINT=RAD"
+            )
         return {"cmd": command}
     if not items:
-        raise CtlUsageError("'target' needs JOINT=RAD pairs, e.g. ctl target left_knee_joint=0.5 "
-                            "(absolute joint angles in rad, HUMAN mode only)")  # fmt: skip
+        raise CtlUsageError(
+            "'target' needs JOINT=RAD pairs, e.g. ctl target left_knee_joint=0.5 "
+            "(absolute joint angles in rad, HUMAN mode only)"
+        )
     targets: dict[str, float] = {}
     for item in items:
         name, sep, value = item.partition("=")
@@ -454,25 +565,52 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="upright-deploy", description=__doc__)
     sub = parser.add_subparsers(dest="sub", required=True)
     _add_run(sub)
-    p = sub.add_parser("sim-robot", help="a robot in MuJoCo behind pseudo-terminals (the daemon's test robot): the G1 "
-                       "in the standup scene, or the Panda in the lift scene (--robot franka_emika_panda)")
-    p.add_argument("--robot", default="unitree_g1_29dof", help="built-in robot name or robot config JSON (its name "
-                   "picks the scene: unitree_g1_29dof, franka_emika_panda)")
+    p = sub.add_parser(
+        "sim-robot",
+        help="a robot in MuJoCo behind pseudo-terminals (the daemon's test robot): the G1 "
+        "in the standup scene, or the Panda in the lift scene (--robot franka_emika_panda)",
+    )
+    p.add_argument(
+        "--robot",
+        default="unitree_g1_29dof",
+        help="built-in robot name or robot config JSON (its name "
+        "picks the scene: unitree_g1_29dof, franka_emika_panda)",
+    )
     p.add_argument("--link-dir", default=f"/tmp/upright-sim-{os.getuid()}", help="folder for one pty link per bus")
-    p.add_argument("--lockstep-dt", type=float, default=0.002,
-                   help="advance physics to tick·DT per IMU request; DT = 1/the daemon's --io-rate (default 0.002)")
+    p.add_argument(
+        "--lockstep-dt",
+        type=float,
+        default=0.002,
+        help="advance physics to tick·DT per IMU request; DT = 1/the daemon's --io-rate (default 0.002)",
+    )
     p.add_argument("--free-running", action="store_true", help="physics follows the wall clock instead of lockstep")
     p.add_argument("--init-state", help=".npz with qpos (and qvel) of the initial state")
-    p.add_argument("--record", help=".npz for the physics trace (time, qpos, qvel, and head_height for the G1 or "
-                   "cube_height for the Panda), written at exit")
-    p.add_argument("--fault", action="append", help="inject kind:joint:start[:end[:value]] (see pty_device.Fault); "
-                   "camera_stall:NAME:start[:end] freezes a camera")
+    p.add_argument(
+        "--record",
+        help=".npz for the physics trace (time, qpos, qvel, and head_height for the G1 or "
+        "cube_height for the Panda), written at exit",
+    )
+    p.add_argument(
+        "--fault",
+        action="append",
+        help="inject kind:joint:start[:end[:value]] (see pty_device.Fault); "
+        "camera_stall:NAME:start[:end] freezes a camera",
+    )
     p.add_argument("--duration", type=float, help="stop after this many seconds")
-    p.add_argument("--camera", action="append", metavar="NAME", help="render this scene camera (lift: front, wrist) "
-                   "from the robot's current state into LINK_DIR/camera_NAME.frames, for the daemon's "
-                   "--camera NAME=sim (repeatable; needs MUJOCO_GL=egl or osmesa, chosen when unset)")
-    p.add_argument("--camera-size", default="64x64", metavar="HxW", help="rendered image size, px: the policy's "
-                   "(default 64x64, TinyVLA's)")
+    p.add_argument(
+        "--camera",
+        action="append",
+        metavar="NAME",
+        help="render this scene camera (lift: front, wrist) "
+        "from the robot's current state into LINK_DIR/camera_NAME.frames, for the daemon's "
+        "--camera NAME=sim (repeatable; needs MUJOCO_GL=egl or osmesa, chosen when unset)",
+    )
+    p.add_argument(
+        "--camera-size",
+        default="64x64",
+        metavar="HxW",
+        help="rendered image size, px: the policy's (default 64x64, TinyVLA's)",
+    )
     p.add_argument("--camera-fps", type=float, default=30.0, help="at most this many frames/s per camera (default 30)")
     p = sub.add_parser("ctl", help="send an operator command to a running daemon")
     p.add_argument("command", choices=[
@@ -481,8 +619,12 @@ def main(argv: list[str] | None = None) -> int:
     ])  # fmt: skip
     p.add_argument("args", nargs="*", help="for 'target': JOINT=RAD ...")
     p.add_argument("--socket", help="daemon socket (default as for run)")
-    p.add_argument("--daemon-user", action="append", help="also trust a daemon running as this user (repeatable; "
-                   "default: yourself, root, and the owner of a root-made socket folder such as /run/upright-deploy)")
+    p.add_argument(
+        "--daemon-user",
+        action="append",
+        help="also trust a daemon running as this user (repeatable; "
+        "default: yourself, root, and the owner of a root-made socket folder such as /run/upright-deploy)",
+    )
     p.add_argument("--timeout", type=float, default=5.0)
     p = sub.add_parser("recover", help="convert journals left by a crash into dataset episodes")
     p.add_argument("dataset")

@@ -70,7 +70,6 @@ from upright.deploy.safety import SafetyConfig, SafetyFlag
 from upright.deploy.state_machine import Mode, StateMachine, log
 from upright.tasks.policy_schema import DAEMON_ACTION_MODES
 
-
 LOGGER_FAILURE_REACTIONS = ("hold", "continue")
 """Values of ``ControllerConfig.on_logger_failure`` (``--on-logger-failure``)."""
 
@@ -123,19 +122,29 @@ class Controller:
     """
 
     def __init__(
-        self, spec: PolicySpec, robot: RobotConfig, policy, cfg: ControllerConfig, logger=None, operator=None,
-        keyboard=None, cameras: dict | None = None,
+        self,
+        spec: PolicySpec,
+        robot: RobotConfig,
+        policy,
+        cfg: ControllerConfig,
+        logger=None,
+        operator=None,
+        keyboard=None,
+        cameras: dict | None = None,
     ):
         self.spec, self.robot, self.policy, self.cfg = spec, robot, policy, cfg
         self.logger, self.operator, self.keyboard = logger, operator, keyboard
         self.cameras = dict(cameras or {})
         dec = spec.control_dt * cfg.io_rate_hz
         if abs(dec - round(dec)) > 1e-6 or round(dec) < 1:
-            raise ValueError(f"control_dt {spec.control_dt} s is not a whole number of I/O periods at {cfg.io_rate_hz} Hz")
+            raise ValueError(
+                f"control_dt {spec.control_dt} s is not a whole number of I/O periods at {cfg.io_rate_hz} Hz"
+            )
         self.decimation = int(round(dec))
         if cfg.on_logger_failure not in LOGGER_FAILURE_REACTIONS:
-            raise ValueError(f"on_logger_failure must be one of {list(LOGGER_FAILURE_REACTIONS)}, "
-                             f"got {cfg.on_logger_failure!r}")  # fmt: skip
+            raise ValueError(
+                f"on_logger_failure must be one of {list(LOGGER_FAILURE_REACTIONS)}, got {cfg.on_logger_failure!r}"
+            )
         self.logger_error: str | None = None
         """Why the logger failed (one line), or None (no logger, or it works)."""
         self.logger_failed_tick: int | None = None
@@ -163,8 +172,10 @@ class Controller:
         self.beta = float(spec.action_scale)
         """β of the action rule (the file's ``action_scale``)."""
         if spec.action_mode not in DAEMON_ACTION_MODES:
-            raise ValueError(f"action_mode {spec.action_mode!r} is not supported (only {list(DAEMON_ACTION_MODES)}): "
-                             "load the file with load_policy_spec or load_chunk_policy")
+            raise ValueError(
+                f"action_mode {spec.action_mode!r} is not supported (only {list(DAEMON_ACTION_MODES)}): "
+                "load the file with load_policy_spec or load_chunk_policy"
+            )
         self.action_mode = spec.action_mode
         """``relative``: targets around the measured pose; ``absolute``: around ``default_joint_pos``; ``delta``:
         around the previous targets."""
@@ -396,20 +407,30 @@ class Controller:
             self.flags |= SafetyFlag.OVERTEMP_WARN
         hot = S.overheated(temp, self.robot.temperature_limit)
         if hot.any():
-            self.fault(SafetyFlag.OVERTEMP, f"motor over {self.robot.temperature_limit} °C: "
-                       f"{[self.robot.joint_names[i] for i in np.flatnonzero(hot)]}")  # fmt: skip
+            self.fault(
+                SafetyFlag.OVERTEMP,
+                f"motor over {self.robot.temperature_limit} °C: "
+                f"{[self.robot.joint_names[i] for i in np.flatnonzero(hot)]}",
+            )
         err = S.motor_errors(reading.error)
         if err.any():
-            self.fault(SafetyFlag.MOTOR_ERROR, "motor error flags: "
-                       f"{ {self.robot.joint_names[i]: int(reading.error[i]) for i in np.flatnonzero(err)} }")  # fmt: skip
+            self.fault(
+                SafetyFlag.MOTOR_ERROR,
+                "motor error flags: "
+                f"{ {self.robot.joint_names[i]: int(reading.error[i]) for i in np.flatnonzero(err)} }",
+            )
         self.gravity = projected_gravity(reading.imu_quat)
         if self.tilt.update(self.gravity):
             self.fault(SafetyFlag.TILT, f"tilt {math.degrees(S.tilt_angle(self.gravity)):.0f}° beyond the limit")
 
         if self.sm.mode == Mode.ZERO_TORQUE and self.cfg.auto_start:
             self._enter("start", reading, "--auto-start")
-        if (self.sm.mode == Mode.HOLD and self.cfg.auto_engage_s is not None and self.resume_refusal() is None
-                and self.hold_ticks * self.spec.control_dt >= self.cfg.auto_engage_s):  # fmt: skip
+        if (
+            self.sm.mode == Mode.HOLD
+            and self.cfg.auto_engage_s is not None
+            and self.resume_refusal() is None
+            and self.hold_ticks * self.spec.control_dt >= self.cfg.auto_engage_s
+        ):
             # at the start of the tick: this tick already runs the policy
             self._enter("resume", reading, f"--auto-engage after {self.cfg.auto_engage_s:g} s of HOLD")
         mode = self.sm.mode
@@ -448,16 +469,24 @@ class Controller:
         self.logger_error, self.logger_failed_tick = error, self.tick
         mode = self.sm.mode
         root = getattr(self.logger, "root", "the dataset")
-        kept = (f"episode {self.episode} ends here (its flushed frames stay in {root}/journal: "
-                f"`upright-deploy recover {root}` converts them)") if self.episode_open else "no episode was open"
+        kept = (
+            (
+                f"episode {self.episode} ends here (its flushed frames stay in {root}/journal: "
+                f"`upright-deploy recover {root}` converts them)"
+            )
+            if self.episode_open
+            else "no episode was open"
+        )
         if mode == Mode.DAMPING:
             what = "already DAMPING"
         elif self.cfg.on_logger_failure == "continue":
             what = f"--on-logger-failure continue: {mode.name} continues, unrecorded"
         else:
-            what = (f"--on-logger-failure hold: {kept}; "
-                    f"{'ramping to HOLD; ' if mode in (Mode.POLICY, Mode.HUMAN, Mode.PAUSED) else ''}"
-                    "'resume' is refused until the daemon is restarted")  # fmt: skip
+            what = (
+                f"--on-logger-failure hold: {kept}; "
+                f"{'ramping to HOLD; ' if mode in (Mode.POLICY, Mode.HUMAN, Mode.PAUSED) else ''}"
+                "'resume' is refused until the daemon is restarted"
+            )
         log.error("logger failed: %s; %s", error, what)
         if self.cfg.on_logger_failure == "hold" and mode != Mode.DAMPING:
             self.episode_open = False  # nothing more reaches the dataset: the episode is over
@@ -468,8 +497,10 @@ class Controller:
         """Why ``resume`` is refused (the logger failed under ``on_logger_failure`` hold), or None."""
         if self.logger_error is None or self.cfg.on_logger_failure != "hold":
             return None
-        return (f"the logger failed ({self.logger_error}): nothing could be recorded; restart the daemon "
-                "(or run it with --on-logger-failure continue)")
+        return (
+            f"the logger failed ({self.logger_error}): nothing could be recorded; restart the daemon "
+            "(or run it with --on-logger-failure continue)"
+        )
 
     def _active_tick(self, reading: RobotReading) -> None:
         pol, spec = self.pol, self.spec
@@ -503,8 +534,10 @@ class Controller:
             self.flags |= SafetyFlag.STALE_ACTION
         if self.stale.update(not fresh and mode == Mode.POLICY):
             why = getattr(self.policy, "miss_reason", "") or "no action"
-            self.fault(SafetyFlag.STALE_FAULT, f"chunked policy: no fresh action for {self.stale.count} policy "
-                       f"ticks in a row ({why})")  # fmt: skip
+            self.fault(
+                SafetyFlag.STALE_FAULT,
+                f"chunked policy: no fresh action for {self.stale.count} policy ticks in a row ({why})",
+            )
             return
         origin = self.action_origin(q_pol)
         ramping = False
@@ -601,8 +634,13 @@ class Controller:
         elif cmd == "quit":
             self.request_stop(f"{source} quit")
         elif cmd != "status":
-            ok, error = False, (f"unknown command '{cmd}'; commands: start resume pause takeover release estop "
-                                "mark-success mark-failure status target quit")
+            ok, error = (
+                False,
+                (
+                    f"unknown command '{cmd}'; commands: start resume pause takeover release estop "
+                    "mark-success mark-failure status target quit"
+                ),
+            )
         reply = {"ok": ok, "cmd": cmd}
         if error:
             reply["error"] = error
@@ -654,10 +692,11 @@ class Controller:
             "logger_dropped": getattr(self.logger, "dropped", 0),
             "logger": {
                 "state": "off" if self.logger is None else "ok" if self.logger_error is None else "failed",
-                "error": self.logger_error, "failed_tick": self.logger_failed_tick,
+                "error": self.logger_error,
+                "failed_tick": self.logger_failed_tick,
                 "on_failure": self.cfg.on_logger_failure,
             },
-        }  # fmt: skip
+        }
 
     _last_frame_logged = False
     _last_frame_index: int | None = None
@@ -722,8 +761,9 @@ class Controller:
     def close(self) -> None:
         """End the open episode (outcome of the damping reason), stop the logger, close the operator channel."""
         if self.episode_open and self.logger is not None and self.logger_error is None:
-            self.logger.end_episode(self.episode, self._outcome or ("estop" if self.sm.estop else "damping"),
-                                    self.sm.damping_reason)
+            self.logger.end_episode(
+                self.episode, self._outcome or ("estop" if self.sm.estop else "damping"), self.sm.damping_reason
+            )
         self.episode_open = False
         if self.logger is not None:
             self.logger.close()

@@ -75,8 +75,9 @@ def read_info(path: str | pathlib.Path) -> dict:
     try:
         info = json.loads(data)
     except (UnicodeDecodeError, ValueError) as err:
-        raise DatasetError(f"{path} is not valid JSON ({len(data)} bytes, truncated or damaged: {_one_line(err)}); "
-                           f"{RESTORE}") from None  # fmt: skip
+        raise DatasetError(
+            f"{path} is not valid JSON ({len(data)} bytes, truncated or damaged: {_one_line(err)}); {RESTORE}"
+        ) from None
     if not isinstance(info, dict):
         raise DatasetError(f"{path} is not a JSON object (it holds a {type(info).__name__}); {RESTORE}")
     features = info.get("features")
@@ -109,8 +110,9 @@ def _check_parquet(path: pathlib.Path, whole: bool, columns: tuple[str, ...] = (
         schema = pq.read_table(path).schema if whole else pq.read_metadata(path).schema.to_arrow_schema()
     except (pa.ArrowException, OSError) as err:  # a truncated file: ArrowInvalid (no footer); EIO, EISDIR: OSError
         why = _one_line(err).replace(f"Could not open Parquet input source '{path}': ", "")
-        raise DatasetError(f"{path} is not a readable parquet file ({size} bytes, truncated or damaged: {why}); "
-                           f"{RESTORE}") from None  # fmt: skip
+        raise DatasetError(
+            f"{path} is not a readable parquet file ({size} bytes, truncated or damaged: {why}); {RESTORE}"
+        ) from None
     for name in columns:
         if schema.get_field_index(name) < 0:
             raise DatasetError(f"{path} has no column '{name}' (columns: {', '.join(schema.names)}); {RESTORE}")
@@ -134,15 +136,19 @@ def check_dataset(root: str | pathlib.Path) -> dict | None:
     except FileNotFoundError:
         return None
     except OSError as err:  # ENOTDIR: a folder of its path is a file; EACCES, ELOOP, ...
-        raise DatasetError(f"{root}: cannot use this path as a dataset folder ({err.strerror or _one_line(err)})")
+        raise DatasetError(
+            f"{root}: cannot use this path as a dataset folder ({err.strerror or _one_line(err)})"
+        ) from err
     if not stat.S_ISDIR(mode):
         raise DatasetError(f"{root} is {_kind(mode)}, not a dataset folder; name a folder (or move the file away)")
     info_path = root / INFO
     if not os.path.lexists(info_path):  # a writer makes it before any other file, and never removes it
         recorded = [p for p in (root / TASKS, *root.glob(EPISODES_GLOB), *root.glob(DATA_GLOB)) if os.path.lexists(p)]
         if recorded:
-            raise DatasetError(f"{info_path} is missing, but {root} holds {len(recorded)} recorded files "
-                               f"({recorded[0]}, ...); {RESTORE} (a new dataset here would overwrite them)")  # fmt: skip
+            raise DatasetError(
+                f"{info_path} is missing, but {root} holds {len(recorded)} recorded files "
+                f"({recorded[0]}, ...); {RESTORE} (a new dataset here would overwrite them)"
+            )
         return None
     info = read_info(info_path)
     episodes = sorted(root.glob(EPISODES_GLOB))  # after info.json: every episode it counts is in them
@@ -150,11 +156,14 @@ def check_dataset(root: str | pathlib.Path) -> dict | None:
     counts = f"{info_path} counts {info['total_episodes']} episodes"
     if info["total_episodes"] > 0:  # both are written before info.json counts an episode, and never removed
         if not os.path.lexists(root / TASKS):
-            raise DatasetError(f"{root / TASKS} is missing (the tasks table: task_index -> instruction; {counts}); "
-                               f"{RESTORE}")  # fmt: skip
+            raise DatasetError(
+                f"{root / TASKS} is missing (the tasks table: task_index -> instruction; {counts}); {RESTORE}"
+            )
         if not episodes:
-            raise DatasetError(f"{root / 'meta/episodes/chunk-000/file-000.parquet'} is missing (the episodes table; "
-                               f"{counts}); {RESTORE}")  # fmt: skip
+            raise DatasetError(
+                f"{root / 'meta/episodes/chunk-000/file-000.parquet'} is missing (the episodes table; "
+                f"{counts}); {RESTORE}"
+            )
     if os.path.lexists(root / TASKS):
         _check_parquet(root / TASKS, whole=True, columns=("task_index", "task"))
     for path in episodes:

@@ -50,8 +50,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from upright.atomic_io import atomic_write_bytes  # noqa: F401  (re-exported: logger_process imports it from here)
-from upright.atomic_io import fsync_dir
+from upright.atomic_io import (
+    atomic_write_bytes,
+    fsync_dir,
+)
 from upright.deploy.dataset_check import check_dataset
 
 CODEBASE_VERSION = "v3.0"
@@ -69,7 +71,13 @@ IMPLICIT_FEATURES = {
 OUTCOMES = ("open", "success", "failure", "estop", "damping", "stopped", "interrupted")
 """Episode outcome codes (index = code)."""
 
-_ARROW = {"float32": pa.float32(), "float64": pa.float64(), "int64": pa.int64(), "bool": pa.bool_(), "int32": pa.int32()}
+_ARROW = {
+    "float32": pa.float32(),
+    "float64": pa.float64(),
+    "int64": pa.int64(),
+    "bool": pa.bool_(),
+    "int32": pa.int32(),
+}
 
 
 IMAGE_TYPE = pa.struct([("bytes", pa.binary()), ("path", pa.string())])
@@ -255,8 +263,10 @@ class DatasetLock:
                 who = ""
             os.close(fd)
             if err.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
-                raise DatasetLockedError(f"{root} is being written by another process ({who or 'holder unknown'}; "
-                                         f"it holds {root / LOCK_NAME})") from None  # fmt: skip
+                raise DatasetLockedError(
+                    f"{root} is being written by another process ({who or 'holder unknown'}; "
+                    f"it holds {root / LOCK_NAME})"
+                ) from None
             raise
         lock = cls(fd, root)
         lock.stamp(holder)
@@ -292,9 +302,12 @@ class DatasetLock:
 def _stats(values: np.ndarray) -> dict[str, list]:
     v = values.astype(np.float64).reshape(len(values), -1)
     out = {
-        "min": v.min(0).tolist(), "max": v.max(0).tolist(), "mean": v.mean(0).tolist(), "std": v.std(0).tolist(),
+        "min": v.min(0).tolist(),
+        "max": v.max(0).tolist(),
+        "mean": v.mean(0).tolist(),
+        "std": v.std(0).tolist(),
         "count": [int(len(v))],
-    }  # fmt: skip
+    }
     for q in QUANTILES:
         out[f"q{int(round(q * 100)):02d}"] = np.quantile(v, q, axis=0).tolist()
     return out
@@ -317,8 +330,10 @@ def combine_stats(per_episode: list[dict[str, list]]) -> dict[str, list]:
     out = {
         "min": np.min([s["min"] for s in per_episode], axis=0).tolist(),
         "max": np.max([s["max"] for s in per_episode], axis=0).tolist(),
-        "mean": np.asarray(mean).tolist(), "std": np.sqrt(var).tolist(), "count": [int(total)],
-    }  # fmt: skip
+        "mean": np.asarray(mean).tolist(),
+        "std": np.sqrt(var).tolist(),
+        "count": [int(total)],
+    }
     for key in per_episode[0]:
         if key.startswith("q"):
             out[key] = np.asarray(sum(wi * np.asarray(s[key]) for wi, s in zip(w, per_episode))).tolist()
@@ -342,7 +357,12 @@ class LeRobotV3Writer:
     """
 
     def __init__(
-        self, root: str | pathlib.Path, features: dict[str, dict], fps: int, robot_type: str, extra_info: dict | None = None
+        self,
+        root: str | pathlib.Path,
+        features: dict[str, dict],
+        fps: int,
+        robot_type: str,
+        extra_info: dict | None = None,
     ):
         self.root = pathlib.Path(root)
         self.features = dict(features)

@@ -92,8 +92,9 @@ EXIT_WRITE_FAILED = 3
 """Exit code of a logger whose writes failed (after its ``{"error": ...}`` line)."""
 
 
-def frame_features(joint_names: tuple[str, ...], frame_names: list[str],
-                   images: dict[str, tuple[int, int]] | None = None) -> dict[str, dict]:  # fmt: skip
+def frame_features(
+    joint_names: tuple[str, ...], frame_names: list[str], images: dict[str, tuple[int, int]] | None = None
+) -> dict[str, dict]:
     """The dataset's explicit features for a policy with ``joint_names`` and observation-frame entries ``frame_names``;
     ``images``: camera name -> (H, W) px adds ``observation.images.<name>`` (dtype ``image``, shape [H, W, 3], as
     ``record_demos --cameras`` writes them)."""
@@ -118,14 +119,18 @@ def frame_features(joint_names: tuple[str, ...], frame_names: list[str],
         "next.done": scalar("bool"),
     }
     for cam, (h, w) in (images or {}).items():
-        features[f"observation.images.{cam}"] = {"dtype": "image", "shape": [int(h), int(w), 3],
-                                                 "names": ["height", "width", "channel"]}  # fmt: skip
+        features[f"observation.images.{cam}"] = {
+            "dtype": "image",
+            "shape": [int(h), int(w), 3],
+            "names": ["height", "width", "channel"],
+        }
     return features
 
 
 def image_features(features: dict[str, dict]) -> dict[str, tuple[int, int]]:
     """Feature name -> (H, W) of the image features (they travel through the image ring, not the pipe)."""
     return {n: (int(f["shape"][0]), int(f["shape"][1])) for n, f in features.items() if f["dtype"] == "image"}
+
 
 _NP = {"float32": np.float32, "int64": np.int64, "bool": np.bool_}
 
@@ -136,8 +141,14 @@ def record_dtype(features: dict[str, dict]) -> np.dtype:
     Raises:
         ValueError: the record would not fit one atomic pipe write (PIPE_BUF).
     """
-    fields = [("kind", np.uint8), ("outcome", np.uint8), ("episode", np.int64), ("frame_index", np.int64),
-              ("image_stamp", np.int64), ("reason", f"S{REASON_BYTES}")]  # fmt: skip
+    fields = [
+        ("kind", np.uint8),
+        ("outcome", np.uint8),
+        ("episode", np.int64),
+        ("frame_index", np.int64),
+        ("image_stamp", np.int64),
+        ("reason", f"S{REASON_BYTES}"),
+    ]
     for name, f in features.items():
         if f["dtype"] == "image":  # through the image ring
             continue
@@ -242,9 +253,16 @@ class LoggerClient:
         # the writer lock first: a second writer is refused before the logger reads or writes the dataset
         lock = DatasetLock.acquire(root, f"upright-deploy run (daemon pid {os.getpid()}), starting its logger")
         schema = {
-            "root": str(root), "features": features, "fps": fps, "robot_type": robot_type, "task": task,
-            "policy": policy, "flush_every": flush_every, "flush_interval_s": flush_interval_s, "lock_fd": lock.fd,
-        }  # fmt: skip
+            "root": str(root),
+            "features": features,
+            "fps": fps,
+            "robot_type": robot_type,
+            "task": task,
+            "policy": policy,
+            "flush_every": flush_every,
+            "flush_interval_s": flush_interval_s,
+            "lock_fd": lock.fd,
+        }
         try:
             shapes = image_features(features)
             if shapes:
@@ -255,8 +273,12 @@ class LoggerClient:
             try:
                 self.proc = subprocess.Popen(
                     [sys.executable, "-m", "upright.deploy.logger_process", "--schema", json.dumps(schema)],
-                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, close_fds=True, pass_fds=(lock.fd,), bufsize=0,
-                )  # fmt: skip
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE,
+                    close_fds=True,
+                    pass_fds=(lock.fd,),
+                    bufsize=0,
+                )
                 self.next_episode_index = self._wait_ready(root, ready_timeout_s)
                 """The dataset's next ``episode_index`` when the logger opened it (after recovering journals)."""
             finally:
@@ -298,8 +320,10 @@ class LoggerClient:
             self.proc.kill()
             self.proc.wait()
             raise RuntimeError(f"the logger process did not open the dataset {root} within {timeout_s:g} s") from None
-        raise RuntimeError(f"the logger process could not open the dataset {root} (its error is above); "
-                           "use another --dataset, or --no-log")
+        raise RuntimeError(
+            f"the logger process could not open the dataset {root} (its error is above); "
+            "use another --dataset, or --no-log"
+        )
 
     # ------------------------------------------------------------------ health
     def _read_status(self) -> None:
@@ -345,8 +369,10 @@ class LoggerClient:
             elif self._gone and self._gone_for() >= GONE_GRACE_S:
                 self.failed = f"the logger process (pid {self.proc.pid}) is gone (its pipes are closed)"
             elif self._stalled:
-                self.failed = (f"the logger process (pid {self.proc.pid}) took no frame for {self.stall_s:g} s: its "
-                               "pipe stayed full (the process is stopped, or blocked on its disk)")  # fmt: skip
+                self.failed = (
+                    f"the logger process (pid {self.proc.pid}) took no frame for {self.stall_s:g} s: its "
+                    "pipe stayed full (the process is stopped, or blocked on its disk)"
+                )
         return self.failed
 
     def _gone_for(self) -> float:
@@ -478,9 +504,12 @@ class _Logger:
         else:
             self.lock = DatasetLock.acquire(schema["root"], holder)
         self.writer = LeRobotV3Writer(
-            schema["root"], self.features, schema["fps"], schema["robot_type"],
+            schema["root"],
+            self.features,
+            schema["fps"],
+            schema["robot_type"],
             extra_info(schema["task"], schema.get("policy", "")),
-        )  # fmt: skip
+        )
         recovered = self.writer.recover(self.task, "recovered from the journal: the daemon and its logger died")
         if recovered:
             print(f"logger: recovered interrupted episodes {recovered}", file=sys.stderr, flush=True)
@@ -507,22 +536,26 @@ class _Logger:
         self._said_quarantined = len(self.writer.quarantined)
 
     def _batch(self, records: np.ndarray) -> pa.RecordBatch:
-        cols = [column(self.pending_png[name] if f["dtype"] == "image" else records[name], f)
-                for name, f in self.features.items()]  # fmt: skip
+        cols = [
+            column(self.pending_png[name] if f["dtype"] == "image" else records[name], f)
+            for name, f in self.features.items()
+        ]
         cols.append(pa.array(records["frame_index"].astype(np.int64)))
         return pa.RecordBatch.from_arrays(cols, schema=self.writer.schema.append(pa.field("frame_index", pa.int64())))
 
     def _progress(self) -> None:
         atomic_write_bytes(
             self.progress_path,
-            json.dumps({
-                "episode_index": self.episode_index,
-                "frames_flushed": self.journal.frames if self.journal else 0,
-                "total_episodes": self.writer.info["total_episodes"],
-                "total_frames": self.writer.info["total_frames"],
-                "images_lost": self.images_lost,
-            }).encode(),
-        )  # fmt: skip
+            json.dumps(
+                {
+                    "episode_index": self.episode_index,
+                    "frames_flushed": self.journal.frames if self.journal else 0,
+                    "total_episodes": self.writer.info["total_episodes"],
+                    "total_frames": self.writer.info["total_frames"],
+                    "images_lost": self.images_lost,
+                }
+            ).encode(),
+        )
 
     def flush(self) -> None:
         self.last_flush = time.monotonic()
@@ -556,8 +589,11 @@ class _Logger:
         path = self.journal.path
         index = self.writer.info["total_episodes"]
         if index != self.episode_key:
-            print(f"logger: the daemon's episode {self.episode_key} is written as episode_index {index}",
-                  file=sys.stderr, flush=True)  # fmt: skip
+            print(
+                f"logger: the daemon's episode {self.episode_key} is written as episode_index {index}",
+                file=sys.stderr,
+                flush=True,
+            )
         self.writer.convert_journal(path, self.task, outcome, reason)
         self._say_quarantined()
         self.journal = None
@@ -572,8 +608,12 @@ class _Logger:
         if got is None:
             self.images_lost += 1
             if self.images_lost == 1:
-                print("logger: a frame without its camera images (none yet, or the logger lagged more than the image "
-                      "ring holds): stored black; counted in progress.json images_lost", file=sys.stderr, flush=True)
+                print(
+                    "logger: a frame without its camera images (none yet, or the logger lagged more than the image "
+                    "ring holds): stored black; counted in progress.json images_lost",
+                    file=sys.stderr,
+                    flush=True,
+                )
 
     def handle(self, records: np.ndarray) -> bool:
         """Process records; return False on a close record."""
@@ -605,8 +645,11 @@ def _report_failure(log: _Logger, err: BaseException) -> None:
     text = " ".join(str(err).split()) or type(err).__name__
     error = f"the logger process (pid {os.getpid()}) could not write {root}: {type(err).__name__}: {text}"
     kept = f"; the flushed frames are kept in {log.journal.path}" if log.journal is not None else ""
-    print(f"upright-deploy logger: {error}{kept} (`upright-deploy recover {root}` converts them once there is room)",
-          file=sys.stderr, flush=True)  # fmt: skip
+    print(
+        f"upright-deploy logger: {error}{kept} (`upright-deploy recover {root}` converts them once there is room)",
+        file=sys.stderr,
+        flush=True,
+    )
     try:
         sys.stdout.write(json.dumps({"error": error}) + "\n")
         sys.stdout.flush()

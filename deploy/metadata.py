@@ -26,10 +26,20 @@ import numpy as np
 import onnx
 
 from upright.deploy.robot_config import (
-    KD_SATURATION_SPEED_RAD_S, KP_SATURATION_ERROR_RAD, MAX_ACTION_SCALE, MAX_CONTROL_DT_S, RobotConfig, gain_envelope,
+    KD_SATURATION_SPEED_RAD_S,
+    KP_SATURATION_ERROR_RAD,
+    MAX_ACTION_SCALE,
+    MAX_CONTROL_DT_S,
+    RobotConfig,
+    gain_envelope,
 )  # fmt: skip
 from upright.tasks.policy_schema import (
-    HISTORY_LAYOUT, METADATA_VERSION, REEXPORT_HINT, REQUIRED_KEYS, PolicyMetadataError, action_mode_of,
+    HISTORY_LAYOUT,
+    METADATA_VERSION,
+    REEXPORT_HINT,
+    REQUIRED_KEYS,
+    PolicyMetadataError,
+    action_mode_of,
 )  # fmt: skip
 from upright.tasks.standup.observations import OBSERVATION_TERMS, observation_dims
 
@@ -99,7 +109,7 @@ def read_raw_metadata(path: str | pathlib.Path) -> dict[str, Any]:
         raise PolicyMetadataError(f"policy file {path} does not exist")
     try:
         model = onnx.load(str(path), load_external_data=False)
-    except Exception as err:  # noqa: BLE001 - any parse failure is "not a policy file"
+    except Exception as err:
         raise PolicyMetadataError(f"{path} is not a readable ONNX file: {err}") from err
     try:
         return {p.key: json.loads(p.value) for p in model.metadata_props}
@@ -318,8 +328,12 @@ def load_policy_spec(
 def _per_joint_bounds(spec: PolicySpec, robot: RobotConfig):
     """(key, joint names, values) of the per-joint values a file gives, and the envelope of each joint."""
     meta = spec.metadata
-    rows = [("kp", spec.joint_names, spec.kp), ("kd", spec.joint_names, spec.kd),
-            ("held_kp", spec.held_joint_names, spec.held_kp), ("held_kd", spec.held_joint_names, spec.held_kd)]
+    rows = [
+        ("kp", spec.joint_names, spec.kp),
+        ("kd", spec.joint_names, spec.kd),
+        ("held_kp", spec.held_joint_names, spec.held_kp),
+        ("held_kd", spec.held_joint_names, spec.held_kd),
+    ]
     if "torque_limit" in meta:  # the MLP schema's keys (a chunked policy's contract has none)
         rows.append(("torque_limit", spec.joint_names, _floats(meta, "torque_limit", spec.num_joints, spec.path)))
     if "held_torque_limit" in meta and spec.held_joint_names:
@@ -334,9 +348,11 @@ def _joint_problem(key: str, value: float, env) -> tuple[str, str] | None:
     if key.endswith("torque_limit"):
         if 0 < value <= env.torque_limit * (1 + 1e-9):
             return None
-        return ("not positive" if value <= 0 else f"above the {motor}",
-                f"the file must carry the limit it was trained with, in (0, {env.torque_limit:g}] N·m (the daemon "
-                "clamps to the motor's)")  # fmt: skip
+        return (
+            "not positive" if value <= 0 else f"above the {motor}",
+            f"the file must carry the limit it was trained with, in (0, {env.torque_limit:g}] N·m (the daemon "
+            "clamps to the motor's)",
+        )
     kp = key.endswith("kp")
     gain, bound, unit = ("Kp", env.kp_max, "N·m/rad") if kp else ("Kd", env.kd_max, "N·m·s/rad")
     if value <= bound * (1 + 1e-9):
@@ -345,11 +361,15 @@ def _joint_problem(key: str, value: float, env) -> tuple[str, str] | None:
     if value > env.frame_k_max:
         why.append(f"the motor frame encodes at most {env.frame_k_max:.1f} {unit} (the motor would silently run that)")
     if kp and value * KP_SATURATION_ERROR_RAD > env.torque_limit:
-        why.append(f"a 0.1 rad error would command {value * 0.1:.3g} N·m, {value * 0.1 / env.torque_limit:.3g} x the "
-                   f"{motor} (at most 10 x is plausible: saturating at a {KP_SATURATION_ERROR_RAD:g} rad error)")
+        why.append(
+            f"a 0.1 rad error would command {value * 0.1:.3g} N·m, {value * 0.1 / env.torque_limit:.3g} x the "
+            f"{motor} (at most 10 x is plausible: saturating at a {KP_SATURATION_ERROR_RAD:g} rad error)"
+        )
     if not kp and value * KD_SATURATION_SPEED_RAD_S > env.torque_limit:
-        why.append(f"a 1 rad/s speed would command {value:.3g} N·m, {value / env.torque_limit:.3g} x the {motor} "
-                   f"(at most 10 x is plausible: saturating at {KD_SATURATION_SPEED_RAD_S:g} rad/s)")
+        why.append(
+            f"a 1 rad/s speed would command {value:.3g} N·m, {value / env.torque_limit:.3g} x the {motor} "
+            f"(at most 10 x is plausible: saturating at {KD_SATURATION_SPEED_RAD_S:g} rad/s)"
+        )
     return " and ".join(why), f"re-export the policy with {gain} <= {bound:.1f} {unit} for this joint"
 
 
@@ -389,11 +409,19 @@ def check_plausible(spec: PolicySpec, robot: RobotConfig | None, io_rate_hz: flo
     dt = spec.control_dt
     cycles = dt / period
     if dt > MAX_CONTROL_DT_S * (1 + 1e-9):
-        refuse("control_dt", dt, f"a policy period longer than {MAX_CONTROL_DT_S:g} s (10 Hz) cannot catch a fall",
-               f"give the period it was trained with, a multiple of {period:g} s up to {MAX_CONTROL_DT_S:g} s")
+        refuse(
+            "control_dt",
+            dt,
+            f"a policy period longer than {MAX_CONTROL_DT_S:g} s (10 Hz) cannot catch a fall",
+            f"give the period it was trained with, a multiple of {period:g} s up to {MAX_CONTROL_DT_S:g} s",
+        )
     if cycles < 1 - 1e-6:
-        refuse("control_dt", dt, f"shorter than one loop period ({period:g} s at --io-rate {io_rate_hz:g} Hz)",
-               f"give the period it was trained with, a multiple of {period:g} s")
+        refuse(
+            "control_dt",
+            dt,
+            f"shorter than one loop period ({period:g} s at --io-rate {io_rate_hz:g} Hz)",
+            f"give the period it was trained with, a multiple of {period:g} s",
+        )
     if abs(cycles - round(cycles)) > 1e-6:
         lo, hi = math.floor(cycles) * period, math.ceil(cycles) * period
         refuse("control_dt", dt, f"not a whole number of loop periods ({cycles:.4g} x {period:g} s at --io-rate "
@@ -426,18 +454,28 @@ def dry_run(spec: PolicySpec, declared: list[int] | None = None) -> None:
     except Exception as err:  # noqa: BLE001 - onnxruntime raises its own exception types
         model = onnx.load(path, load_external_data=False)
         local = {f.domain for f in model.functions}
-        custom = [f"{n.domain}::{n.op_type} (node '{n.name}')" for n in model.graph.node
-                  if n.domain not in _STANDARD_DOMAINS and n.domain not in local]  # fmt: skip
-        why = (f"ops of a custom domain onnxruntime does not implement: {', '.join(custom[:3])}" if custom
-               else _one_line(err))  # fmt: skip
-        raise PolicyMetadataError(f"{path}: graph: onnxruntime cannot load it: {why}; export the policy with standard "
-                                  "ONNX ops (python -m upright.training.export)") from None  # fmt: skip
+        custom = [
+            f"{n.domain}::{n.op_type} (node '{n.name}')"
+            for n in model.graph.node
+            if n.domain not in _STANDARD_DOMAINS and n.domain not in local
+        ]
+        why = (
+            f"ops of a custom domain onnxruntime does not implement: {', '.join(custom[:3])}"
+            if custom
+            else _one_line(err)
+        )
+        raise PolicyMetadataError(
+            f"{path}: graph: onnxruntime cannot load it: {why}; export the policy with standard "
+            "ONNX ops (python -m upright.training.export)"
+        ) from None
     obs = np.zeros((1, spec.obs_dim), np.float32)
     try:
         out = np.asarray(session.run([spec.output_name], {spec.input_name: obs})[0])
     except Exception as err:  # noqa: BLE001
-        raise PolicyMetadataError(f"{path}: input_name '{spec.input_name}': the graph fails on a zero observation "
-                                  f"(1, {spec.obs_dim}): {_one_line(err)}") from None  # fmt: skip
+        raise PolicyMetadataError(
+            f"{path}: input_name '{spec.input_name}': the graph fails on a zero observation "
+            f"(1, {spec.obs_dim}): {_one_line(err)}"
+        ) from None
     want = (1, spec.num_joints)
     if out.shape != want:
         said = f"declares {list(declared)} and " if declared is not None else ""
@@ -447,8 +485,10 @@ def dry_run(spec: PolicySpec, declared: list[int] | None = None) -> None:
             "declares: re-export it"
         )
     if not np.all(np.isfinite(out)):
-        raise PolicyMetadataError(f"{path}: output_name '{spec.output_name}' is NaN/inf on a zero observation "
-                                  f"({int(np.sum(~np.isfinite(out)))} of {out.size} values); re-export it")  # fmt: skip
+        raise PolicyMetadataError(
+            f"{path}: output_name '{spec.output_name}' is NaN/inf on a zero observation "
+            f"({int(np.sum(~np.isfinite(out)))} of {out.size} values); re-export it"
+        )
 
 
 def check_joints_match_robot(spec: PolicySpec, robot: RobotConfig) -> None:

@@ -126,19 +126,26 @@ def _check_socket_dir(folder: str) -> None:
     st = os.lstat(folder)
     me = os.geteuid()
     if not stat.S_ISDIR(st.st_mode):
-        raise SocketSecurityError(f"socket folder {folder} is {_describe(st)}, not a folder; "
-                                  "remove it or choose --socket")
+        raise SocketSecurityError(
+            f"socket folder {folder} is {_describe(st)}, not a folder; remove it or choose --socket"
+        )
     if st.st_uid not in (me, 0):
-        raise SocketSecurityError(f"socket folder {folder} belongs to {_user(st.st_uid)}, not to {_user(me)}: "
-                                  "it could replace the socket; remove the folder or choose --socket")  # fmt: skip
+        raise SocketSecurityError(
+            f"socket folder {folder} belongs to {_user(st.st_uid)}, not to {_user(me)}: "
+            "it could replace the socket; remove the folder or choose --socket"
+        )
     if st.st_mode & 0o022 and not st.st_mode & stat.S_ISVTX:
-        raise SocketSecurityError(f"socket folder {folder} is writable by others ({stat.filemode(st.st_mode)}) "
-                                  f"without the sticky bit: they could replace the socket; chmod go-w {folder} "
-                                  "(connecting needs only g+x), or choose --socket")  # fmt: skip
+        raise SocketSecurityError(
+            f"socket folder {folder} is writable by others ({stat.filemode(st.st_mode)}) "
+            f"without the sticky bit: they could replace the socket; chmod go-w {folder} "
+            "(connecting needs only g+x), or choose --socket"
+        )
     private = os.path.join(tempfile.gettempdir(), f"upright-deploy-{me}")
     if os.path.abspath(folder) == os.path.abspath(private) and not _private_dir(folder):
-        raise SocketSecurityError(f"socket folder {folder} must be 0700 and belong to {_user(me)}; "
-                                  f"it is {stat.filemode(st.st_mode)} of {_user(st.st_uid)}: remove it")  # fmt: skip
+        raise SocketSecurityError(
+            f"socket folder {folder} must be 0700 and belong to {_user(me)}; "
+            f"it is {stat.filemode(st.st_mode)} of {_user(st.st_uid)}: remove it"
+        )
 
 
 def prepare_socket_path(path: str) -> None:
@@ -156,8 +163,10 @@ def prepare_socket_path(path: str) -> None:
     except FileNotFoundError:
         return
     if not (stat.S_ISSOCK(st.st_mode) and st.st_uid == os.geteuid()):
-        raise SocketSecurityError(f"{path} exists and is not a socket of {_user(os.geteuid())} (it is "
-                                  f"{_describe(st)}); remove it or choose another --socket")  # fmt: skip
+        raise SocketSecurityError(
+            f"{path} exists and is not a socket of {_user(os.geteuid())} (it is "
+            f"{_describe(st)}); remove it or choose another --socket"
+        )
     probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     probe.settimeout(1.0)
     try:
@@ -288,12 +297,16 @@ def parse_request(line: bytes) -> dict:
         raise BadRequest(f'bad request: a request is one JSON object, e.g. {{"cmd": "status"}}, not {kind}')
     unknown = [k for k in req if k not in REQUEST_FIELDS]
     if unknown:
-        raise BadRequest(f"bad request: unknown field {', '.join(_short(k) for k in unknown[:4])}"
-                         f"{' ...' if len(unknown) > 4 else ''}; fields: {', '.join(REQUEST_FIELDS)}")  # fmt: skip
+        raise BadRequest(
+            f"bad request: unknown field {', '.join(_short(k) for k in unknown[:4])}"
+            f"{' ...' if len(unknown) > 4 else ''}; fields: {', '.join(REQUEST_FIELDS)}"
+        )
     cmd = req.get("cmd")
     if not isinstance(cmd, str):
-        raise BadRequest(f"bad request: 'cmd' must be a string, one of: {' '.join(COMMANDS)} "
-                         f"(got {'nothing' if cmd is None else _short(cmd)})")  # fmt: skip
+        raise BadRequest(
+            f"bad request: 'cmd' must be a string, one of: {' '.join(COMMANDS)} "
+            f"(got {'nothing' if cmd is None else _short(cmd)})"
+        )
     if "targets" in req and cmd != "target":
         raise BadRequest(f"bad request: 'targets' goes with cmd 'target' only (cmd is {_short(cmd)})")
     return req
@@ -334,8 +347,9 @@ class OperatorServer:
             try:
                 os.chown(path, -1, group)
             except OSError as err:
-                log.warning("socket %s: cannot give it group %d (%s); only its user and root can connect",
-                            path, group, err)
+                log.warning(
+                    "socket %s: cannot give it group %d (%s); only its user and root can connect", path, group, err
+                )
         self.sock.listen(8)
         self.sock.setblocking(False)
         self.clients: list[_Client] = []
@@ -380,11 +394,19 @@ class OperatorServer:
                 continue
             if not self.allowed(pid, uid, gid):
                 self.refused += 1
-                log.warning("operator socket: refused pid %d, %s (allowed: %s, root%s)", pid, _user(uid),
-                            _user(os.geteuid()), f", group {self.group}" if self.group is not None else "")
+                log.warning(
+                    "operator socket: refused pid %d, %s (allowed: %s, root%s)",
+                    pid,
+                    _user(uid),
+                    _user(os.geteuid()),
+                    f", group {self.group}" if self.group is not None else "",
+                )
                 try:
-                    conn.send((json.dumps({"ok": False, "error": f"{_user(uid)} may not operate this daemon"}) + "\n")
-                              .encode())  # fmt: skip
+                    conn.send(
+                        (
+                            json.dumps({"ok": False, "error": f"{_user(uid)} may not operate this daemon"}) + "\n"
+                        ).encode()
+                    )
                 except OSError:
                     pass
                 conn.close()
@@ -422,8 +444,9 @@ class OperatorServer:
             return
         now = time.monotonic()
         if len(c.buf) > MAX_LINE_BYTES:
-            self._refuse(c, f"bad request: line longer than {MAX_LINE_BYTES} bytes (no newline); connection closed",
-                         drop=True)  # fmt: skip
+            self._refuse(
+                c, f"bad request: line longer than {MAX_LINE_BYTES} bytes (no newline); connection closed", drop=True
+            )
         elif c.partial_since is None:
             c.partial_since = now
         elif now - c.partial_since > self.line_timeout_s:
@@ -547,7 +570,7 @@ def send_command(path: str, request: dict, timeout: float = 5.0, daemon_users: t
             raise UntrustedDaemonError(
                 f"refusing to talk to {path}: it is served by {_user(uid)}, not by "
                 f"{', '.join(_user(u) for u in sorted(trusted))}; if the daemon runs as that user, pass --daemon-user"
-            )  # fmt: skip
+            )
         sock.sendall((json.dumps(request) + "\n").encode())
         buf = b""
         while b"\n" not in buf:
@@ -559,8 +582,9 @@ def send_command(path: str, request: dict, timeout: float = 5.0, daemon_users: t
     except (FileNotFoundError, ConnectionRefusedError) as err:
         raise ConnectionError(f"no upright-deploy daemon listens on {path} ({err})") from err
     except PermissionError as err:
-        raise ConnectionError(f"no permission to connect to {path} ({err}); the daemon's user, root and its "
-                              "--ctl-group may operate it") from err  # fmt: skip
+        raise ConnectionError(
+            f"no permission to connect to {path} ({err}); the daemon's user, root and its --ctl-group may operate it"
+        ) from err
     except TimeoutError as err:
         raise ConnectionError(f"daemon at {path} did not answer within {timeout} s") from err
     finally:

@@ -233,7 +233,9 @@ class PtyDeviceServer:
         while True:
             i_cmd = buf.find(go.CMD_HEADER)
             i_imu = buf.find(imu_frame.REQUEST_HEADER)
-            candidates = [(i, s, h) for i, s, h in ((i_cmd, go.CMD_SIZE, 0), (i_imu, imu_frame.REQUEST_SIZE, 1)) if i >= 0]
+            candidates = [
+                (i, s, h) for i, s, h in ((i_cmd, go.CMD_SIZE, 0), (i_imu, imu_frame.REQUEST_SIZE, 1)) if i >= 0
+            ]
             if not candidates:
                 if len(buf) > 1:
                     del buf[: len(buf) - 1]

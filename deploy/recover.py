@@ -35,16 +35,21 @@ def cmd_recover(args) -> int:
     try:
         lock = DatasetLock.acquire(root, "upright-deploy recover", create=False)
     except DatasetLockedError as err:
-        print(f"upright-deploy recover: refusing: {err}; a daemon is recording it: recover it after that daemon "
-              "exits", file=sys.stderr)  # fmt: skip
+        print(
+            f"upright-deploy recover: refusing: {err}; a daemon is recording it: recover it after that daemon exits",
+            file=sys.stderr,
+        )
         return 2
     except OSError as err:
         print(f"upright-deploy recover: cannot lock {root}: {err}", file=sys.stderr)
         return 1
     try:
         if not info_path.is_file():
-            print("upright-deploy recover: journals without meta/info.json; run the daemon once on this folder to "
-                  "recover", file=sys.stderr)  # fmt: skip
+            print(
+                "upright-deploy recover: journals without meta/info.json; run the daemon once on this folder to "
+                "recover",
+                file=sys.stderr,
+            )
             return 2
         writer = None
         try:
@@ -56,18 +61,29 @@ def cmd_recover(args) -> int:
             print(f"upright-deploy recover: refusing: {err}; nothing was changed", file=sys.stderr)
             return 2
         except (ValueError, KeyError) as err:
-            print(f"upright-deploy recover: {info_path} does not read back ({type(err).__name__}: {err})",
-                  file=sys.stderr)  # fmt: skip
+            print(
+                f"upright-deploy recover: {info_path} does not read back ({type(err).__name__}: {err})", file=sys.stderr
+            )
             return 2
         except OSError as err:  # a full disk, EIO: one line; every file as it was (journals kept)
-            print(f"upright-deploy recover: cannot write {root}: {err}; nothing is lost: run recover again once "
-                  "there is room", file=sys.stderr)  # fmt: skip
+            print(
+                f"upright-deploy recover: cannot write {root}: {err}; nothing is lost: run recover again once "
+                "there is room",
+                file=sys.stderr,
+            )
             return 1
         finally:
             for src, dst, why in writer.quarantined if writer is not None else ():
                 print(f"upright-deploy recover: {src} cannot be converted ({why}); kept as {dst}", file=sys.stderr)
     finally:
         lock.close()
-    print(json.dumps({"recovered_episodes": done, "total_episodes": writer.info["total_episodes"],
-                      "quarantined": [str(dst) for _, dst, _ in writer.quarantined]}))  # fmt: skip
+    print(
+        json.dumps(
+            {
+                "recovered_episodes": done,
+                "total_episodes": writer.info["total_episodes"],
+                "quarantined": [str(dst) for _, dst, _ in writer.quarantined],
+            }
+        )
+    )
     return 0

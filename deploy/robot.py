@@ -163,7 +163,9 @@ class SerialRobot(Robot):
         raw = self._raw
         for rnd in self._rounds:
             for bi, j, mid in rnd:
-                self.buses[bi].send(go.encode_command_values(mid, modes[j], r_tau[j], r_dq[j], r_q[j], r_kp[j], r_kd[j]))
+                self.buses[bi].send(
+                    go.encode_command_values(mid, modes[j], r_tau[j], r_dq[j], r_q[j], r_kp[j], r_kd[j])
+                )
             for bi, j, mid in rnd:
                 rep = self._receive_reply(bi, j, mid)
                 if rep is not None:

@@ -135,9 +135,13 @@ def _bus_dict(b: BusConfig) -> dict:
 
 def _robot_dict(r: RobotConfig) -> dict:
     return {
-        "name": r.name, "buses": r.buses, "temperature_warn": r.temperature_warn,
-        "temperature_limit": r.temperature_limit, "reply_timeout_s": r.reply_timeout_s, "extra": r.extra,
-    }  # fmt: skip
+        "name": r.name,
+        "buses": r.buses,
+        "temperature_warn": r.temperature_warn,
+        "temperature_limit": r.temperature_limit,
+        "reply_timeout_s": r.reply_timeout_s,
+        "extra": r.extra,
+    }
 
 
 G1_MOTOR_DATASHEETS: dict[str, tuple[float, float]] = {
@@ -156,46 +160,66 @@ ankles and waist roll/pitch are driven through a parallel linkage by two 5020s (
 # N·m x count, velocity limit rad/s), on five RS-485 buses: one per leg, the waist (with the IMU), one per arm. An
 # exchange takes as many request/reply rounds as the busiest bus has devices (7 + 1).
 _G1_BUSES: tuple[tuple[str, bool, tuple[tuple[str, float, float, str], ...]], ...] = (
-    ("bus0", False, (
-        ("left_hip_pitch_joint", -2.5307, 2.8798, "7520-14"),
-        ("left_hip_roll_joint", -0.5236, 2.9671, "7520-22"),
-        ("left_hip_yaw_joint", -2.7576, 2.7576, "7520-14"),
-        ("left_knee_joint", -0.087267, 2.8798, "7520-22"),
-        ("left_ankle_pitch_joint", -0.87267, 0.5236, "5020 x2"),
-        ("left_ankle_roll_joint", -0.2618, 0.2618, "5020 x2"),
-    )),
-    ("bus1", False, (
-        ("right_hip_pitch_joint", -2.5307, 2.8798, "7520-14"),
-        ("right_hip_roll_joint", -2.9671, 0.5236, "7520-22"),
-        ("right_hip_yaw_joint", -2.7576, 2.7576, "7520-14"),
-        ("right_knee_joint", -0.087267, 2.8798, "7520-22"),
-        ("right_ankle_pitch_joint", -0.87267, 0.5236, "5020 x2"),
-        ("right_ankle_roll_joint", -0.2618, 0.2618, "5020 x2"),
-    )),
-    ("bus2", True, (
-        ("waist_yaw_joint", -2.618, 2.618, "7520-14"),
-        ("waist_roll_joint", -0.52, 0.52, "5020 x2"),
-        ("waist_pitch_joint", -0.52, 0.52, "5020 x2"),
-    )),
-    ("bus3", False, (
-        ("left_shoulder_pitch_joint", -3.0892, 2.6704, "5020"),
-        ("left_shoulder_roll_joint", -1.5882, 2.2515, "5020"),
-        ("left_shoulder_yaw_joint", -2.618, 2.618, "5020"),
-        ("left_elbow_joint", -1.0472, 2.0944, "5020"),
-        ("left_wrist_roll_joint", -1.97222, 1.97222, "5020"),
-        ("left_wrist_pitch_joint", -1.61443, 1.61443, "4010"),
-        ("left_wrist_yaw_joint", -1.61443, 1.61443, "4010"),
-    )),
-    ("bus4", False, (
-        ("right_shoulder_pitch_joint", -3.0892, 2.6704, "5020"),
-        ("right_shoulder_roll_joint", -2.2515, 1.5882, "5020"),
-        ("right_shoulder_yaw_joint", -2.618, 2.618, "5020"),
-        ("right_elbow_joint", -1.0472, 2.0944, "5020"),
-        ("right_wrist_roll_joint", -1.97222, 1.97222, "5020"),
-        ("right_wrist_pitch_joint", -1.61443, 1.61443, "4010"),
-        ("right_wrist_yaw_joint", -1.61443, 1.61443, "4010"),
-    )),
-)  # fmt: skip
+    (
+        "bus0",
+        False,
+        (
+            ("left_hip_pitch_joint", -2.5307, 2.8798, "7520-14"),
+            ("left_hip_roll_joint", -0.5236, 2.9671, "7520-22"),
+            ("left_hip_yaw_joint", -2.7576, 2.7576, "7520-14"),
+            ("left_knee_joint", -0.087267, 2.8798, "7520-22"),
+            ("left_ankle_pitch_joint", -0.87267, 0.5236, "5020 x2"),
+            ("left_ankle_roll_joint", -0.2618, 0.2618, "5020 x2"),
+        ),
+    ),
+    (
+        "bus1",
+        False,
+        (
+            ("right_hip_pitch_joint", -2.5307, 2.8798, "7520-14"),
+            ("right_hip_roll_joint", -2.9671, 0.5236, "7520-22"),
+            ("right_hip_yaw_joint", -2.7576, 2.7576, "7520-14"),
+            ("right_knee_joint", -0.087267, 2.8798, "7520-22"),
+            ("right_ankle_pitch_joint", -0.87267, 0.5236, "5020 x2"),
+            ("right_ankle_roll_joint", -0.2618, 0.2618, "5020 x2"),
+        ),
+    ),
+    (
+        "bus2",
+        True,
+        (
+            ("waist_yaw_joint", -2.618, 2.618, "7520-14"),
+            ("waist_roll_joint", -0.52, 0.52, "5020 x2"),
+            ("waist_pitch_joint", -0.52, 0.52, "5020 x2"),
+        ),
+    ),
+    (
+        "bus3",
+        False,
+        (
+            ("left_shoulder_pitch_joint", -3.0892, 2.6704, "5020"),
+            ("left_shoulder_roll_joint", -1.5882, 2.2515, "5020"),
+            ("left_shoulder_yaw_joint", -2.618, 2.618, "5020"),
+            ("left_elbow_joint", -1.0472, 2.0944, "5020"),
+            ("left_wrist_roll_joint", -1.97222, 1.97222, "5020"),
+            ("left_wrist_pitch_joint", -1.61443, 1.61443, "4010"),
+            ("left_wrist_yaw_joint", -1.61443, 1.61443, "4010"),
+        ),
+    ),
+    (
+        "bus4",
+        False,
+        (
+            ("right_shoulder_pitch_joint", -3.0892, 2.6704, "5020"),
+            ("right_shoulder_roll_joint", -2.2515, 1.5882, "5020"),
+            ("right_shoulder_yaw_joint", -2.618, 2.618, "5020"),
+            ("right_elbow_joint", -1.0472, 2.0944, "5020"),
+            ("right_wrist_roll_joint", -1.97222, 1.97222, "5020"),
+            ("right_wrist_pitch_joint", -1.61443, 1.61443, "4010"),
+            ("right_wrist_yaw_joint", -1.61443, 1.61443, "4010"),
+        ),
+    ),
+)
 
 
 def _g1_limits(actuator: str) -> tuple[float, float]:
@@ -210,10 +234,17 @@ def g1_29dof(port_prefix: str = "/dev/ttyUSB") -> RobotConfig:
     buses = []
     for i, (name, has_imu, joints) in enumerate(_G1_BUSES):
         motors = tuple(
-            MotorConfig(joint=j, motor_id=k, lower=lo, upper=hi, torque_limit=_g1_limits(a)[0],
-                        velocity_limit=_g1_limits(a)[1], actuator=a)
+            MotorConfig(
+                joint=j,
+                motor_id=k,
+                lower=lo,
+                upper=hi,
+                torque_limit=_g1_limits(a)[0],
+                velocity_limit=_g1_limits(a)[1],
+                actuator=a,
+            )
             for k, (j, lo, hi, a) in enumerate(joints)
-        )  # fmt: skip
+        )
         buses.append(BusConfig(name=name, port=f"{port_prefix}{i}", motors=motors, has_imu=has_imu))
     cfg = RobotConfig(name="unitree_g1_29dof", buses=tuple(buses))
     cfg.validate()
@@ -234,7 +265,7 @@ _PANDA_JOINTS: tuple[tuple[str, float, float, float, float], ...] = (
     ("joint6", -0.0175, 3.7525, 12.0, 2.61),
     ("joint7", -2.8973, 2.8973, 12.0, 2.61),
     ("finger_joint1", 0.0, 0.04, 200.0, 0.2),
-)  # fmt: skip
+)
 
 
 def franka_emika_panda(port_prefix: str = "/dev/ttyUSB") -> RobotConfig:
@@ -247,12 +278,20 @@ def franka_emika_panda(port_prefix: str = "/dev/ttyUSB") -> RobotConfig:
     The joint-side Kp of the lift task (up to 1000 N·m/rad) fits the frame's rotor-side 0-25.6 range at gear 6.33.
     """
     motors = tuple(
-        MotorConfig(joint=j, motor_id=k, lower=lo, upper=hi, torque_limit=tl, velocity_limit=vl,
-                    actuator="Panda hand" if j.startswith("finger") else f"Panda {'A1-A4' if k < 4 else 'A5-A7'}")
+        MotorConfig(
+            joint=j,
+            motor_id=k,
+            lower=lo,
+            upper=hi,
+            torque_limit=tl,
+            velocity_limit=vl,
+            actuator="Panda hand" if j.startswith("finger") else f"Panda {'A1-A4' if k < 4 else 'A5-A7'}",
+        )
         for k, (j, lo, hi, tl, vl) in enumerate(_PANDA_JOINTS)
-    )  # fmt: skip
-    cfg = RobotConfig(name="franka_emika_panda", buses=(BusConfig(name="bus0", port=f"{port_prefix}0", motors=motors,
-                                                                  has_imu=True),))  # fmt: skip
+    )
+    cfg = RobotConfig(
+        name="franka_emika_panda", buses=(BusConfig(name="bus0", port=f"{port_prefix}0", motors=motors, has_imu=True),)
+    )
     cfg.validate()
     return cfg
 
@@ -311,11 +350,16 @@ def gain_envelope(robot: RobotConfig) -> tuple[JointEnvelope, ...]:
     out = []
     for m in robot.motors:
         frame = FRAME_K_MAX * m.gear**2
-        out.append(JointEnvelope(
-            joint=m.joint, actuator=m.actuator, torque_limit=m.torque_limit, frame_k_max=frame,
-            kp_max=min(m.torque_limit / KP_SATURATION_ERROR_RAD, frame),
-            kd_max=min(m.torque_limit / KD_SATURATION_SPEED_RAD_S, frame),
-        ))  # fmt: skip
+        out.append(
+            JointEnvelope(
+                joint=m.joint,
+                actuator=m.actuator,
+                torque_limit=m.torque_limit,
+                frame_k_max=frame,
+                kp_max=min(m.torque_limit / KP_SATURATION_ERROR_RAD, frame),
+                kd_max=min(m.torque_limit / KD_SATURATION_SPEED_RAD_S, frame),
+            )
+        )
     return tuple(out)
 
 
@@ -340,9 +384,7 @@ def load_robot_config(source: str | pathlib.Path) -> RobotConfig:
     if not path.is_file():
         raise ValueError(f"robot config '{source}' is neither a built-in robot {sorted(ROBOTS)} nor a file")
     raw = json.loads(path.read_text())
-    buses = tuple(
-        BusConfig(**{**b, "motors": tuple(MotorConfig(**m) for m in b["motors"])}) for b in raw.pop("buses")
-    )
+    buses = tuple(BusConfig(**{**b, "motors": tuple(MotorConfig(**m) for m in b["motors"])}) for b in raw.pop("buses"))
     cfg = RobotConfig(**raw, buses=buses)
     cfg.validate()
     return cfg

@@ -58,10 +58,18 @@ class SafetyFlag(IntFlag):
 
 
 FAULT_FLAGS = (
-    SafetyFlag.LINK_FAULT | SafetyFlag.IMU_STALE | SafetyFlag.NONFINITE_OBS | SafetyFlag.NONFINITE_ACTION
-    | SafetyFlag.TILT | SafetyFlag.OVERTEMP | SafetyFlag.MOTOR_ERROR | SafetyFlag.OVERRUN_FAULT | SafetyFlag.WATCHDOG
-    | SafetyFlag.EXCEPTION | SafetyFlag.STALE_FAULT
-)  # fmt: skip
+    SafetyFlag.LINK_FAULT
+    | SafetyFlag.IMU_STALE
+    | SafetyFlag.NONFINITE_OBS
+    | SafetyFlag.NONFINITE_ACTION
+    | SafetyFlag.TILT
+    | SafetyFlag.OVERTEMP
+    | SafetyFlag.MOTOR_ERROR
+    | SafetyFlag.OVERRUN_FAULT
+    | SafetyFlag.WATCHDOG
+    | SafetyFlag.EXCEPTION
+    | SafetyFlag.STALE_FAULT
+)
 """Flags that send the robot to DAMPING."""
 
 

@@ -41,8 +41,9 @@ import numpy as np
 
 MAGIC = b"UPRTFRM1"
 NAME_BYTES = 64
-HEADER = np.dtype([("magic", "S8"), ("slots", "<u4"), ("count", "<u4"), ("newest", "<i8"), ("closed", "<u4"),
-                   ("pad", "<u4")])  # fmt: skip
+HEADER = np.dtype(
+    [("magic", "S8"), ("slots", "<u4"), ("count", "<u4"), ("newest", "<i8"), ("closed", "<u4"), ("pad", "<u4")]
+)
 """The file's fixed header."""
 SLOT = np.dtype([("stamp", "<i8"), ("t_ns", "<i8"), ("aux", "<i8")])
 """The header of every slot: ``stamp`` (0: empty, -1: being written), ``t_ns`` (CLOCK_MONOTONIC ns of the images),
@@ -158,8 +159,9 @@ class SharedFrames:
         return cls(path, mm, writable=False)
 
     # ------------------------------------------------------------------ writer
-    def write(self, stamp: int, images: dict[str, np.ndarray | None], t_ns: int, aux: int = 0,
-              slot: int | None = None) -> None:  # fmt: skip
+    def write(
+        self, stamp: int, images: dict[str, np.ndarray | None], t_ns: int, aux: int = 0, slot: int | None = None
+    ) -> None:
         """Publish ``images`` (name -> (H, W, 3) uint8; a missing name or None: black) into ``slot`` (default
         ``stamp % slots``) under ``stamp`` (> 0, increasing), taken at ``t_ns`` (CLOCK_MONOTONIC ns).
 
@@ -202,8 +204,9 @@ class SharedFrames:
         """The writer marked the file closed."""
         return bool(self._header["closed"][0])
 
-    def read(self, stamp: int | None = None, names: tuple[str, ...] | None = None, slot: int | None = None
-             ) -> tuple[int, dict[str, np.ndarray], int, int] | None:  # fmt: skip
+    def read(
+        self, stamp: int | None = None, names: tuple[str, ...] | None = None, slot: int | None = None
+    ) -> tuple[int, dict[str, np.ndarray], int, int] | None:
         """A consistent copy of one slot: ``(stamp, {name: (H, W, 3) uint8 new array}, t_ns, aux)``, or None when the
         slot is empty, being written, or (``stamp`` given) holds another stamp (overwritten, or not written yet).
 

@@ -34,8 +34,7 @@ from upright.deploy.camera import channel_path
 from upright.deploy.pty_device import Fault
 from upright.deploy.shared_frames import SharedFrames
 
-GL_HINT = ("set MUJOCO_GL=egl (libegl1) or MUJOCO_GL=osmesa (libosmesa6) before starting sim-robot, or drop "
-           "--camera")  # fmt: skip
+GL_HINT = "set MUJOCO_GL=egl (libegl1) or MUJOCO_GL=osmesa (libosmesa6) before starting sim-robot, or drop --camera"
 """How to fix a renderer that cannot start (appended to its error)."""
 
 
@@ -56,15 +55,24 @@ class SimCameraPublisher:
         RuntimeError: the renderer cannot start (the message names ``MUJOCO_GL``).
     """
 
-    def __init__(self, robot, cameras: list[str] | tuple[str, ...], height: int, width: int,
-                 link_dir: str | pathlib.Path, fps: float = 30.0, faults: list[Fault] | tuple[Fault, ...] = (),
-                 ready_timeout_s: float = 60.0):  # fmt: skip
+    def __init__(
+        self,
+        robot,
+        cameras: list[str] | tuple[str, ...],
+        height: int,
+        width: int,
+        link_dir: str | pathlib.Path,
+        fps: float = 30.0,
+        faults: list[Fault] | tuple[Fault, ...] = (),
+        ready_timeout_s: float = 60.0,
+    ):
         m = robot.model
         known = [mujoco.mj_id2name(m, mujoco.mjtObj.mjOBJ_CAMERA, i) for i in range(m.ncam)]
         unknown = [c for c in cameras if c not in known]
         if unknown or not cameras or len(set(cameras)) != len(cameras):
-            raise ValueError(f"sim-robot --camera: unknown, repeated or no cameras {list(cameras)}; the scene's "
-                             f"cameras: {known}")  # fmt: skip
+            raise ValueError(
+                f"sim-robot --camera: unknown, repeated or no cameras {list(cameras)}; the scene's cameras: {known}"
+            )
         if height < 16 or width < 16:
             raise ValueError(f"sim-robot --camera-size must be >= 16x16 px, got {height}x{width}")
         if not fps > 0:
@@ -158,4 +166,3 @@ def describe(publisher: SimCameraPublisher) -> str:
     """One line for sim-robot's start-up message."""
     files = " ".join(f"{c}={p}" for c, p in publisher.paths.items())
     return f"cameras {publisher.height}x{publisher.width} px, up to {1 / publisher.period:g} frames/s: {files}"
-

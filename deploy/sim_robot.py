@@ -92,8 +92,11 @@ def g1_standup_scene(timestep: float = 0.005) -> SimScene:
     acc = slice(m.sensor_adr[sens["imu_lin_acc"]], m.sensor_adr[sens["imu_lin_acc"]] + 3)
 
     def imu(d: mujoco.MjData) -> ImuReading:
-        return (tuple(float(v) for v in d.qpos[3:7]), tuple(float(v) for v in d.sensordata[gyro]),
-                tuple(float(v) for v in d.sensordata[acc]))  # fmt: skip
+        return (
+            tuple(float(v) for v in d.qpos[3:7]),
+            tuple(float(v) for v in d.sensordata[gyro]),
+            tuple(float(v) for v in d.sensordata[acc]),
+        )
 
     def head_height(d: mujoco.MjData) -> float:
         """Head site height above the mean foot height, m (the standup task's measure)."""
@@ -119,8 +122,9 @@ def panda_lift_scene(timestep: float = 0.005) -> SimScene:
         """Cube centre height above the floor, m."""
         return float(d.qpos[cube_z])
 
-    return SimScene(m, np.array(m.keyframe("home").qpos, dtype=np.float64), lambda d: FIXED_BASE_IMU,
-                    {"cube_height": cube_height})  # fmt: skip
+    return SimScene(
+        m, np.array(m.keyframe("home").qpos, dtype=np.float64), lambda d: FIXED_BASE_IMU, {"cube_height": cube_height}
+    )
 
 
 SCENES: dict[str, Callable[[float], SimScene]] = {
@@ -137,8 +141,10 @@ def scene_for(config: RobotConfig, timestep: float = 0.005) -> SimScene:
         ValueError: no scene for that robot (the message lists the known ones).
     """
     if config.name not in SCENES:
-        raise ValueError(f"sim-robot has no scene for robot '{config.name}'; known: {sorted(SCENES)} (the robot "
-                         "config's 'name' picks the scene)")  # fmt: skip
+        raise ValueError(
+            f"sim-robot has no scene for robot '{config.name}'; known: {sorted(SCENES)} (the robot "
+            "config's 'name' picks the scene)"
+        )
     return SCENES[config.name](timestep)
 
 
@@ -271,9 +277,15 @@ class MujocoRobotModel:
         dq = self._qvel[self.vadr[k]]
         tau = self._force[a] + self.ff[k]
         return go.GoReply(
-            motor_id=cmd.motor_id, mode=cmd.mode, tau=tau / gd, dq=dq * gd, q=(q - self.offset[k]) * gd,
-            temperature=int(self.temperature), error=0, foot_force=0,
-        )  # fmt: skip
+            motor_id=cmd.motor_id,
+            mode=cmd.mode,
+            tau=tau / gd,
+            dq=dq * gd,
+            q=(q - self.offset[k]) * gd,
+            temperature=int(self.temperature),
+            error=0,
+            foot_force=0,
+        )
 
     def imu_sample(self, tick: int) -> imu_frame.ImuSample:
         self.io_tick = tick
@@ -287,8 +299,13 @@ class MujocoRobotModel:
             self._imu_time = t_us
         quat, gyro, acc = self.scene.imu(self.data)
         return imu_frame.ImuSample(
-            address=imu_frame.DEFAULT_ADDRESS, seq=self._imu_seq, t_us=t_us, quat=quat, gyro=gyro, acc=acc,
-        )  # fmt: skip
+            address=imu_frame.DEFAULT_ADDRESS,
+            seq=self._imu_seq,
+            t_us=t_us,
+            quat=quat,
+            gyro=gyro,
+            acc=acc,
+        )
 
     def save(self, path: str | pathlib.Path) -> None:
         """Write the recorded trace: ``time`` (T,), ``qpos`` (T, nq), ``qvel`` (T, nv) and one (T,) array per scene

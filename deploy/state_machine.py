@@ -52,8 +52,11 @@ TRANSITIONS: dict[str, dict[Mode, Mode]] = {
     "pause": {Mode.POLICY: Mode.PAUSED, Mode.HUMAN: Mode.PAUSED},
     "takeover": {Mode.POLICY: Mode.HUMAN, Mode.PAUSED: Mode.HUMAN},
     "release": {Mode.HUMAN: Mode.POLICY},
-    "logger_failed": {Mode.POLICY: Mode.RAMP_TO_DEFAULT, Mode.HUMAN: Mode.RAMP_TO_DEFAULT,
-                      Mode.PAUSED: Mode.RAMP_TO_DEFAULT},
+    "logger_failed": {
+        Mode.POLICY: Mode.RAMP_TO_DEFAULT,
+        Mode.HUMAN: Mode.RAMP_TO_DEFAULT,
+        Mode.PAUSED: Mode.RAMP_TO_DEFAULT,
+    },
 }
 """Operator and internal events; ``estop``, ``fault`` and ``stop`` go to DAMPING from any mode."""
 

@@ -1,7 +1,8 @@
 """Task-independent gymnasium wrappers over an upright batched env (the rsl-rl ``VecEnv`` every task implements).
 
 * :class:`BatchedTask`: what a task's adapter provides: build its batched env, reseed it in place, rebuild the
-  observation an episode ended on, and the two spaces. One per task (:mod:`upright.envs.standup`, :mod:`upright.envs.lift`).
+  observation an episode ended on, and the two spaces. One per task (:mod:`upright.envs.standup`,
+  :mod:`upright.envs.lift`).
 * :class:`UprightVectorEnv`: a :class:`gymnasium.vector.VectorEnv` over the task's N envs: one batched simulation
   stepped by one call, not N Python envs. Autoreset mode ``SAME_STEP`` (declared in ``metadata``): the step on which
   an env's episode ends returns the next episode's first observation, and the observation the episode ended on is in
@@ -16,7 +17,8 @@ from __future__ import annotations
 
 import warnings
 from abc import ABC, abstractmethod
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import gymnasium
 import numpy as np
@@ -191,9 +193,16 @@ class UprightVectorEnv(VectorEnv):
 
     metadata = {"autoreset_mode": AutoresetMode.SAME_STEP, "render_modes": ["rgb_array"], "render_fps": 50}
 
-    def __init__(self, task: BatchedTask, *, as_torch: bool = False, render_mode: str | None = None,
-                 render_env_ids: Sequence[int] = (0,), render_size: tuple[int, int] = (640, 480),
-                 reward_weights: Sequence[float] | None = None):  # fmt: skip
+    def __init__(
+        self,
+        task: BatchedTask,
+        *,
+        as_torch: bool = False,
+        render_mode: str | None = None,
+        render_env_ids: Sequence[int] = (0,),
+        render_size: tuple[int, int] = (640, 480),
+        reward_weights: Sequence[float] | None = None,
+    ):
         if render_mode not in (None, *self.metadata["render_modes"]):
             raise ValueError(f"render_mode must be None or 'rgb_array' for the vector env, got {render_mode!r}")
         self.task = task
@@ -280,8 +289,13 @@ class UprightVectorEnv(VectorEnv):
             return self._obs.clone(), rewards.float(), terminated, truncated, infos
         infos["reward_groups"] = groups.detach().cpu().numpy().copy()
         infos["_reward_groups"] = np.ones(self.num_envs, dtype=bool)
-        return (self._obs.cpu().numpy().copy(), rewards.detach().cpu().numpy().astype(np.float64),
-                terminated.cpu().numpy(), truncated.cpu().numpy(), infos)  # fmt: skip
+        return (
+            self._obs.cpu().numpy().copy(),
+            rewards.detach().cpu().numpy().astype(np.float64),
+            terminated.cpu().numpy(),
+            truncated.cpu().numpy(),
+            infos,
+        )
 
     def _final(self, ended: torch.Tensor, final: torch.Tensor, groups: torch.Tensor) -> dict[str, Any]:
         n = self.num_envs
@@ -363,8 +377,14 @@ class UprightEnv(gymnasium.Env):
 
     metadata = {"render_modes": ["rgb_array", "human"], "render_fps": 50}
 
-    def __init__(self, task: BatchedTask, *, render_mode: str | None = None, render_size: tuple[int, int] = (640, 480),
-                 reward_weights: Sequence[float] | None = None):  # fmt: skip
+    def __init__(
+        self,
+        task: BatchedTask,
+        *,
+        render_mode: str | None = None,
+        render_size: tuple[int, int] = (640, 480),
+        reward_weights: Sequence[float] | None = None,
+    ):
         if task.num_envs != 1:
             raise ValueError(f"UprightEnv wraps one env, got a batch of {task.num_envs}; use UprightVectorEnv")
         if render_mode not in (None, *self.metadata["render_modes"]):

@@ -36,8 +36,15 @@ class LiftTask(BatchedTask):
         ModelNotFoundError: the Panda model cannot be found (set ``MENAGERIE_ROOT``).
     """
 
-    def __init__(self, num_envs: int, *, overrides: dict[str, Any] | None = None, backend: str = "native",
-                 device: str = "cpu", num_threads: int = 0):  # fmt: skip
+    def __init__(
+        self,
+        num_envs: int,
+        *,
+        overrides: dict[str, Any] | None = None,
+        backend: str = "native",
+        device: str = "cpu",
+        num_threads: int = 0,
+    ):
         from upright.tasks.lift.config import LiftEnvCfg
         from upright.tasks.standup.config import SimCfg
         from upright.tasks.standup.terrains.settings import apply_overrides
@@ -83,8 +90,9 @@ class LiftTask(BatchedTask):
         from upright.tasks.lift.observations import HISTORY_LENGTH, OBS_CLIP
 
         env = self.env
-        frame = compute_frame(env.observation_terms, env.last_state, env.randomizer.obs_noise_scale, self._final_rng,
-                              OBS_CLIP)  # fmt: skip
+        frame = compute_frame(
+            env.observation_terms, env.last_state, env.randomizer.obs_noise_scale, self._final_rng, OBS_CLIP
+        )
         history = before.view(before.shape[0], HISTORY_LENGTH, -1)
         return torch.cat([history[done, 1:], frame[done].unsqueeze(1)], dim=1).flatten(1)
 
@@ -94,21 +102,43 @@ class LiftTask(BatchedTask):
         return max(0, int(mujoco.mj_name2id(self.env.model, mujoco.mjtObj.mjOBJ_BODY, "link0")))
 
 
-def make_env(*, overrides: dict[str, Any] | None = None, backend: str = "native", device: str = "cpu",
-             num_threads: int = 1, render_mode: str | None = None, render_size: tuple[int, int] = (640, 480),
-             reward_weights: Sequence[float] | None = None) -> UprightEnv:
+def make_env(
+    *,
+    overrides: dict[str, Any] | None = None,
+    backend: str = "native",
+    device: str = "cpu",
+    num_threads: int = 1,
+    render_mode: str | None = None,
+    render_size: tuple[int, int] = (640, 480),
+    reward_weights: Sequence[float] | None = None,
+) -> UprightEnv:
     """``gymnasium.make("upright/PandaLift-v0", **kwargs)``: one env. Render modes: ``rgb_array``, ``human``."""
     prepare_gl(render_mode)
     task = LiftTask(1, overrides=overrides, backend=backend, device=device, num_threads=num_threads)
     return UprightEnv(task, render_mode=render_mode, render_size=render_size, reward_weights=reward_weights)
 
 
-def make_vector_env(num_envs: int = 1, *, overrides: dict[str, Any] | None = None, backend: str = "native",
-                    device: str = "cpu", num_threads: int = 0, as_torch: bool = False, render_mode: str | None = None,
-                    render_env_ids: Sequence[int] = (0,), render_size: tuple[int, int] = (640, 480),
-                    reward_weights: Sequence[float] | None = None) -> UprightVectorEnv:
+def make_vector_env(
+    num_envs: int = 1,
+    *,
+    overrides: dict[str, Any] | None = None,
+    backend: str = "native",
+    device: str = "cpu",
+    num_threads: int = 0,
+    as_torch: bool = False,
+    render_mode: str | None = None,
+    render_env_ids: Sequence[int] = (0,),
+    render_size: tuple[int, int] = (640, 480),
+    reward_weights: Sequence[float] | None = None,
+) -> UprightVectorEnv:
     """``gymnasium.make_vec("upright/PandaLift-v0", num_envs=N, vectorization_mode="vector_entry_point", **kwargs)``."""
     prepare_gl(render_mode)
     task = LiftTask(num_envs, overrides=overrides, backend=backend, device=device, num_threads=num_threads)
-    return UprightVectorEnv(task, as_torch=as_torch, render_mode=render_mode, render_env_ids=render_env_ids,
-                            render_size=render_size, reward_weights=reward_weights)  # fmt: skip
+    return UprightVectorEnv(
+        task,
+        as_torch=as_torch,
+        render_mode=render_mode,
+        render_env_ids=render_env_ids,
+        render_size=render_size,
+        reward_weights=reward_weights,
+    )

@@ -68,8 +68,10 @@ class HumanWindow:
         if not has_display():
             from upright.envs.core import warn_once
 
-            warn_once("render_mode='human' needs a display (DISPLAY or WAYLAND_DISPLAY is unset): nothing is shown; "
-                      "use render_mode='rgb_array' on a headless machine")  # fmt: skip
+            warn_once(
+                "render_mode='human' needs a display (DISPLAY or WAYLAND_DISPLAY is unset): nothing is shown; "
+                "use render_mode='rgb_array' on a headless machine"
+            )
             return
         from mujoco import viewer as mujoco_viewer
 
@@ -77,7 +79,10 @@ class HumanWindow:
         cam = _camera(body)
         self.viewer.cam.type, self.viewer.cam.trackbodyid = cam.type, cam.trackbodyid
         self.viewer.cam.distance, self.viewer.cam.azimuth, self.viewer.cam.elevation = (
-            cam.distance, cam.azimuth, cam.elevation)  # fmt: skip
+            cam.distance,
+            cam.azimuth,
+            cam.elevation,
+        )
 
     def show(self, qpos: np.ndarray) -> None:
         """Draw the scene at ``qpos`` (nq,) float64 (no-op without a window or once it was closed)."""

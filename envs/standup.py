@@ -23,7 +23,8 @@ or dropped (or, with ``overrides={"getup.stand_fraction": 0, "getup.fall_fractio
 from __future__ import annotations
 
 import sys
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import torch
 
@@ -56,9 +57,18 @@ class StandupTask(BatchedTask):
         ModelNotFoundError: the G1 model cannot be found (set ``MENAGERIE_ROOT``).
     """
 
-    def __init__(self, num_envs: int, *, terrain: str = "ground", posture: str = "supine",
-                 overrides: dict[str, Any] | None = None, backend: str = "native", device: str = "cpu",
-                 num_threads: int = 0, recipe: str | None = None):  # fmt: skip
+    def __init__(
+        self,
+        num_envs: int,
+        *,
+        terrain: str = "ground",
+        posture: str = "supine",
+        overrides: dict[str, Any] | None = None,
+        backend: str = "native",
+        device: str = "cpu",
+        num_threads: int = 0,
+        recipe: str | None = None,
+    ):
         from upright.tasks.registry import make_env
         from upright.tasks.standup.config import SimCfg
         from upright.tasks.standup.rewards import REWARD_GROUPS
@@ -81,8 +91,10 @@ class StandupTask(BatchedTask):
         obs = self.env.get_observations()["actor"]
         _, _, d = self.observation_bounds()
         if tuple(obs.shape) != (num_envs, d):
-            raise RuntimeError(f"StandupEnv returned observations of shape {tuple(obs.shape)}, expected {(num_envs, d)}"
-                               "; upright.envs.standup is out of date with tasks/standup")  # fmt: skip
+            raise RuntimeError(
+                f"StandupEnv returned observations of shape {tuple(obs.shape)}, expected {(num_envs, d)}"
+                "; upright.envs.standup is out of date with tasks/standup"
+            )
 
     @property
     def getup(self) -> bool:
@@ -192,28 +204,70 @@ def recipe_env_overrides(recipe: str | None) -> dict[str, Any]:
     return {k.removeprefix("env."): v for k, v in RECIPES[recipe].items() if k.startswith("env.")}
 
 
-def make_env(*, terrain: str = "ground", posture: str = "supine", overrides: dict[str, Any] | None = None,
-             backend: str = "native", device: str = "cpu", num_threads: int = 1, render_mode: str | None = None,
-             render_size: tuple[int, int] = (640, 480), reward_weights: Sequence[float] | None = None,
-             recipe: str | None = None) -> UprightEnv:
+def make_env(
+    *,
+    terrain: str = "ground",
+    posture: str = "supine",
+    overrides: dict[str, Any] | None = None,
+    backend: str = "native",
+    device: str = "cpu",
+    num_threads: int = 1,
+    render_mode: str | None = None,
+    render_size: tuple[int, int] = (640, 480),
+    reward_weights: Sequence[float] | None = None,
+    recipe: str | None = None,
+) -> UprightEnv:
     """``gymnasium.make("upright/G1Standup-v0", **kwargs)``: one env (see the module doc and :class:`StandupTask`;
-    ``num_threads`` defaults to 1 here). Render modes: ``rgb_array``, ``human``."""  # fmt: skip
+    ``num_threads`` defaults to 1 here). Render modes: ``rgb_array``, ``human``."""
     prepare_gl(render_mode)
-    task = StandupTask(1, terrain=terrain, posture=posture, overrides=overrides, backend=backend, device=device,
-                       num_threads=num_threads, recipe=recipe)  # fmt: skip
+    task = StandupTask(
+        1,
+        terrain=terrain,
+        posture=posture,
+        overrides=overrides,
+        backend=backend,
+        device=device,
+        num_threads=num_threads,
+        recipe=recipe,
+    )
     return UprightEnv(task, render_mode=render_mode, render_size=render_size, reward_weights=reward_weights)
 
 
-def make_vector_env(num_envs: int = 1, *, terrain: str = "ground", posture: str = "supine",
-                    overrides: dict[str, Any] | None = None, backend: str = "native", device: str = "cpu",
-                    num_threads: int = 0, as_torch: bool = False, render_mode: str | None = None,
-                    render_env_ids: Sequence[int] = (0,), render_size: tuple[int, int] = (640, 480),
-                    reward_weights: Sequence[float] | None = None, recipe: str | None = None) -> UprightVectorEnv:
+def make_vector_env(
+    num_envs: int = 1,
+    *,
+    terrain: str = "ground",
+    posture: str = "supine",
+    overrides: dict[str, Any] | None = None,
+    backend: str = "native",
+    device: str = "cpu",
+    num_threads: int = 0,
+    as_torch: bool = False,
+    render_mode: str | None = None,
+    render_env_ids: Sequence[int] = (0,),
+    render_size: tuple[int, int] = (640, 480),
+    reward_weights: Sequence[float] | None = None,
+    recipe: str | None = None,
+) -> UprightVectorEnv:
     """``gymnasium.make_vec("upright/G1Standup-v0", num_envs=N, vectorization_mode="vector_entry_point", **kwargs)``:
     N envs on one batched simulation (see the module doc, :class:`StandupTask` and
-    :class:`~upright.envs.core.UprightVectorEnv`; ``as_torch=True`` returns torch tensors)."""  # fmt: skip
+    :class:`~upright.envs.core.UprightVectorEnv`; ``as_torch=True`` returns torch tensors)."""
     prepare_gl(render_mode)
-    task = StandupTask(num_envs, terrain=terrain, posture=posture, overrides=overrides, backend=backend,
-                       device=device, num_threads=num_threads, recipe=recipe)  # fmt: skip
-    return UprightVectorEnv(task, as_torch=as_torch, render_mode=render_mode, render_env_ids=render_env_ids,
-                            render_size=render_size, reward_weights=reward_weights)  # fmt: skip
+    task = StandupTask(
+        num_envs,
+        terrain=terrain,
+        posture=posture,
+        overrides=overrides,
+        backend=backend,
+        device=device,
+        num_threads=num_threads,
+        recipe=recipe,
+    )
+    return UprightVectorEnv(
+        task,
+        as_torch=as_torch,
+        render_mode=render_mode,
+        render_env_ids=render_env_ids,
+        render_size=render_size,
+        reward_weights=reward_weights,
+    )

@@ -77,22 +77,44 @@ class GymnasiumToSB3VecEnv(VecEnv):
         return [False] * len(self._get_indices(indices))
 
 
-def train(num_envs: int = 16, iterations: int = 2, n_steps: int = 32, seed: int = 0,
-          overrides: dict[str, Any] | None = None, log=print) -> PPO:  # fmt: skip
+def train(
+    num_envs: int = 16,
+    iterations: int = 2,
+    n_steps: int = 32,
+    seed: int = 0,
+    overrides: dict[str, Any] | None = None,
+    log=print,
+) -> PPO:
     """Train SB3 PPO for ``iterations`` rollouts of ``n_steps`` steps per env; returns the model
     (``model.ep_info_buffer`` holds the finished episodes' returns and lengths, recorded by SB3's ``VecMonitor``)."""
-    venv = gymnasium.make_vec("upright/G1Standup-v0", num_envs=num_envs, vectorization_mode="vector_entry_point",
-                              overrides=overrides or {}, num_threads=1)  # fmt: skip
+    venv = gymnasium.make_vec(
+        "upright/G1Standup-v0",
+        num_envs=num_envs,
+        vectorization_mode="vector_entry_point",
+        overrides=overrides or {},
+        num_threads=1,
+    )
     env = VecMonitor(GymnasiumToSB3VecEnv(venv))
-    model = PPO("MlpPolicy", env, n_steps=n_steps, batch_size=min(256, num_envs * n_steps), n_epochs=2,
-                learning_rate=3e-4, seed=seed, device="cpu", verbose=0)  # fmt: skip
+    model = PPO(
+        "MlpPolicy",
+        env,
+        n_steps=n_steps,
+        batch_size=min(256, num_envs * n_steps),
+        n_epochs=2,
+        learning_rate=3e-4,
+        seed=seed,
+        device="cpu",
+        verbose=0,
+    )
     t0 = time.perf_counter()
     model.learn(total_timesteps=iterations * n_steps * num_envs)
     wall = time.perf_counter() - t0
     episodes = list(model.ep_info_buffer)
     mean_len = np.mean([e["l"] for e in episodes]) if episodes else float("nan")
-    log(f"{model.num_timesteps} env steps in {wall:.1f} s; {len(episodes)} finished episodes, "
-        f"mean length {mean_len:.1f}")
+    log(
+        f"{model.num_timesteps} env steps in {wall:.1f} s; {len(episodes)} finished episodes, "
+        f"mean length {mean_len:.1f}"
+    )
     env.close()
     return model
 

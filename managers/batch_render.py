@@ -42,9 +42,16 @@ def check_camera(model: mujoco.MjModel, camera: str, prefix: str = "camera") -> 
     return cam
 
 
-def make_frame_renderer(model: mujoco.MjModel, camera: str, width: int, height: int, backend: str = "auto",
-                        effects: bool = False, prefix: str = "camera",
-                        device: torch.device | str | None = None):  # fmt: skip
+def make_frame_renderer(
+    model: mujoco.MjModel,
+    camera: str,
+    width: int,
+    height: int,
+    backend: str = "auto",
+    effects: bool = False,
+    prefix: str = "camera",
+    device: torch.device | str | None = None,
+):
     """An :class:`OpenGLFrameRenderer` or a :class:`WarpFrameRenderer` (``auto``: Warp where torch and Warp see a CUDA
     device and mujoco-warp imports, else OpenGL). Both have ``render(sim) -> (N, H, W, 3) uint8`` and ``close()``.
 
@@ -94,9 +101,11 @@ class OpenGLFrameRenderer:
         self.data = mujoco.MjData(model)
         try:
             self.renderer = mujoco.Renderer(model, height=self.height, width=self.width)
-        except Exception as err:  # noqa: BLE001 - MuJoCo raises several types when no GL context exists
-            raise RuntimeError(f"cannot render frames ({err}); set MUJOCO_GL=egl (libegl1) or MUJOCO_GL=osmesa "
-                               "(libosmesa6) before starting Python") from err  # fmt: skip
+        except Exception as err:
+            raise RuntimeError(
+                f"cannot render frames ({err}); set MUJOCO_GL=egl (libegl1) or MUJOCO_GL=osmesa "
+                "(libosmesa6) before starting Python"
+            ) from err
 
     def render(self, sim) -> torch.Tensor:
         """(N, H, W, 3) uint8 RGB frames of every env of ``sim`` (anything with ``state.qpos`` (N, nq)) at its current
@@ -129,16 +138,24 @@ class WarpFrameRenderer:
         RuntimeError: ``mujoco-warp`` is not installed (the message names the extra, or ``backend=opengl``).
     """
 
-    def __init__(self, model: mujoco.MjModel, camera: str, width: int, height: int, effects: bool = False,
-                 device: str | None = None):  # fmt: skip
+    def __init__(
+        self,
+        model: mujoco.MjModel,
+        camera: str,
+        width: int,
+        height: int,
+        effects: bool = False,
+        device: str | None = None,
+    ):
         try:
             import warp as wp
 
             wp.config.quiet = True  # before mujoco_warp initialises Warp: no device banner
             import mujoco_warp as mjw
         except ImportError as err:
-            raise RuntimeError(f"backend=warp needs mujoco-warp ({err}); pip install 'upright[warp]', or use "
-                               "backend=opengl") from err  # fmt: skip
+            raise RuntimeError(
+                f"backend=warp needs mujoco-warp ({err}); pip install 'upright[warp]', or use backend=opengl"
+            ) from err
         self._wp, self._mjw = wp, mjw
         self.model, self.camera = model, str(camera)
         self.width, self.height, self.effects = int(width), int(height), bool(effects)
@@ -154,8 +171,15 @@ class WarpFrameRenderer:
         with wp.ScopedDevice(self.device):
             self._d = mjw.put_data(self.model, data, nworld=n)
             self._rc = mjw.create_render_context(
-                self.model, nworld=n, cam_res=(self.width, self.height), render_rgb=True, render_depth=False,
-                cam_active=[self.camera], use_shadows=self.effects, render_skybox=self.effects)  # fmt: skip
+                self.model,
+                nworld=n,
+                cam_res=(self.width, self.height),
+                render_rgb=True,
+                render_depth=False,
+                cam_active=[self.camera],
+                use_shadows=self.effects,
+                render_skybox=self.effects,
+            )
             self._rgb = wp.zeros((n, self.height, self.width), dtype=wp.vec3f)
         self._n = n
 

@@ -54,19 +54,27 @@ def from_pretrained(loader, name: str, what: str, prefix: str = "env.vlm_reward.
     except OSError as err:
         cached_err = err
     if pathlib.Path(name).exists():
-        raise CLIPWeightsNotFoundError(f"{prefix}={name!r} is a folder without a loadable {what} "
-                                       f"({_first_line(cached_err)}); write it with save_pretrained") from cached_err
-    fetch = (f"on a machine with internet run `hf download {name}` (huggingface_hub's CLI; older versions: "
-             f"`huggingface-cli download {name}`) and copy its cache to {constants.HF_HUB_CACHE}")  # fmt: skip
+        raise CLIPWeightsNotFoundError(
+            f"{prefix}={name!r} is a folder without a loadable {what} "
+            f"({_first_line(cached_err)}); write it with save_pretrained"
+        ) from cached_err
+    fetch = (
+        f"on a machine with internet run `hf download {name}` (huggingface_hub's CLI; older versions: "
+        f"`huggingface-cli download {name}`) and copy its cache to {constants.HF_HUB_CACHE}"
+    )
     if constants.HF_HUB_OFFLINE:
-        raise CLIPWeightsNotFoundError(f"{prefix}={name!r}: its {what} is not in the Hugging Face cache and "
-                                       f"HF_HUB_OFFLINE=1 forbids downloading it; {fetch}, or unset "
-                                       "HF_HUB_OFFLINE") from cached_err  # fmt: skip
+        raise CLIPWeightsNotFoundError(
+            f"{prefix}={name!r}: its {what} is not in the Hugging Face cache and "
+            f"HF_HUB_OFFLINE=1 forbids downloading it; {fetch}, or unset "
+            "HF_HUB_OFFLINE"
+        ) from cached_err
     try:
         return loader(name, **kwargs)
     except OSError as err:
-        raise CLIPWeightsNotFoundError(f"{prefix}={name!r}: its {what} is not in the Hugging Face cache and could "
-                                       f"not be downloaded ({_first_line(err)}); {fetch}") from err  # fmt: skip
+        raise CLIPWeightsNotFoundError(
+            f"{prefix}={name!r}: its {what} is not in the Hugging Face cache and could "
+            f"not be downloaded ({_first_line(err)}); {fetch}"
+        ) from err
 
 
 class ClipEmbedder:
@@ -88,8 +96,15 @@ class ClipEmbedder:
         ValueError: the model is not a CLIP model (``config.model_type`` is not ``clip``).
     """
 
-    def __init__(self, name: str, device: torch.device | str = "cpu", dtype: str = "float32", batch_size: int = 256,
-                 cpu_threads: int = 0, prefix: str = "env.vlm_reward.model"):  # fmt: skip
+    def __init__(
+        self,
+        name: str,
+        device: torch.device | str = "cpu",
+        dtype: str = "float32",
+        batch_size: int = 256,
+        cpu_threads: int = 0,
+        prefix: str = "env.vlm_reward.model",
+    ):
         tf = _import_transformers()
         tf.utils.logging.disable_progress_bar()
         self.name, self.device = str(name), torch.device(device)
@@ -97,8 +112,10 @@ class ClipEmbedder:
         self.batch_size, self.cpu_threads = int(batch_size), int(cpu_threads)
         config = from_pretrained(tf.AutoConfig.from_pretrained, self.name, "config.json", prefix)
         if getattr(config, "model_type", None) != "clip":
-            raise ValueError(f"{prefix}={name!r} is a {getattr(config, 'model_type', '?')} model, not CLIP; name a "
-                             "CLIP model, e.g. openai/clip-vit-base-patch32")  # fmt: skip
+            raise ValueError(
+                f"{prefix}={name!r} is a {getattr(config, 'model_type', '?')} model, not CLIP; name a "
+                "CLIP model, e.g. openai/clip-vit-base-patch32"
+            )
         self.model = from_pretrained(tf.CLIPModel.from_pretrained, self.name, "weights", prefix, dtype=self.dtype)
         self.model.to(self.device).eval().requires_grad_(False)
         self.tokenizer = from_pretrained(tf.AutoTokenizer.from_pretrained, self.name, "tokenizer", prefix)
@@ -155,7 +172,7 @@ class ClipEmbedder:
             h, w = size
         ch, cw = self.crop
         top, left = max((h - ch) // 2, 0), max((w - cw) // 2, 0)
-        x = x[:, :, top:top + ch, left:left + cw]
+        x = x[:, :, top : top + ch, left : left + cw]
         return ((x - self.mean) / self.std).to(self.dtype)
 
     @torch.inference_mode()

@@ -73,9 +73,13 @@ class LevelCurriculum:
     """
 
     def __init__(
-        self, num_envs: int, rules: Sequence[CurriculumRule], init: float = 0.0, enabled: bool = True,
+        self,
+        num_envs: int,
+        rules: Sequence[CurriculumRule],
+        init: float = 0.0,
+        enabled: bool = True,
         device: torch.device | str = "cpu",
-    ):  # fmt: skip
+    ):
         if not 0.0 <= init <= 1.0:
             raise ValueError(f"curriculum init level must be in [0, 1], got {init}")
         self.rules = list(rules)
@@ -86,7 +90,8 @@ class LevelCurriculum:
         """Episode ends processed."""
 
     def on_episode_end(self, env_ids: torch.Tensor, success: torch.Tensor) -> None:
-        """Apply every rule to the envs ``env_ids`` (M,) whose episodes just ended with outcome ``success`` (M,) bool."""
+        """Apply every rule to the envs ``env_ids`` (M,) whose episodes just ended with outcome ``success`` (M,)
+        bool."""
         if not self.enabled or env_ids.numel() == 0:
             return
         level = self.level[env_ids]

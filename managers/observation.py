@@ -41,7 +41,8 @@ class ObservationTerm:
 
 
 def uniform_noise(shape: torch.Size, half_width: float, generator: torch.Generator | None, device) -> torch.Tensor:
-    """U(-half_width, half_width) of ``shape``, drawn on the generator's device (CPU if None) and moved to ``device``."""
+    """U(-half_width, half_width) of ``shape``, drawn on the generator's device (CPU if None) and moved to
+    ``device``."""
     rng_device = generator.device if generator is not None else device
     return (torch.rand(shape, generator=generator, device=rng_device).to(device) * 2.0 - 1.0) * half_width
 

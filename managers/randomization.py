@@ -126,7 +126,9 @@ class ModelFieldRandomizer:
                 d = draw if term.per_entry else draw.reshape(m, *([1] * (current.dim() - 1)))
                 if t.power != 1.0:
                     if term.operation != "scale":
-                        raise ValueError(f"Randomisation term '{term.name}': a target power applies to scale terms only")
+                        raise ValueError(
+                            f"Randomisation term '{term.name}': a target power applies to scale terms only"
+                        )
                     d = d**t.power
                 if term.operation == "scale":
                     rows[t.field][index] = current * d

@@ -35,7 +35,9 @@ class RewardGroup:
 
     def __post_init__(self) -> None:
         if self.combine not in COMBINE_MODES:
-            raise ValueError(f"Reward group '{self.name}': combine must be one of {COMBINE_MODES}, got '{self.combine}'")
+            raise ValueError(
+                f"Reward group '{self.name}': combine must be one of {COMBINE_MODES}, got '{self.combine}'"
+            )
 
 
 @dataclass(frozen=True)
@@ -99,7 +101,9 @@ class RewardManager:
         """``"{group}/{name}"`` of every term, in term order."""
         return [t.key for t in self.terms]
 
-    def compute(self, state: Any, num_envs: int, device: torch.device | str) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    def compute(
+        self, state: Any, num_envs: int, device: torch.device | str
+    ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """Evaluate all terms on ``state``.
 
         Returns:

@@ -96,13 +96,16 @@ def validate_vlm_reward(cfg: VLMRewardCfg, prefix: str = "env.vlm_reward") -> No
     from upright.managers.batch_render import BACKENDS
 
     if not str(cfg.goal_prompt).strip():
-        raise ValueError(f"{prefix}.goal_prompt is empty; describe the goal, e.g. "
-                         f"{prefix}.goal_prompt='a humanoid robot kneeling'")  # fmt: skip
+        raise ValueError(
+            f"{prefix}.goal_prompt is empty; describe the goal, e.g. {prefix}.goal_prompt='a humanoid robot kneeling'"
+        )
     if not 0.0 <= float(cfg.alpha) <= 1.0:
         raise ValueError(f"{prefix}.alpha must lie in [0, 1] (0: plain CLIP reward), got {cfg.alpha}")
     if float(cfg.alpha) > 0 and str(cfg.baseline_prompt).strip() == str(cfg.goal_prompt).strip():
-        raise ValueError(f"{prefix}.baseline_prompt equals the goal prompt, so the goal-baseline direction is 0; "
-                         f"describe the scene without the goal (e.g. 'a humanoid robot') or set {prefix}.alpha=0")
+        raise ValueError(
+            f"{prefix}.baseline_prompt equals the goal prompt, so the goal-baseline direction is 0; "
+            f"describe the scene without the goal (e.g. 'a humanoid robot') or set {prefix}.alpha=0"
+        )
     if int(cfg.every) < 1:
         raise ValueError(f"{prefix}.every must be >= 1 (env steps between evaluations), got {cfg.every}")
     if int(cfg.batch_size) < 1:
@@ -146,8 +149,9 @@ def goal_baseline_reward(x: torch.Tensor, goal: torch.Tensor, baseline: torch.Te
         d = g - torch.nn.functional.normalize(baseline.float().to(x.device), dim=-1)
         norm = d.norm()
         if norm < 1e-6:
-            raise ValueError("the goal and baseline embeddings coincide (d = g - b = 0); change the baseline prompt "
-                             "or set alpha=0")  # fmt: skip
+            raise ValueError(
+                "the goal and baseline embeddings coincide (d = g - b = 0); change the baseline prompt or set alpha=0"
+            )
         d = d / norm
         v = alpha * (v @ d).unsqueeze(-1) * d + (1.0 - alpha) * v
     return 1.0 - 0.5 * v.square().sum(dim=-1)
@@ -171,8 +175,7 @@ class VLMRewardTerm:
         ValueError: the prompts embed to the same vector with alpha > 0.
     """
 
-    def __init__(self, embedder, renderer, sim, goal_prompt: str, baseline_prompt: str, alpha: float,
-                 every: int = 1):  # fmt: skip
+    def __init__(self, embedder, renderer, sim, goal_prompt: str, baseline_prompt: str, alpha: float, every: int = 1):
         self.embedder, self.renderer, self.sim = embedder, renderer, sim
         self.alpha, self.every = float(alpha), int(every)
         self.goal = embedder.text(goal_prompt)
@@ -212,8 +215,9 @@ class VLMRewardTerm:
         self.renderer.close()
 
 
-def make_vlm_term(cfg: VLMRewardCfg, model, sim, device: torch.device | str,
-                  prefix: str = "env.vlm_reward") -> VLMRewardTerm:  # fmt: skip
+def make_vlm_term(
+    cfg: VLMRewardCfg, model, sim, device: torch.device | str, prefix: str = "env.vlm_reward"
+) -> VLMRewardTerm:
     """The :class:`VLMRewardTerm` of ``cfg`` for the scene ``model`` (``mujoco.MjModel``) run by ``sim``, with CLIP on
     ``device``.
 
@@ -226,8 +230,9 @@ def make_vlm_term(cfg: VLMRewardCfg, model, sim, device: torch.device | str,
     from upright.managers.clip_embedder import ClipEmbedder
 
     validate_vlm_reward(cfg, prefix)
-    renderer = make_frame_renderer(model, cfg.camera, cfg.width, cfg.height, cfg.backend, cfg.effects,
-                                   prefix=f"{prefix}.camera", device=device)  # fmt: skip
+    renderer = make_frame_renderer(
+        model, cfg.camera, cfg.width, cfg.height, cfg.backend, cfg.effects, prefix=f"{prefix}.camera", device=device
+    )
     try:
         embedder = ClipEmbedder(cfg.model, device, cfg.dtype, cfg.batch_size, cfg.cpu_threads, prefix=f"{prefix}.model")
         return VLMRewardTerm(embedder, renderer, sim, cfg.goal_prompt, cfg.baseline_prompt, cfg.alpha, cfg.every)
@@ -236,9 +241,15 @@ def make_vlm_term(cfg: VLMRewardCfg, model, sim, device: torch.device | str,
         raise
 
 
-def with_vlm_reward(terms: Sequence[RewardTerm], groups: Sequence[RewardGroup], cfg: VLMRewardCfg | None, model,
-                    sim, device: torch.device | str,
-                    prefix: str = "env.vlm_reward") -> tuple[list[RewardTerm], tuple[RewardGroup, ...]]:  # fmt: skip
+def with_vlm_reward(
+    terms: Sequence[RewardTerm],
+    groups: Sequence[RewardGroup],
+    cfg: VLMRewardCfg | None,
+    model,
+    sim,
+    device: torch.device | str,
+    prefix: str = "env.vlm_reward",
+) -> tuple[list[RewardTerm], tuple[RewardGroup, ...]]:
     """A task's (terms, groups) plus the ``vlm_reward`` term when ``cfg.enabled`` (unchanged otherwise, and
     nothing of CLIP is imported).
 

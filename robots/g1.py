@@ -30,23 +30,46 @@ ENTRY_FILE = "g1_mjlab.xml"
 """MJCF entry point inside the Menagerie folder (29 DoF, capsule collision geometry)."""
 
 JOINT_NAMES: tuple[str, ...] = (
-    "left_hip_pitch_joint", "left_hip_roll_joint", "left_hip_yaw_joint",
-    "left_knee_joint", "left_ankle_pitch_joint", "left_ankle_roll_joint",
-    "right_hip_pitch_joint", "right_hip_roll_joint", "right_hip_yaw_joint",
-    "right_knee_joint", "right_ankle_pitch_joint", "right_ankle_roll_joint",
-    "waist_yaw_joint", "waist_roll_joint", "waist_pitch_joint",
-    "left_shoulder_pitch_joint", "left_shoulder_roll_joint", "left_shoulder_yaw_joint",
-    "left_elbow_joint", "left_wrist_roll_joint", "left_wrist_pitch_joint", "left_wrist_yaw_joint",
-    "right_shoulder_pitch_joint", "right_shoulder_roll_joint", "right_shoulder_yaw_joint",
-    "right_elbow_joint", "right_wrist_roll_joint", "right_wrist_pitch_joint", "right_wrist_yaw_joint",
-)  # fmt: skip
+    "left_hip_pitch_joint",
+    "left_hip_roll_joint",
+    "left_hip_yaw_joint",
+    "left_knee_joint",
+    "left_ankle_pitch_joint",
+    "left_ankle_roll_joint",
+    "right_hip_pitch_joint",
+    "right_hip_roll_joint",
+    "right_hip_yaw_joint",
+    "right_knee_joint",
+    "right_ankle_pitch_joint",
+    "right_ankle_roll_joint",
+    "waist_yaw_joint",
+    "waist_roll_joint",
+    "waist_pitch_joint",
+    "left_shoulder_pitch_joint",
+    "left_shoulder_roll_joint",
+    "left_shoulder_yaw_joint",
+    "left_elbow_joint",
+    "left_wrist_roll_joint",
+    "left_wrist_pitch_joint",
+    "left_wrist_yaw_joint",
+    "right_shoulder_pitch_joint",
+    "right_shoulder_roll_joint",
+    "right_shoulder_yaw_joint",
+    "right_elbow_joint",
+    "right_wrist_roll_joint",
+    "right_wrist_pitch_joint",
+    "right_wrist_yaw_joint",
+)
 """All 29 actuated joints, in MJCF tree order. Actuator i drives JOINT_NAMES[i]."""
 
 HELD_JOINT_NAMES: tuple[str, ...] = (
-    "waist_roll_joint", "waist_pitch_joint",
-    "left_wrist_pitch_joint", "left_wrist_yaw_joint",
-    "right_wrist_pitch_joint", "right_wrist_yaw_joint",
-)  # fmt: skip
+    "waist_roll_joint",
+    "waist_pitch_joint",
+    "left_wrist_pitch_joint",
+    "left_wrist_yaw_joint",
+    "right_wrist_pitch_joint",
+    "right_wrist_yaw_joint",
+)
 """Joints absent from HoST's 23-DoF G1: held at the default pose by PD, not policy-controlled."""
 
 POLICY_JOINT_NAMES: tuple[str, ...] = tuple(j for j in JOINT_NAMES if j not in HELD_JOINT_NAMES)
@@ -86,11 +109,15 @@ _LIMITS_BY_KEY: tuple[tuple[str, float, float], ...] = (
 
 # --- Default pose: HoST g1_config_ground.py `init_state.default_joint_angles` (rad). -------------
 _DEFAULT_POSE: dict[str, float] = {
-    "left_hip_pitch_joint": -0.1, "right_hip_pitch_joint": -0.1,
-    "left_knee_joint": 0.3, "right_knee_joint": 0.3,
-    "left_ankle_pitch_joint": -0.2, "right_ankle_pitch_joint": -0.2,
-    "left_elbow_joint": 0.8, "right_elbow_joint": 0.8,
-}  # fmt: skip
+    "left_hip_pitch_joint": -0.1,
+    "right_hip_pitch_joint": -0.1,
+    "left_knee_joint": 0.3,
+    "right_knee_joint": 0.3,
+    "left_ankle_pitch_joint": -0.2,
+    "right_ankle_pitch_joint": -0.2,
+    "left_elbow_joint": 0.8,
+    "right_elbow_joint": 0.8,
+}
 
 # --- Motor armature: each joint's rotor inertia reflected through its gearbox, kg·m². ---------------
 # Values and joint mapping from mjlab's G1 constants (public repository mujocolab/mjlab, file
@@ -180,6 +207,7 @@ def soft_position_limits(lower: np.ndarray, upper: np.ndarray, factor: float = S
         (soft lower, soft upper), the same type and shape as the inputs, rad.
     """
     return lower * factor, upper * factor
+
 
 HEAD_OFFSET_IN_TORSO = (0.0, 0.0, 0.45)
 """Head keyframe: torso_link origin + 0.45 m along z (HoST URDF ``keyframe_head``)."""
@@ -274,11 +302,22 @@ def self_collision_pairs() -> list[tuple[str, str]]:
     return list(g1_collision_pairs.PAIRS)
 
 
-_LEFT_LEG = ("left_hip_collision", "left_thigh_collision", "left_shin_collision",
-             "left_linkage_brace_collision", "left_foot4_collision")  # fmt: skip
+_LEFT_LEG = (
+    "left_hip_collision",
+    "left_thigh_collision",
+    "left_shin_collision",
+    "left_linkage_brace_collision",
+    "left_foot4_collision",
+)
 _RIGHT_LEG = tuple(g.replace("left_", "right_") for g in _LEFT_LEG)
-_ARMS = ("left_elbow_yaw_collision", "left_wrist_collision", "left_hand_collision",
-         "right_elbow_yaw_collision", "right_wrist_collision", "right_hand_collision")  # fmt: skip
+_ARMS = (
+    "left_elbow_yaw_collision",
+    "left_wrist_collision",
+    "left_hand_collision",
+    "right_elbow_yaw_collision",
+    "right_wrist_collision",
+    "right_hand_collision",
+)
 _TRUNK = ("torso_collision", "pelvis_collision")
 _HANDS = ("left_hand_collision", "right_hand_collision")
 _THIGHS = ("left_thigh_collision", "right_thigh_collision")

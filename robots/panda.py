@@ -73,9 +73,15 @@ FORCE_LIMIT: tuple[float, ...] = (100.0, 100.0, 100.0, 100.0, 12.0, 12.0, 12.0, 
 datasheet's joint torque limits are 87 N·m for joints 1-4 and 12 N·m for joints 5-7)."""
 
 CTRL_RANGE: tuple[tuple[float, float], ...] = (
-    (-2.8973, 2.8973), (-1.7628, 1.7628), (-2.8973, 2.8973), (-3.0718, -0.0698),
-    (-2.8973, 2.8973), (-0.0175, 3.7525), (-2.8973, 2.8973), (0.0, 0.04),
-)  # fmt: skip
+    (-2.8973, 2.8973),
+    (-1.7628, 1.7628),
+    (-2.8973, 2.8973),
+    (-3.0718, -0.0698),
+    (-2.8973, 2.8973),
+    (-0.0175, 3.7525),
+    (-2.8973, 2.8973),
+    (0.0, 0.04),
+)
 """Control (position-target) range of each actuator, rad (arm) or m (finger): ``ctrlrange`` in ``mjx_panda.xml``
 (``actuator7`` inherits class ``panda``'s ±2.8973). Equal to the joint ranges, which are the Franka datasheet's
 joint limits."""
@@ -152,9 +158,13 @@ def panda_info() -> PandaInfo:
     """The Panda's per-actuator constants (see :class:`PandaInfo`)."""
     rng = np.array(CTRL_RANGE, dtype=np.float64)
     return PandaInfo(
-        kp=np.array(KP), kd=np.array(KD), force_limit=np.array(FORCE_LIMIT),
-        ctrl_lower=rng[:, 0].copy(), ctrl_upper=rng[:, 1].copy(), home_ctrl=np.array(HOME_CTRL),
-    )  # fmt: skip
+        kp=np.array(KP),
+        kd=np.array(KD),
+        force_limit=np.array(FORCE_LIMIT),
+        ctrl_lower=rng[:, 0].copy(),
+        ctrl_upper=rng[:, 1].copy(),
+        home_ctrl=np.array(HOME_CTRL),
+    )
 
 
 def add_fingertip_sites(spec: mujoco.MjSpec) -> None:

@@ -70,9 +70,10 @@ def collision_geoms(model: mujoco.MjModel) -> list[int]:
     """Ids of the robot's collision geoms: geoms that collide with something (contype or conaffinity
     nonzero) on a body other than the world."""
     return [
-        g for g in range(model.ngeom)
+        g
+        for g in range(model.ngeom)
         if (model.geom_contype[g] or model.geom_conaffinity[g]) and model.geom_bodyid[g] != 0
-    ]  # fmt: skip
+    ]
 
 
 def _parent_child(model: mujoco.MjModel, b1: int, b2: int) -> bool:
@@ -197,7 +198,9 @@ def sample_min_distances(
         pairs=[(name(a), name(b)) for a, b in candidates],
         min_distance=np.array([best[key(a, b)] for a, b in candidates]),
         penetrating_fraction=np.array([pen[key(a, b)] / num_samples for a, b in candidates]),
-        excluded=[(name(a), name(b), why, float(best[key(a, b)]), pen[key(a, b)] / num_samples) for a, b, why in excluded],
+        excluded=[
+            (name(a), name(b), why, float(best[key(a, b)]), pen[key(a, b)] / num_samples) for a, b, why in excluded
+        ],
         num_samples=num_samples,
         seed=seed,
         record_distance=record_distance,
@@ -208,7 +211,7 @@ def write_pair_module(path: pathlib.Path, survey: PairSurvey, margin: float, ela
     """Write the kept pairs (min distance < ``margin``) as a Python constant, with the run's settings."""
     kept = [(p, d, f) for p, d, f in zip(survey.pairs, survey.min_distance, survey.penetrating_fraction) if d < margin]
     pruned = [(p, d) for p, d in zip(survey.pairs, survey.min_distance) if d >= margin]
-    fmt = lambda d: "> %.2f" % survey.record_distance if not np.isfinite(d) else f"{d:+.4f}"  # noqa: E731
+    fmt = lambda d: f"> {survey.record_distance:.2f}" if not np.isfinite(d) else f"{d:+.4f}"  # noqa: E731
     lines = [
         '"""G1 self-collision geom pairs that the joint limits do not keep apart (GENERATED: do not edit).',
         "",
@@ -218,7 +221,7 @@ def write_pair_module(path: pathlib.Path, survey: PairSurvey, margin: float, ela
         f"seed {survey.seed}, safety margin {margin} m (a pair is kept if its geoms ever came closer than that),",
         f"distances recorded up to {survey.record_distance} m; {elapsed_s:.0f} s on one CPU core.",
         "",
-        f"Candidates: every pair of collision geoms on different bodies except parent-child body pairs and the",
+        "Candidates: every pair of collision geoms on different bodies except parent-child body pairs and the",
         f"model's own <exclude> body pairs: {len(survey.pairs)} pairs. Kept: {len(kept)}. Pruned: {len(pruned)}.",
         "The minimum sampled distance (m, negative = penetration) and the fraction of samples in contact follow",
         "each kept pair; the pruned pairs and the excluded ones, with their minimum distances, are listed at the end.",
@@ -229,7 +232,9 @@ def write_pair_module(path: pathlib.Path, survey: PairSurvey, margin: float, ela
     for (a, b), d, f in kept:
         lines.append(f'    ("{a}", "{b}"),  # min {fmt(d)} m, in contact {100 * f:.2f} %')
     lines.append(")")
-    lines.append(f'"""The {len(kept)} self-collision pairs (geom names of the Menagerie G1 ``g1_mjlab.xml``), model order."""')
+    lines.append(
+        f'"""The {len(kept)} self-collision pairs (geom names of the Menagerie G1 ``g1_mjlab.xml``), model order."""'
+    )
     lines.append("")
     lines.append("# Pruned (never within the margin): pair, minimum sampled distance (m)")
     for (a, b), d in pruned:
@@ -259,7 +264,10 @@ def main(argv: list[str] | None = None) -> None:
     elapsed = time.perf_counter() - t0
     source = f"MuJoCo {mujoco.__version__}, Menagerie {g1.MENAGERIE_NAME}/{g1.ENTRY_FILE}"
     write_pair_module(args.out, survey, args.margin, elapsed, source)
-    print(f"{len(survey.within(args.margin))} of {len(survey.pairs)} candidate pairs kept; wrote {args.out} ({elapsed:.0f} s)")
+    print(
+        f"{len(survey.within(args.margin))} of {len(survey.pairs)} candidate pairs kept; "
+        f"wrote {args.out} ({elapsed:.0f} s)"
+    )
 
 
 if __name__ == "__main__":

@@ -18,7 +18,11 @@ WARP_INSTALL_HINT = 'pip install -e ".[warp]"'
 
 
 def make_sim(
-    backend: str, model: mujoco.MjModel, num_envs: int, num_threads: int = 0, device: str | torch.device = "cpu",
+    backend: str,
+    model: mujoco.MjModel,
+    num_envs: int,
+    num_threads: int = 0,
+    device: str | torch.device = "cpu",
     extra_fields: tuple[str, ...] = (),
 ) -> BatchedSim:
     """Create a batched simulator by name.

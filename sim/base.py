@@ -42,8 +42,6 @@ e.g. the lift task's cube-size randomisation), since on MJX every per-env field 
 compiled step."""
 
 
-
-
 def subtree_masses(body_mass: torch.Tensor, body_parentid) -> torch.Tensor:
     """Per-env ``body_subtreemass`` from per-env ``body_mass``, as ``mj_setConst`` computes it.
 
@@ -62,6 +60,7 @@ def subtree_masses(body_mass: torch.Tensor, body_parentid) -> torch.Tensor:
     for b in range(sub.shape[1] - 1, 0, -1):
         sub[:, int(body_parentid[b])] += sub[:, b]
     return sub
+
 
 @dataclass
 class SimState:
@@ -176,5 +175,5 @@ class BatchedSim(ABC):
         ids = env_ids.detach().to(field.device, torch.long)
         field[ids] = values.detach().to(field.device, field.dtype).expand_as(field[ids])
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027  an optional hook: a backend without threads or buffers keeps it
         """Release threads and buffers."""

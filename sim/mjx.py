@@ -37,11 +37,10 @@ import io
 import os
 from pathlib import Path
 
-import mujoco
-import torch
-
 import jax
 import jax.numpy as jnp
+import mujoco
+import torch
 
 with contextlib.redirect_stdout(io.StringIO()):  # mjx prints "Failed to import warp" when warp-lang is absent
     from mujoco import mjx
@@ -124,7 +123,7 @@ def jax_device_for(device: torch.device) -> jax.Device:
             gpus = jax.devices("cuda")
         except RuntimeError as e:
             raise RuntimeError(
-                f"sim.backend=mjx on {device} needs JAX with CUDA: pip install -e \".[cuda]\" ({e})"
+                f'sim.backend=mjx on {device} needs JAX with CUDA: pip install -e ".[cuda]" ({e})'
             ) from e
         return gpus[device.index or 0]
     raise ValueError(f"MJX backend supports cpu and cuda torch devices, got {device}")
@@ -367,8 +366,10 @@ class MjxSim(BatchedSim):
     # ------------------------------------------------------------------ per-env model
     def _check_field(self, name: str) -> None:
         if name not in self.per_env_fields:
-            raise ValueError(f"'{name}' cannot vary per env on this MJX sim (per-env fields: "
-                             f"{', '.join(self.per_env_fields)}); pass it in make_sim(..., extra_fields=...)")
+            raise ValueError(
+                f"'{name}' cannot vary per env on this MJX sim (per-env fields: "
+                f"{', '.join(self.per_env_fields)}); pass it in make_sim(..., extra_fields=...)"
+            )
 
     def model_field(self, name: str) -> torch.Tensor:
         """A COPY (N, ...) of per-env model field ``name`` (float32): writes to it do not apply; use

@@ -156,8 +156,9 @@ def warp_device_for(device: torch.device) -> str:
         return "cpu"
     if device.type == "cuda":
         if not wp.is_cuda_available():
-            raise RuntimeError(f"sim.backend=warp on {device}: Warp sees no CUDA device (check the driver), "
-                               "or use device=cpu")
+            raise RuntimeError(
+                f"sim.backend=warp on {device}: Warp sees no CUDA device (check the driver), or use device=cpu"
+            )
         return f"cuda:{device.index if device.index is not None else torch.cuda.current_device()}"
     raise ValueError(f"sim.backend=warp supports cpu and cuda torch devices, got {device}")
 
@@ -212,11 +213,13 @@ class WarpSim(BatchedSim):
         self.use_graph = True if forced is None else forced
         """Whether operations run as captured graphs (CUDA graphs on a GPU)."""
         if self.use_graph and self.wp_device.is_cuda and not wp.is_mempool_enabled(self.wp_device):
-            raise ValueError(f"CUDA graphs need Warp's memory pool on {self.wp_device}: "
-                             f"wp.set_mempool_enabled('{self.wp_device}', True), or set {GRAPH_ENV_VAR}=0")
+            raise ValueError(
+                f"CUDA graphs need Warp's memory pool on {self.wp_device}: "
+                f"wp.set_mempool_enabled('{self.wp_device}', True), or set {GRAPH_ENV_VAR}=0"
+            )
         n = num_envs
         with wp.ScopedDevice(self.wp_device):
-            self._m = mjw.put_model(model, batch_sizes={f: n for f in self.per_env_fields})
+            self._m = mjw.put_model(model, batch_sizes=dict.fromkeys(self.per_env_fields, n))
             self._m.opt.warn_overflow = 0  # overflows are reported by _check_overflow, once, with the fix
             self._d = mjw.put_data(model, mujoco.MjData(model), nworld=n, nconmax=self.nconmax, njmax=self.njmax)
             self._reset_mask = wp.zeros(n, dtype=bool)
@@ -226,9 +229,7 @@ class WarpSim(BatchedSim):
         self._actuator_force, self._overflow = view(d.actuator_force), view(d.overflow)
         self._nacon, self._ncollision, self._nefc = view(d.nacon), view(d.ncollision), view(d.nefc)
         self._mask = view(self._reset_mask)
-        self._fields = {
-            f: view(getattr(self._m, f)).view(n, *np.shape(getattr(model, f))) for f in self.per_env_fields
-        }
+        self._fields = {f: view(getattr(self._m, f)).view(n, *np.shape(getattr(model, f))) for f in self.per_env_fields}
         self._graphs: dict[tuple, wp.Graph] = {}
         self._streams: dict[int, wp.Stream] = {}
         self._state: SimState | None = None
@@ -297,8 +298,12 @@ class WarpSim(BatchedSim):
                 except RuntimeError as err:
                     if self.wp_device.is_cuda:
                         raise
-                    warnings.warn(f"Warp cannot capture CPU graphs here ({err}); launching kernels one by one "
-                                  f"(set {GRAPH_ENV_VAR}=0 to skip this attempt)", RuntimeWarning, stacklevel=3)
+                    warnings.warn(
+                        f"Warp cannot capture CPU graphs here ({err}); launching kernels one by one "
+                        f"(set {GRAPH_ENV_VAR}=0 to skip this attempt)",
+                        RuntimeWarning,
+                        stacklevel=3,
+                    )
                     self.use_graph = False
                     self._launch(op)
                     return
@@ -373,9 +378,11 @@ class WarpSim(BatchedSim):
         where = f"{len(envs)} of {self.num_envs} envs (e.g. env {envs[0]})" if envs else "the contact pool of all envs"
         fixes = "; ".join(fix for bit, fix in _OVERFLOW_FIXES.items() if union & bit)
         use = self.usage()
-        msg = (f"MuJoCo Warp buffer overflow in {where}, contacts or constraints were dropped: {fixes} (now "
-               f"nconmax={self.nconmax}, njmax={self.njmax}; {use['contacts']} contacts in all, up to "
-               f"{use['max_constraint_rows']} rows in one env)")
+        msg = (
+            f"MuJoCo Warp buffer overflow in {where}, contacts or constraints were dropped: {fixes} (now "
+            f"nconmax={self.nconmax}, njmax={self.njmax}; {use['contacts']} contacts in all, up to "
+            f"{use['max_constraint_rows']} rows in one env)"
+        )
         if self.overflow == "error":
             raise WarpOverflowError(msg)
         warnings.warn(msg, WarpOverflowWarning, stacklevel=3)
@@ -410,8 +417,10 @@ class WarpSim(BatchedSim):
             ValueError: ``name`` is not among :attr:`per_env_fields`.
         """
         if name not in self._fields:
-            raise ValueError(f"'{name}' cannot vary per env on this Warp sim (per-env fields: "
-                             f"{', '.join(self.per_env_fields)}); pass it in make_sim(..., extra_fields=...)")
+            raise ValueError(
+                f"'{name}' cannot vary per env on this Warp sim (per-env fields: "
+                f"{', '.join(self.per_env_fields)}); pass it in make_sim(..., extra_fields=...)"
+            )
         return self._fields[name]
 
     def close(self) -> None:

@@ -57,8 +57,14 @@ DAEMON_ACTION_MODES = (*ACTION_MODES, DELTA_ACTION_MODE)
 """The action rules the deploy daemon's controller implements (:class:`upright.deploy.controller.Controller`)."""
 
 CHUNK_CONTRACT_KEYS = (
-    "joint_names", "kp", "kd", "default_joint_pos", "action_mode", "action_scale", "control_dt",
-)  # fmt: skip
+    "joint_names",
+    "kp",
+    "kd",
+    "default_joint_pos",
+    "action_mode",
+    "action_scale",
+    "control_dt",
+)
 """What the deploy daemon needs to run a chunked (VLA) policy beside the VLA metadata (:mod:`upright.vla.onnx_policy`):
 joints in action order, Kp/Kd, default pose, ``action_mode`` (one of :data:`DAEMON_ACTION_MODES`) and
 ``action_scale``, ``control_dt`` (s). Optional: ``action_clip`` (default: no clip), ``held_joint_names`` with
@@ -91,13 +97,37 @@ HISTORY_LAYOUT = "frames_oldest_first"
 ``sum(observation_dims)`` values stacked oldest first (not term by term)."""
 
 REQUIRED_KEYS = (
-    "upright_metadata_version", "task", "joint_names", "kp", "kd", "torque_limit", "default_joint_pos",
-    "held_joint_names", "held_kp", "held_kd", "held_torque_limit", "held_joint_pos",
-    "action_scale", "action_mode", "action_clip", "control_dt", "decimation", "sim_dt",
-    "observation_names", "observation_dims", "observation_scales", "observation_descriptions", "observation_clip",
-    "observation_history_length", "history_layout", "unactuated_steps", "privileged_inputs", "training_assistance",
-    "input_name", "output_name",
-)  # fmt: skip
+    "upright_metadata_version",
+    "task",
+    "joint_names",
+    "kp",
+    "kd",
+    "torque_limit",
+    "default_joint_pos",
+    "held_joint_names",
+    "held_kp",
+    "held_kd",
+    "held_torque_limit",
+    "held_joint_pos",
+    "action_scale",
+    "action_mode",
+    "action_clip",
+    "control_dt",
+    "decimation",
+    "sim_dt",
+    "observation_names",
+    "observation_dims",
+    "observation_scales",
+    "observation_descriptions",
+    "observation_clip",
+    "observation_history_length",
+    "history_layout",
+    "unactuated_steps",
+    "privileged_inputs",
+    "training_assistance",
+    "input_name",
+    "output_name",
+)
 """Keys every upright policy file carries."""
 
 REEXPORT_HINT = (

@@ -9,7 +9,6 @@ from upright.tasks.metadata import POLICY_IO, observation_metadata
 from upright.tasks.policy_schema import ACTION_FORMULAS
 from upright.tasks.standup.config import SimCfg
 
-
 ROBOT_MEASURABLE_TERMS: dict[str, str] = {
     "base_ang_vel": "pelvis IMU gyro",
     "projected_gravity": "pelvis IMU orientation",

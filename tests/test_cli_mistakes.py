@@ -15,10 +15,16 @@ import torch
 from train_testlib import run_train, two_iteration_run
 
 sys.path.insert(0, str(pathlib.Path(__file__).parent / "viewer"))
-from viewer_testlib import run_play, write_onnx_policy  # noqa: E402
+from viewer_testlib import run_play, write_onnx_policy
 
-LIFT = ["task=lift", "env.num_envs=16", "train.num_steps_per_env=8", "train.save_interval=1", "sim.num_threads=1",
-        "train.update_threads=1"]  # fmt: skip
+LIFT = [
+    "task=lift",
+    "env.num_envs=16",
+    "train.num_steps_per_env=8",
+    "train.save_interval=1",
+    "sim.num_threads=1",
+    "train.update_threads=1",
+]
 
 
 def one_error_line(proc: subprocess.CompletedProcess) -> str:
@@ -32,8 +38,14 @@ def one_error_line(proc: subprocess.CompletedProcess) -> str:
 
 def run_evaluate(args: list[str], cwd: pathlib.Path) -> subprocess.CompletedProcess:
     """``python -m upright.training.evaluate *args`` in ``cwd``, output captured."""
-    return subprocess.run([sys.executable, "-m", "upright.training.evaluate", *args], cwd=cwd, capture_output=True,
-                          text=True, timeout=120, env={**os.environ, "PYTHONUNBUFFERED": "1"})  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "upright.training.evaluate", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
 
 
 @pytest.fixture(scope="module")
@@ -52,8 +64,12 @@ def standup_onnx(tmp_path_factory):
     env = make_env("standup", StandupEnvCfg(num_envs=1), SimCfg(num_threads=1), device="cpu", seed=0)
     try:
         obs_dim = int(env.get_observations()["actor"].shape[-1])
-        return write_onnx_policy(tmp_path_factory.mktemp("standup") / "policy.onnx", obs_dim, env.num_actions,
-                                 policy_metadata("standup", env))  # fmt: skip
+        return write_onnx_policy(
+            tmp_path_factory.mktemp("standup") / "policy.onnx",
+            obs_dim,
+            env.num_actions,
+            policy_metadata("standup", env),
+        )
     finally:
         env.close()
 
@@ -77,8 +93,12 @@ def test_a_value_of_the_wrong_type_is_one_line_naming_the_key_and_type(tmp_path,
 
 @pytest.mark.parametrize(
     "override, nearest",
-    [("env.num_env=8", "env.num_envs"), ("num_envs=8", "env.num_envs"),
-     ("train.max_iteration=3", "train.max_iterations"), ("postur=prone", "posture")],
+    [
+        ("env.num_env=8", "env.num_envs"),
+        ("num_envs=8", "env.num_envs"),
+        ("train.max_iteration=3", "train.max_iterations"),
+        ("postur=prone", "posture"),
+    ],
 )
 def test_an_override_typo_suggests_the_nearest_key(tmp_path, override, nearest):
     line = one_error_line(run_train(["task=standup", override], tmp_path))
@@ -182,4 +202,3 @@ def test_play_refuses_a_standup_policy_on_lift_in_one_line(tmp_path, standup_onn
 def test_play_override_typo_suggests_the_nearest_key(tmp_path):
     line = one_error_line(run_play(["task=standup", "polcy=zero"], tmp_path))
     assert line.endswith("did you mean policy?")
-

@@ -4,7 +4,6 @@ the progress line prints '-' for a reward group when no episode ended in the ite
 from __future__ import annotations
 
 import pytest
-
 from test_train_smoke import SMALL, run_train
 
 
@@ -26,8 +25,14 @@ def test_bad_override_is_one_line_and_exit_2(tmp_path, override, expected):
 
 
 def test_progress_line_prints_a_dash_when_no_episode_ended(tmp_path):
-    args = [*SMALL, "env.episode_length_s=1.0", "train.init_at_random_ep_len=false", "train.max_iterations=1",
-            "run.root=runs", "run.name=dash"]  # fmt: skip
+    args = [
+        *SMALL,
+        "env.episode_length_s=1.0",
+        "train.init_at_random_ep_len=false",
+        "train.max_iterations=1",
+        "run.root=runs",
+        "run.name=dash",
+    ]
     proc = run_train(args, tmp_path)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     line = next(ln for ln in proc.stdout.splitlines() if ln.startswith("it 1/1"))

@@ -16,8 +16,14 @@ import torch
 from upright.training.runner import atomic_write, checkpoint_problem, latest_checkpoint
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-SMALL = ["task=standup", "env.num_envs=8", "env.episode_length_s=0.3", "train.num_steps_per_env=8",
-         "train.save_interval=1", "sim.num_threads=1"]  # fmt: skip
+SMALL = [
+    "task=standup",
+    "env.num_envs=8",
+    "env.episode_length_s=0.3",
+    "train.num_steps_per_env=8",
+    "train.save_interval=1",
+    "sim.num_threads=1",
+]
 
 
 LIMITED = (
@@ -31,9 +37,13 @@ SIGXFSZ). A launcher rather than preexec_fn, which is unsafe in this (multithrea
 def run_train(args: list[str], cwd: pathlib.Path, max_file_bytes: int | None = None) -> subprocess.CompletedProcess:
     launcher = [sys.executable, "-c", LIMITED, str(max_file_bytes)] if max_file_bytes else [sys.executable]
     return subprocess.run(
-        [*launcher, str(ROOT / "train.py"), *args], cwd=cwd, capture_output=True, text=True, timeout=280,
+        [*launcher, str(ROOT / "train.py"), *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=280,
         env={**os.environ, "PYTHONUNBUFFERED": "1"},
-    )  # fmt: skip
+    )
 
 
 def test_failed_save_leaves_no_truncated_checkpoint_and_resume_skips_a_truncated_one(tmp_path):

@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 import torch
 from omegaconf import OmegaConf
-
 from test_l2c2 import build, collect  # scripted CountingEnv + the training entry point's rsl-rl dict
 
 from upright.training.config import TrainCfg

@@ -4,16 +4,28 @@ from __future__ import annotations
 
 import pytest
 import torch
+
 from upright.tasks.standup.planner import PlannerCfg
 from upright.training.distill import DistillCfg, distill
 
-ABSOLUTE = ["env.action_mode=absolute", "env.curriculum.beta_init=1.0", "env.curriculum.beta_min=1.0", "sim.num_threads=1"]
+ABSOLUTE = [
+    "env.action_mode=absolute",
+    "env.curriculum.beta_init=1.0",
+    "env.curriculum.beta_min=1.0",
+    "sim.num_threads=1",
+]
 
 
 def test_distillation_fits_the_teachers_labels_and_saves_a_resumable_checkpoint(tmp_path):
     run = tmp_path / "distill"
-    report = distill(ABSOLUTE, run, DistillCfg(rounds=1, steps=40, epochs=30, batch_size=16),
-                     PlannerCfg(samples=4, horizon_s=0.2, knots=2), num_envs=2, seed=3)
+    report = distill(
+        ABSOLUTE,
+        run,
+        DistillCfg(rounds=1, steps=40, epochs=30, batch_size=16),
+        PlannerCfg(samples=4, horizon_s=0.2, knots=2),
+        num_envs=2,
+        seed=3,
+    )
     r0 = report["rounds"][0]
     assert r0["labels"] == 2 * (40 - 30)  # actuated steps only: the first 30 are HoST's unactuated drop
     assert r0["fit_mse"] < 0.5 * r0["mse_before_fit"]

@@ -13,11 +13,23 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 def test_two_cpu_ranks_stay_in_sync(tmp_path):
     cmd = [
-        sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-        str(ROOT / "train.py"), "task=standup", "env.num_envs=4", "env.episode_length_s=0.3",
-        "train.num_steps_per_env=6", "train.max_iterations=2", "train.save_interval=1", "sim.num_threads=1",
-        "train.update_threads=1", "run.root=runs", "run.name=ddp",
-    ]  # fmt: skip
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc_per_node=2",
+        str(ROOT / "train.py"),
+        "task=standup",
+        "env.num_envs=4",
+        "env.episode_length_s=0.3",
+        "train.num_steps_per_env=6",
+        "train.max_iterations=2",
+        "train.save_interval=1",
+        "sim.num_threads=1",
+        "train.update_threads=1",
+        "run.root=runs",
+        "run.name=ddp",
+    ]
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1"}
     proc = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=280, env=env)
     out = proc.stdout + proc.stderr

@@ -8,8 +8,21 @@ from upright.training import evaluate
 
 
 def test_zero_policy_does_not_stand_and_files_are_written(tmp_path, capsys):
-    evaluate.main(["--policy", "zero", "--episodes", "4", "--num-envs", "2", "--episode-length-s", "1.0",
-                   "--out", str(tmp_path), "sim.num_threads=1"])  # fmt: skip
+    evaluate.main(
+        [
+            "--policy",
+            "zero",
+            "--episodes",
+            "4",
+            "--num-envs",
+            "2",
+            "--episode-length-s",
+            "1.0",
+            "--out",
+            str(tmp_path),
+            "sim.num_threads=1",
+        ]
+    )
     rows = list(csv.DictReader(open(tmp_path / "eval.csv")))
     assert rows[0]["terrain"] == "ground" and rows[0]["episodes"] == "4"
     assert float(rows[0]["E_succ"]) == 0.0  # lying still never reaches 0.7 m
@@ -23,7 +36,21 @@ def test_no_domain_rand_flag_is_applied_and_reported(tmp_path, monkeypatch):
     made = []
     make_env = evaluate.make_env
     monkeypatch.setattr(evaluate, "make_env", lambda *a, **k: made.append(make_env(*a, **k)) or made[-1])
-    evaluate.main(["--policy", "zero", "--episodes", "1", "--num-envs", "1", "--episode-length-s", "0.1",
-                   "--no-domain-rand", "--out", str(tmp_path), "sim.num_threads=1"])  # fmt: skip
+    evaluate.main(
+        [
+            "--policy",
+            "zero",
+            "--episodes",
+            "1",
+            "--num-envs",
+            "1",
+            "--episode-length-s",
+            "0.1",
+            "--no-domain-rand",
+            "--out",
+            str(tmp_path),
+            "sim.num_threads=1",
+        ]
+    )
     assert made[0].randomizer.enabled is False
     assert "domain randomisation off (--no-domain-rand)" in (tmp_path / "eval.md").read_text()

@@ -2,7 +2,6 @@
 
 import pathlib
 
-import onnx
 import pytest
 
 from upright.training.export import main, run_config_for

@@ -56,8 +56,10 @@ def test_list_is_well_formed_and_has_no_parent_child_pair(model, pairs):
         ba, bb = int(model.geom_bodyid[ga.id]), int(model.geom_bodyid[gb.id])
         assert ba != bb, (a, b)
         assert model.body_parentid[ba] != bb and model.body_parentid[bb] != ba, f"parent-child pair {a}-{b}"
-    compiled = {frozenset((model.geom(int(model.pair_geom1[i])).name, model.geom(int(model.pair_geom2[i])).name))
-                for i in range(model.npair)}  # fmt: skip
+    compiled = {
+        frozenset((model.geom(int(model.pair_geom1[i])).name, model.geom(int(model.pair_geom2[i])).name))
+        for i in range(model.npair)
+    }
     assert compiled == pairs
 
 
@@ -66,9 +68,11 @@ def test_model_excludes_are_the_only_other_exclusion():
     (pelvis-hip_roll and elbow-wrist_pitch, which overlap at every joint angle)."""
     model, excluded_bodies = self_collision.survey_model(_menagerie_spec())
     assert excluded_bodies == {
-        frozenset(("pelvis", "left_hip_roll_link")), frozenset(("pelvis", "right_hip_roll_link")),
-        frozenset(("left_elbow_link", "left_wrist_pitch_link")), frozenset(("right_elbow_link", "right_wrist_pitch_link")),
-    }  # fmt: skip
+        frozenset(("pelvis", "left_hip_roll_link")),
+        frozenset(("pelvis", "right_hip_roll_link")),
+        frozenset(("left_elbow_link", "left_wrist_pitch_link")),
+        frozenset(("right_elbow_link", "right_wrist_pitch_link")),
+    }
     candidates, excluded = self_collision.classify_pairs(model, excluded_bodies)
     assert {r for _, _, r in excluded} == {"parent-child", "model exclude"}
     listed = {frozenset(p) for p in g1_collision_pairs.PAIRS}
@@ -79,7 +83,9 @@ def test_model_excludes_are_the_only_other_exclusion():
 
 def test_fresh_sampling_finds_no_touching_pair_that_the_list_lacks(pairs):
     """A smaller independent run (other seed): every candidate pair that comes within 1 cm is listed."""
-    survey = self_collision.sample_min_distances(_menagerie_spec(), num_samples=30_000, seed=12345, record_distance=0.01)
+    survey = self_collision.sample_min_distances(
+        _menagerie_spec(), num_samples=30_000, seed=12345, record_distance=0.01
+    )
     close = {frozenset(p) for p in survey.within(0.01)}
     assert close, "the sampling found no close pair at all: the check is vacuous"
     missing = close - pairs
@@ -106,7 +112,9 @@ def _curl_left_leg(pairs_fn, seconds: float = 2.0) -> tuple[float, str]:
     target[g1.JOINT_NAMES.index("left_hip_yaw_joint")] = 1.5
     target[g1.JOINT_NAMES.index("left_knee_joint")] = 1.5
     d.ctrl[:] = target
-    leg = [m.geom(f"left_{n}_collision").id for n in ("thigh", "shin", "linkage_brace", *(f"foot{k}" for k in range(1, 8)))]
+    leg = [
+        m.geom(f"left_{n}_collision").id for n in ("thigh", "shin", "linkage_brace", *(f"foot{k}" for k in range(1, 8)))
+    ]
     trunk = [m.geom("pelvis_collision").id, m.geom("torso_collision").id]
     fromto = np.zeros(6)
     deepest, where = 0.0, ""

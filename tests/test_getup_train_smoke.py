@@ -10,8 +10,15 @@ from train_testlib import two_iteration_run
 
 from upright.training.onnx_export import read_metadata
 
-SMALL = ["task=standup", "recipe=getup", "env.num_envs=8", "env.episode_length_s=0.5", "train.num_steps_per_env=8",
-         "train.save_interval=1", "sim.num_threads=1"]  # fmt: skip
+SMALL = [
+    "task=standup",
+    "recipe=getup",
+    "env.num_envs=8",
+    "env.episode_length_s=0.5",
+    "train.num_steps_per_env=8",
+    "train.save_interval=1",
+    "sim.num_threads=1",
+]
 
 
 @pytest.fixture(scope="module")
@@ -38,8 +45,9 @@ def test_evaluation_builds_the_getup_env_from_the_policy_and_starts_from_the_pos
     from upright.training.evaluate import make_eval_env, run_episodes
 
     run_dir, _ = getup_run
-    env, policy, beta, _ = make_eval_env(str(run_dir / source), num_envs=4, episode_length_s=1.0,
-                                         overrides=["sim.num_threads=1"])  # fmt: skip
+    env, policy, beta, _ = make_eval_env(
+        str(run_dir / source), num_envs=4, episode_length_s=1.0, overrides=["sim.num_threads=1"]
+    )
     try:
         assert isinstance(env, GetupEnv) and beta == pytest.approx(0.6)
         assert torch.all(env.start_kind == events.POSTURE)

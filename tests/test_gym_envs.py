@@ -1,6 +1,6 @@
-"""The gymnasium interface (upright.envs; G1Standup-v0 and PandaLift-v0): registration, gymnasium's own env checker, seeding, time limits and final
-observations, the vector env over one batched simulation, rendering, refused input, and a third-party trainer
-(Stable-Baselines3 PPO, examples/sb3_ppo_standup.py)."""
+"""The gymnasium interface (upright.envs; G1Standup-v0 and PandaLift-v0): registration, gymnasium's own env checker,
+seeding, time limits and final observations, the vector env over one batched simulation, rendering, refused input, and a
+third-party trainer (Stable-Baselines3 PPO, examples/sb3_ppo_standup.py)."""
 
 from __future__ import annotations
 
@@ -72,7 +72,11 @@ def test_spaces_match_what_the_env_returns(short_env):
     obs, reward, terminated, truncated, info = short_env.step(short_env.action_space.sample())
     assert obs in short_env.observation_space and isinstance(reward, float)
     assert info["reward_groups"].shape == (4,) and short_env.unwrapped.reward_group_names == (
-        "task", "regularization", "style", "post_task")  # fmt: skip
+        "task",
+        "regularization",
+        "style",
+        "post_task",
+    )
     assert reward == pytest.approx(float(info["reward_groups"].sum()), rel=1e-5, abs=1e-7)
 
 
@@ -148,15 +152,16 @@ def test_time_limit_truncates_and_final_observation_is_the_unreset_one():
 
 
 def test_vector_env_is_one_batched_simulation_with_same_step_autoreset():
-    venv = gymnasium.make_vec(ID, num_envs=3, vectorization_mode="vector_entry_point", num_threads=1,
-                              overrides={**SHORT, "obs_noise": False})  # fmt: skip
+    venv = gymnasium.make_vec(
+        ID, num_envs=3, vectorization_mode="vector_entry_point", num_threads=1, overrides={**SHORT, "obs_noise": False}
+    )
     assert isinstance(venv, UprightVectorEnv) and isinstance(venv, gymnasium.vector.VectorEnv)
     assert venv.unwrapped.task.env.num_envs == 3  # N envs in one StandupEnv, not N Python envs
     assert venv.metadata["autoreset_mode"] == gymnasium.vector.AutoresetMode.SAME_STEP
     assert venv.observation_space.shape == (3, 456) and venv.action_space.shape == (3, 23)
     obs, _ = venv.reset(seed=2)
     assert obs.dtype == np.float32 and obs in venv.observation_space
-    for k in range(5):
+    for _ in range(5):
         before = obs
         obs, rewards, terminated, truncated, infos = venv.step(np.zeros((3, 23), np.float32))
         assert rewards.dtype == np.float64 and terminated.dtype == truncated.dtype == np.bool_
@@ -311,8 +316,9 @@ def test_lift_vector_env_final_observation_is_the_unreset_one():
     from upright.tasks.registry import make_env
 
     overrides = {"episode_length_s": 0.1, "domain_rand.obs_noise_scale": 0.0}
-    venv = gymnasium.make_vec(LIFT, num_envs=2, vectorization_mode="vector_entry_point", num_threads=1,
-                              overrides=overrides)  # fmt: skip
+    venv = gymnasium.make_vec(
+        LIFT, num_envs=2, vectorization_mode="vector_entry_point", num_threads=1, overrides=overrides
+    )
     venv.reset(seed=6)
     task = venv.unwrapped.task
     twin = make_env("lift", dataclasses.replace(task.cfg, episode_length_s=10.0), task.sim_cfg, device="cpu", seed=6)
@@ -322,8 +328,11 @@ def test_lift_vector_env_final_observation_is_the_unreset_one():
         twin_obs, *_ = twin.step(torch.from_numpy(a))
     assert truncated.all() and not terminated.any()
     np.testing.assert_array_equal(np.stack(list(infos["final_obs"])), twin_obs["actor"].numpy())
-    assert infos["reward_groups"].shape == (2, 3) and venv.unwrapped.reward_group_names == ("reach", "lift",
-                                                                                            "regularization")
+    assert infos["reward_groups"].shape == (2, 3) and venv.unwrapped.reward_group_names == (
+        "reach",
+        "lift",
+        "regularization",
+    )
     twin.close()
     venv.close()
 
@@ -335,8 +344,9 @@ def test_vector_env_on_mjx_is_one_mjx_simulation_and_matches_native():
     overrides = {**SHORT, "obs_noise": False, "domain_rand.enabled": False}
     runs = {}
     for backend in ("native", "mjx"):
-        venv = gymnasium.make_vec(ID, num_envs=2, vectorization_mode="vector_entry_point", num_threads=1,
-                                  backend=backend, overrides=overrides)  # fmt: skip
+        venv = gymnasium.make_vec(
+            ID, num_envs=2, vectorization_mode="vector_entry_point", num_threads=1, backend=backend, overrides=overrides
+        )
         obs, _ = venv.reset(seed=3)
         traj = [obs]
         for _ in range(5):  # 0.1 s episodes: the 5th step truncates and autoresets (same step)

@@ -13,11 +13,10 @@ import statistics
 import pytest
 import torch
 from omegaconf import OmegaConf
-from tensordict import TensorDict
-
 from rsl_rl.algorithms import PPO
 from rsl_rl.env import VecEnv
 from rsl_rl.storage import RolloutStorage
+from tensordict import TensorDict
 
 from upright.training.config import TrainCfg
 from upright.training.multi_critic_model import MultiCriticModel, TanhActorModel
@@ -69,9 +68,14 @@ class CountingEnv(VecEnv):
             self.done_at[(self.k, i)] = bool(dones[i])
         kf = float(self.k)
         groups = torch.stack(
-            [torch.sin(0.1 * kf + n.float()), -actions.square().sum(-1),
-             torch.full((self.num_envs,), math.cos(0.2 * kf)), (n == 0).float()], dim=-1,
-        )  # fmt: skip
+            [
+                torch.sin(0.1 * kf + n.float()),
+                -actions.square().sum(-1),
+                torch.full((self.num_envs,), math.cos(0.2 * kf)),
+                (n == 0).float(),
+            ],
+            dim=-1,
+        )
         self.k += 1
         self.episode_length_buf = torch.where(dones, 0, self.episode_length_buf + 1)
         log = {
@@ -147,8 +151,15 @@ def test_l2c2_losses_match_hand_reference():
         [40],
     )
     torch.manual_seed(0)
-    actor = TanhActorModel(obs, GROUPS, "actor", 2, hidden_dims=[6, 5], obs_normalization=True,
-                           distribution_cfg={"class_name": "GaussianDistribution", "init_std": 0.8})  # fmt: skip
+    actor = TanhActorModel(
+        obs,
+        GROUPS,
+        "actor",
+        2,
+        hidden_dims=[6, 5],
+        obs_normalization=True,
+        distribution_cfg={"class_name": "GaussianDistribution", "init_std": 0.8},
+    )
     critic = MultiCriticModel(obs, GROUPS, "critic", 1, hidden_dims=[5], obs_normalization=True, num_critics=G)
     actor.update_normalization(stats)
     critic.update_normalization(stats)
@@ -240,8 +251,14 @@ def test_update_adds_exactly_the_gradient_of_the_l2c2_term(monkeypatch):
     monkeypatch.setattr(mcp, "sample_l2c2_mix_weights", lambda dones: 0.6 * (1.0 - dones.reshape(-1, 1).float()))
     grads, reference = {}, None
     for coefs in ((0.0, 0.0), (1.0, 2.0)):
-        alg, env = build(num_learning_epochs=1, num_mini_batches=1, schedule="fixed", max_grad_norm=1e9,
-                         l2c2_policy_coef=coefs[0], l2c2_value_coef=coefs[1])  # fmt: skip
+        alg, env = build(
+            num_learning_epochs=1,
+            num_mini_batches=1,
+            schedule="fixed",
+            max_grad_norm=1e9,
+            l2c2_policy_coef=coefs[0],
+            l2c2_value_coef=coefs[1],
+        )
         collect(alg, env, 6)
         if reference is None:  # reference gradient of the L2C2 loss on the rollout, before the update
             st = alg.storage
@@ -254,8 +271,17 @@ def test_update_adds_exactly_the_gradient_of_the_l2c2_term(monkeypatch):
             params = list(alg.actor.parameters()) + list(alg.critic.parameters())
             reference = torch.autograd.grad(loss, params, allow_unused=True)
         captured = []
-        monkeypatch.setattr(alg.optimizer, "step", lambda: captured.append(
-            [p.grad.clone() if p.grad is not None else None for g in alg.optimizer.param_groups for p in g["params"]]))
+        monkeypatch.setattr(
+            alg.optimizer,
+            "step",
+            lambda captured=captured, alg=alg: captured.append(
+                [
+                    p.grad.clone() if p.grad is not None else None
+                    for g in alg.optimizer.param_groups
+                    for p in g["params"]
+                ]
+            ),
+        )
         alg.update()
         grads[coefs] = captured[0]
     names = [n for n, _ in alg.actor.named_parameters()] + [n for n, _ in alg.critic.named_parameters()]
@@ -324,8 +350,10 @@ def test_minibatch_next_observation_is_next_step_of_same_env():
             for i in range(obs.batch_size[0]):
                 k, n = int(obs["actor"][i, 0]), int(obs["actor"][i, 1])
                 seen.add((k, n))
-                expected = {"actor": [k + 1, n, math.sin(0.7 * (k + 1) + 1.3 * n)],
-                            "critic": [k + 1, n, math.cos(0.3 * (k + 1) - n), 0.01 * (k + 1)]}  # fmt: skip
+                expected = {
+                    "actor": [k + 1, n, math.sin(0.7 * (k + 1) + 1.3 * n)],
+                    "critic": [k + 1, n, math.cos(0.3 * (k + 1) - n), 0.01 * (k + 1)],
+                }
                 for key in ("actor", "critic"):
                     assert nxt[key][i].tolist() == pytest.approx(expected[key], abs=1e-6)
                 assert bool(batch.transition_dones[i, 0]) == env.done_at[(k, n)]
@@ -363,8 +391,13 @@ def test_zero_weights_give_exactly_the_rsl_rl_update():
 # Config, runner (logging, checkpoint layout and load)
 # ----------------------------------------------------------------------------------------------------------------------
 
-ACTOR_KEYS = ["obs_normalizer._mean", "obs_normalizer._var", "obs_normalizer._std", "obs_normalizer.count",
-              "distribution.std_param"] + [f"mlp.{i}.{p}" for i in (0, 2, 4) for p in ("weight", "bias")]  # fmt: skip
+ACTOR_KEYS = [
+    "obs_normalizer._mean",
+    "obs_normalizer._var",
+    "obs_normalizer._std",
+    "obs_normalizer.count",
+    "distribution.std_param",
+] + [f"mlp.{i}.{p}" for i in (0, 2, 4) for p in ("weight", "bias")]
 CRITIC_KEYS = ["obs_normalizer._mean", "obs_normalizer._var", "obs_normalizer._std", "obs_normalizer.count"] + [
     f"mlp.{g}.{i}.{p}" for g in range(4) for i in (0, 2) for p in ("weight", "bias")
 ]  # the layout of the checkpoints written before L2C2 (actor with 2 hidden layers here, critics with 1)

@@ -15,8 +15,14 @@ from train_testlib import ROOT, run_train, two_iteration_run
 
 from upright.training.onnx_export import read_metadata
 
-SMALL = ["task=lift", "env.num_envs=16", "train.num_steps_per_env=8", "train.save_interval=1", "sim.num_threads=1",
-         "train.update_threads=1"]  # fmt: skip
+SMALL = [
+    "task=lift",
+    "env.num_envs=16",
+    "train.num_steps_per_env=8",
+    "train.save_interval=1",
+    "sim.num_threads=1",
+    "train.update_threads=1",
+]
 
 
 @pytest.fixture(scope="module")
@@ -62,9 +68,12 @@ def test_cartesian_recipe_sets_its_values_and_explicit_overrides_win():
 
 @pytest.mark.parametrize(
     ("arg", "message"),
-    [("env.no_such_key=1", "Could not override 'env.no_such_key'"), ("terrain=platform", "applies to task=standup only"),
-     ("recipe=fast", "recipe=fast is a task=standup recipe; for task=lift use recipe=cartesian")],
-)  # fmt: skip
+    [
+        ("env.no_such_key=1", "Could not override 'env.no_such_key'"),
+        ("terrain=platform", "applies to task=standup only"),
+        ("recipe=fast", "recipe=fast is a task=standup recipe; for task=lift use recipe=cartesian"),
+    ],
+)
 def test_bad_overrides_refused(tmp_path, arg, message):
     proc = run_train(["task=lift", arg], tmp_path)
     assert proc.returncode == 2 and message in proc.stderr, proc.stderr[-2000:]
@@ -73,15 +82,40 @@ def test_bad_overrides_refused(tmp_path, arg, message):
 def test_export_and_play_video(run, tmp_path):
     run_dir, _ = run
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    proc = subprocess.run([sys.executable, "-m", "upright.training.export", "--checkpoint", str(run_dir / "model_1.pt"),
-                           "--out", str(tmp_path / "exported")], capture_output=True, text=True, timeout=280, env=env)  # fmt: skip
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "upright.training.export",
+            "--checkpoint",
+            str(run_dir / "model_1.pt"),
+            "--out",
+            str(tmp_path / "exported"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=280,
+        env=env,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     meta = read_metadata(tmp_path / "exported" / "policy.onnx")
     assert meta["task"] == "lift" and meta["action_scale"] == 0.04
     video = tmp_path / "play.mp4"
-    proc = subprocess.run([sys.executable, str(ROOT / "play.py"), "task=lift", f"policy={tmp_path / 'exported'}",
-                           f"video={video}", "duration=0.5"], capture_output=True, text=True, timeout=280, env=env,
-                          cwd=tmp_path)  # fmt: skip
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "play.py"),
+            "task=lift",
+            f"policy={tmp_path / 'exported'}",
+            f"video={video}",
+            "duration=0.5",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=280,
+        env=env,
+        cwd=tmp_path,
+    )
     assert proc.returncode == 0 and video.stat().st_size > 1000, proc.stdout[-2000:] + proc.stderr[-3000:]
 
 
@@ -101,9 +135,18 @@ def test_daemon_refuses_a_lift_policy_in_one_line(run):
 
 @pytest.fixture(scope="module")
 def ee_run(tmp_path_factory):
-    return two_iteration_run(tmp_path_factory.mktemp("lift_ee"), "lift",
-                             [*SMALL, "env.action_mode=ee_delta", "env.ee_min_height=0.03",
-                              "env.ee_gravity_compensation=true", "env.ee_max_lead=0.05", "env.ee_max_lead_down=0.04"])  # fmt: skip
+    return two_iteration_run(
+        tmp_path_factory.mktemp("lift_ee"),
+        "lift",
+        [
+            *SMALL,
+            "env.action_mode=ee_delta",
+            "env.ee_min_height=0.03",
+            "env.ee_gravity_compensation=true",
+            "env.ee_max_lead=0.05",
+            "env.ee_max_lead_down=0.04",
+        ],
+    )
 
 
 def test_ee_delta_run_exports_a_4_action_policy_that_evaluate_and_play_run(ee_run, tmp_path):
@@ -114,9 +157,15 @@ def test_ee_delta_run_exports_a_4_action_policy_that_evaluate_and_play_run(ee_ru
     from upright.tasks.lift.evaluate import policy_action_overrides
 
     assert meta["ee_gravity_compensation"] is True and meta["ee_max_lead"] == 0.05 and meta["ee_max_lead_down"] == 0.04
-    expected = ["env.action_mode=ee_delta", "env.ee_action_scale=0.015", "env.ee_min_height=0.03",
-                "env.ee_gravity_compensation=true", "env.ee_max_lead=0.05", "env.ee_max_lead_down=0.04",
-                "env.ee_observe_lead=false"]
+    expected = [
+        "env.action_mode=ee_delta",
+        "env.ee_action_scale=0.015",
+        "env.ee_min_height=0.03",
+        "env.ee_gravity_compensation=true",
+        "env.ee_max_lead=0.05",
+        "env.ee_max_lead_down=0.04",
+        "env.ee_observe_lead=false",
+    ]
     assert policy_action_overrides(str(run_dir / "policy.onnx")) == expected  # from the metadata
     checkpoint = sorted(run_dir.glob("model_*.pt"))[-1]
     assert policy_action_overrides(str(checkpoint)) == expected  # from the run config
@@ -124,12 +173,39 @@ def test_ee_delta_run_exports_a_4_action_policy_that_evaluate_and_play_run(ee_ru
     assert session.run(None, {meta["input_name"]: np.zeros((1, 45), np.float32)})[0].shape == (1, 4)
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     # evaluate takes the action mode from the file (no env.action_mode override given)
-    proc = subprocess.run([sys.executable, "-m", "upright.tasks.lift.evaluate", "--policy", str(run_dir), "--episodes",
-                           "2", "--num-envs", "2"], capture_output=True, text=True, timeout=280, env=env)  # fmt: skip
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "upright.tasks.lift.evaluate",
+            "--policy",
+            str(run_dir),
+            "--episodes",
+            "2",
+            "--num-envs",
+            "2",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=280,
+        env=env,
+    )
     assert proc.returncode == 0 and "| 2 |" in proc.stdout, proc.stdout[-2000:] + proc.stderr[-3000:]
     video = tmp_path / "play.mp4"
-    proc = subprocess.run([sys.executable, str(ROOT / "play.py"), "task=lift", f"policy={run_dir / 'policy.onnx'}",
-                           f"video={video}", "duration=0.3"], capture_output=True, text=True, timeout=280, env=env,
-                          cwd=tmp_path)  # fmt: skip
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "play.py"),
+            "task=lift",
+            f"policy={run_dir / 'policy.onnx'}",
+            f"video={video}",
+            "duration=0.3",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=280,
+        env=env,
+        cwd=tmp_path,
+    )
     assert proc.returncode == 0 and video.stat().st_size > 1000, proc.stdout[-2000:] + proc.stderr[-3000:]
     assert "ee_delta" in proc.stdout  # the viewer says it plays with the policy's action mode

@@ -13,10 +13,9 @@ import statistics
 
 import pytest
 import torch
-from tensordict import TensorDict
-
 from rsl_rl.env import VecEnv
 from rsl_rl.runners import OnPolicyRunner
+from tensordict import TensorDict
 
 from upright.training.multi_critic_model import MultiCriticModel, TanhActorModel
 from upright.training.multi_critic_ppo import (
@@ -99,9 +98,7 @@ class PointMassEnv(VecEnv):
         self.v = self.v + 0.1 * force
         self.x = self.x + 0.1 * self.v
         self.episode_length_buf += 1
-        groups = torch.stack(
-            [-self.x.abs(), -force.square(), -self.v.abs(), (self.x.abs() < 0.1).float()], dim=-1
-        )
+        groups = torch.stack([-self.x.abs(), -force.square(), -self.v.abs(), (self.x.abs() < 0.1).float()], dim=-1)
         rewards = (groups * torch.tensor(WEIGHTS)).sum(-1)
         time_outs = self.episode_length_buf >= self.max_episode_length
         dones = time_outs | (self.x.abs() > 2.0)
@@ -245,8 +242,13 @@ def test_process_env_step_and_compute_returns_match_reference():
     # Per-critic timeout bootstrap: r_g + gamma * V_g(s_t) * timeout, scalar reward argument ignored.
     T, N, G = group_rewards.shape
     boot = [
-        [[group_rewards[t, n, g].item() + (GAMMA * values[t, n, g].item() if time_outs[t, n] else 0.0)
-          for g in range(G)] for n in range(N)]
+        [
+            [
+                group_rewards[t, n, g].item() + (GAMMA * values[t, n, g].item() if time_outs[t, n] else 0.0)
+                for g in range(G)
+            ]
+            for n in range(N)
+        ]
         for t in range(T)
     ]
     torch.testing.assert_close(st.rewards, torch.tensor(boot), atol=1e-6, rtol=0)
@@ -321,12 +323,24 @@ def test_models_and_config_checks():
     torch.testing.assert_close(after[:, [0, 2]], before[:, [0, 2]])
     assert torch.all(after[:, 1] == 7.0)
 
-    actor = TanhActorModel(obs, groups, "actor", 1, hidden_dims=[8], distribution_cfg={
-        "class_name": "GaussianDistribution", "init_std": 0.8})
+    actor = TanhActorModel(
+        obs,
+        groups,
+        "actor",
+        1,
+        hidden_dims=[8],
+        distribution_cfg={"class_name": "GaussianDistribution", "init_std": 0.8},
+    )
     assert isinstance(actor.mlp[-1], torch.nn.Tanh)
     with pytest.raises(ValueError):
-        TanhActorModel(obs, groups, "actor", 1, hidden_dims=[8],
-                       distribution_cfg={"class_name": "HeteroscedasticGaussianDistribution"})
+        TanhActorModel(
+            obs,
+            groups,
+            "actor",
+            1,
+            hidden_dims=[8],
+            distribution_cfg={"class_name": "HeteroscedasticGaussianDistribution"},
+        )
 
     cfg = make_cfg(group_weights=[1.0, 1.0])  # 2 groups, but the env emits 4
     cfg["num_steps_per_env"] = 2

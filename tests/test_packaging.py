@@ -13,8 +13,10 @@ def test_every_package_folder_is_listed():
     found = {"upright"}
     for init in ROOT.rglob("__init__.py"):
         rel = init.parent.relative_to(ROOT)
-        if rel.parts and rel.parts[0] not in ("tests", "benchmarks", "logs", "build") and not any(
-            p.startswith(".") or p.endswith(".egg-info") for p in rel.parts
+        if (
+            rel.parts
+            and rel.parts[0] not in ("tests", "benchmarks", "logs", "build")
+            and not any(p.startswith(".") or p.endswith(".egg-info") for p in rel.parts)
         ):
             found.add("upright." + ".".join(rel.parts))
     assert found == listed, f"missing: {sorted(found - listed)}, stale: {sorted(listed - found)}"

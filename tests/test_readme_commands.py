@@ -168,8 +168,13 @@ def entry_points() -> dict[str, str]:
 def is_placeholder_or_output(value: str) -> bool:
     """A path the user supplies (``<run>``, ``$VAR``, ``DIR``), or one an earlier README command writes."""
     first = value.split("/", 1)[0]
-    return ("<" in value or "$" in value or value.isupper() or first in ("logs", "runs", "data", "deploy_data")
-            or value.startswith(("/tmp/", "ws://", "http://", "https://")))  # fmt: skip
+    return (
+        "<" in value
+        or "$" in value
+        or value.isupper()
+        or first in ("logs", "runs", "data", "deploy_data")
+        or value.startswith(("/tmp/", "ws://", "http://", "https://"))
+    )
 
 
 def check_repo_paths(command: Command) -> None:
@@ -267,16 +272,22 @@ def test_readme_command(command: Command, monkeypatch, tmp_path):
     check_command(command)
 
 
-@pytest.mark.parametrize("broken, message", [
-    ("python train.py task=lift recipe=cartesain", "Unknown recipe 'cartesain'"),
-    ("python train.py task=lift env.num_env=8", "env.num_envs"),
-    ("python play.py task=lift policy=assets/policies/no_such_policy", "does not exist"),
-    ("python -m upright.tasks.lift.evaluate --policy assets/policies/panda_lift --episods 5", "refused its arguments"),
-    ("upright-deploy ctl stat", "refused its arguments"),
-    ('pip install -e ".[dev,nosuchextra]"', "no extra ['nosuchextra']"),
-    ("python benchmarks/no_such_bench.py", "does not exist"),
-    ("make all", "no check for 'make'"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "broken, message",
+    [
+        ("python train.py task=lift recipe=cartesain", "Unknown recipe 'cartesain'"),
+        ("python train.py task=lift env.num_env=8", "env.num_envs"),
+        ("python play.py task=lift policy=assets/policies/no_such_policy", "does not exist"),
+        (
+            "python -m upright.tasks.lift.evaluate --policy assets/policies/panda_lift --episods 5",
+            "refused its arguments",
+        ),
+        ("upright-deploy ctl stat", "refused its arguments"),
+        ('pip install -e ".[dev,nosuchextra]"', "no extra ['nosuchextra']"),
+        ("python benchmarks/no_such_bench.py", "does not exist"),
+        ("make all", "no check for 'make'"),
+    ],
+)
 def test_a_broken_command_fails_with_the_reason(broken, message, monkeypatch):
     """The checks can fail: each broken command is refused, naming what is wrong."""
     monkeypatch.chdir(ROOT)
@@ -286,9 +297,11 @@ def test_a_broken_command_fails_with_the_reason(broken, message, monkeypatch):
 
 
 def test_continuations_chains_comments_and_alternatives_are_read_as_a_shell_would():
-    text = ("```bash\npip install -e . && python train.py task=lift  # trains\n"
-            "python play.py \\\n    task=lift policy=zero   # needs a GPU\n"
-            "upright-deploy ctl start | quit\n```\n```python\nimport upright\n```\n")  # fmt: skip
+    text = (
+        "```bash\npip install -e . && python train.py task=lift  # trains\n"
+        "python play.py \\\n    task=lift policy=zero   # needs a GPU\n"
+        "upright-deploy ctl start | quit\n```\n```python\nimport upright\n```\n"
+    )
     got = [(c.line, c.argv, c.comment) for c in readme_commands(text)]
     assert got == [
         (2, ("pip", "install", "-e", "."), "trains"),
@@ -303,7 +316,9 @@ def test_hydra_flags_are_left_to_hydra_after_the_overrides():
     from upright.conf.validate import split_hydra_flags
 
     assert split_hydra_flags(["task=lift", "--cfg", "job", "seed=3", "--info", "-c", "all", "--help"]) == (
-        ["task=lift", "seed=3"], ["--cfg", "job", "--info", "-c", "all", "--help"])
+        ["task=lift", "seed=3"],
+        ["--cfg", "job", "--info", "-c", "all", "--help"],
+    )
     assert split_hydra_flags(["--info", "task=lift"]) == (["task=lift"], ["--info"])
 
 
@@ -312,8 +327,13 @@ def test_train_py_prints_the_composed_config_with_cfg_job(tmp_path):
     ('job' taken for an override), then to fail in Hydra (overrides added after the flag)."""
     import subprocess
 
-    proc = subprocess.run([sys.executable, str(ROOT / "train.py"), "task=lift", "recipe=cartesian", "--cfg", "job"],
-                          capture_output=True, text=True, timeout=120, cwd=tmp_path)  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "train.py"), "task=lift", "recipe=cartesian", "--cfg", "job"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "task_name: lift" in proc.stdout and "action_mode: ee_delta" in proc.stdout
     assert not (tmp_path / "logs").exists()

@@ -27,10 +27,16 @@ def test_joint_order_and_policy_subset(model):
 
 @pytest.mark.parametrize(
     ("joint", "kp", "kd"),
-    [("left_hip_pitch_joint", 150, 4), ("right_knee_joint", 200, 6), ("left_ankle_roll_joint", 40, 2),
-     ("waist_yaw_joint", 100, 4), ("right_shoulder_roll_joint", 100, 4), ("left_elbow_joint", 100, 4),
-     ("right_wrist_roll_joint", 100, 4)],
-)  # fmt: skip
+    [
+        ("left_hip_pitch_joint", 150, 4),
+        ("right_knee_joint", 200, 6),
+        ("left_ankle_roll_joint", 40, 2),
+        ("waist_yaw_joint", 100, 4),
+        ("right_shoulder_roll_joint", 100, 4),
+        ("left_elbow_joint", 100, 4),
+        ("right_wrist_roll_joint", 100, 4),
+    ],
+)
 def test_host_gains_in_the_compiled_actuators(model, joint, kp, kd):
     i = g1.JOINT_NAMES.index(joint)
     assert model.actuator_gainprm[i, 0] == kp
@@ -39,8 +45,16 @@ def test_host_gains_in_the_compiled_actuators(model, joint, kp, kd):
 
 def test_torque_limits_from_datasheet(model):
     info = g1.robot_info()
-    expect = {"left_hip_pitch_joint": 88, "left_hip_roll_joint": 139, "left_knee_joint": 139, "left_ankle_pitch_joint": 50,
-              "waist_yaw_joint": 88, "waist_roll_joint": 50, "left_shoulder_pitch_joint": 25, "left_wrist_yaw_joint": 5}  # fmt: skip
+    expect = {
+        "left_hip_pitch_joint": 88,
+        "left_hip_roll_joint": 139,
+        "left_knee_joint": 139,
+        "left_ankle_pitch_joint": 50,
+        "waist_yaw_joint": 88,
+        "waist_roll_joint": 50,
+        "left_shoulder_pitch_joint": 25,
+        "left_wrist_yaw_joint": 5,
+    }
     for joint, limit in expect.items():
         i = g1.JOINT_NAMES.index(joint)
         assert info.torque_limit[i] == limit
@@ -76,7 +90,6 @@ def test_contact_filter_only_explicit_self_pairs(model):
 def test_held_joints_stay_near_default_under_zero_actions():
     from upright.tasks.standup.config import SimCfg, StandupEnvCfg
     from upright.tasks.standup.env import StandupEnv
-
     from upright.tasks.standup.randomization import DomainRandCfg
 
     # the nominal robot: domain randomisation (e.g. restitution near 1) can knock the 5 N·m wrists further
@@ -102,15 +115,24 @@ def test_missing_model_names_the_fix(monkeypatch, tmp_path):
 # (ARMATURE_5020 etc.: rotor inertias x gear ratios² of the two-stage planetary gearboxes).
 _ARMATURE_5020, _ARMATURE_7520_14, _ARMATURE_7520_22, _ARMATURE_4010 = 0.003609725, 0.0101775200, 0.025101925, 0.00425
 _MOTOR_OF_JOINT = {
-    "hip_pitch": _ARMATURE_7520_14, "hip_yaw": _ARMATURE_7520_14, "waist_yaw": _ARMATURE_7520_14,
-    "hip_roll": _ARMATURE_7520_22, "knee": _ARMATURE_7520_22,
-    "shoulder_pitch": _ARMATURE_5020, "shoulder_roll": _ARMATURE_5020, "shoulder_yaw": _ARMATURE_5020,
-    "elbow": _ARMATURE_5020, "wrist_roll": _ARMATURE_5020,
+    "hip_pitch": _ARMATURE_7520_14,
+    "hip_yaw": _ARMATURE_7520_14,
+    "waist_yaw": _ARMATURE_7520_14,
+    "hip_roll": _ARMATURE_7520_22,
+    "knee": _ARMATURE_7520_22,
+    "shoulder_pitch": _ARMATURE_5020,
+    "shoulder_roll": _ARMATURE_5020,
+    "shoulder_yaw": _ARMATURE_5020,
+    "elbow": _ARMATURE_5020,
+    "wrist_roll": _ARMATURE_5020,
     # parallel linkages driven by two 5020s
-    "ankle_pitch": 2 * _ARMATURE_5020, "ankle_roll": 2 * _ARMATURE_5020,
-    "waist_roll": 2 * _ARMATURE_5020, "waist_pitch": 2 * _ARMATURE_5020,
-    "wrist_pitch": _ARMATURE_4010, "wrist_yaw": _ARMATURE_4010,
-}  # fmt: skip
+    "ankle_pitch": 2 * _ARMATURE_5020,
+    "ankle_roll": 2 * _ARMATURE_5020,
+    "waist_roll": 2 * _ARMATURE_5020,
+    "waist_pitch": 2 * _ARMATURE_5020,
+    "wrist_pitch": _ARMATURE_4010,
+    "wrist_yaw": _ARMATURE_4010,
+}
 
 
 def test_each_joint_gets_the_armature_of_its_motor(model):

@@ -32,15 +32,40 @@ def test_disruption_overrides_reach_the_env():
 
 def test_battery_covers_the_issue_list():
     names = [d.name for d in robustness.BATTERY]
-    for must in ("observation noise x2", "action delay 40 ms", "action delay 80 ms", "pushes 1.0 m/s", "payload 4 kg",
-                 "payload 8 kg", "payload 12 kg", "torque dropout 0.05", "torque dropout 0.2", "friction 0.2"):
+    for must in (
+        "observation noise x2",
+        "action delay 40 ms",
+        "action delay 80 ms",
+        "pushes 1.0 m/s",
+        "payload 4 kg",
+        "payload 8 kg",
+        "payload 12 kg",
+        "torque dropout 0.05",
+        "torque dropout 0.2",
+        "friction 0.2",
+    ):
         assert must in names
 
 
 def test_cli_writes_one_table(tmp_path, capsys):
     rows = ["nominal", "action delay 80 ms"]
-    robustness.main(["--policy", "random", "--episodes", "2", "--num-envs", "2", "--episode-length-s", "0.8",
-                     "--only", *rows, "--out", str(tmp_path), "sim.num_threads=1"])  # fmt: skip
+    robustness.main(
+        [
+            "--policy",
+            "random",
+            "--episodes",
+            "2",
+            "--num-envs",
+            "2",
+            "--episode-length-s",
+            "0.8",
+            "--only",
+            *rows,
+            "--out",
+            str(tmp_path),
+            "sim.num_threads=1",
+        ]
+    )
     md = (tmp_path / "robustness.md").read_text()
     assert all(f"| {r} |" in md for r in rows)
     with open(tmp_path / "robustness.csv") as f:
@@ -59,8 +84,9 @@ def test_peak_height_is_the_highest_actuated_pelvis_height():
     """A robot that never moves (zero policy on the nominal model) peaks near its lying pelvis height."""
     from upright.training.evaluate import PEAK, run_episodes
 
-    env, policy, _, _ = make_eval_env("zero", num_envs=2, episode_length_s=1.0, domain_rand=False,
-                                      overrides=["sim.num_threads=1"])  # fmt: skip
+    env, policy, _, _ = make_eval_env(
+        "zero", num_envs=2, episode_length_s=1.0, domain_rand=False, overrides=["sim.num_threads=1"]
+    )
     try:
         res = run_episodes(env, policy, 2)
         lying = float(env.last_state.base_height.max())
@@ -74,8 +100,9 @@ def test_final_head_height_is_the_last_steps_head_height():
     """The zero policy ends lying: its final head height is the head-above-feet of the episode's last state."""
     from upright.training.evaluate import FINAL_HEAD, run_episodes, summarize
 
-    env, policy, _, _ = make_eval_env("zero", num_envs=2, episode_length_s=1.0, domain_rand=False,
-                                      overrides=["sim.num_threads=1"])  # fmt: skip
+    env, policy, _, _ = make_eval_env(
+        "zero", num_envs=2, episode_length_s=1.0, domain_rand=False, overrides=["sim.num_threads=1"]
+    )
     try:
         res = run_episodes(env, policy, 2)
         last = env.last_state.head_height.clone()

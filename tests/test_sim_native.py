@@ -30,7 +30,9 @@ def test_batch_matches_single_env_loop(model, threads):
     n, decimation, steps = 3, 4, 10
     sim = make_sim("native", model, n, num_threads=threads)
     states = [lying_state(model, s) for s in range(n)]
-    sim.reset_envs(torch.arange(n), torch.tensor(np.stack([s[0] for s in states])), torch.tensor(np.stack([s[1] for s in states])))
+    sim.reset_envs(
+        torch.arange(n), torch.tensor(np.stack([s[0] for s in states])), torch.tensor(np.stack([s[1] for s in states]))
+    )
     rng = np.random.default_rng(0)
     ctrls = rng.uniform(-0.5, 0.5, (steps, n, model.nu))
     for k in range(steps):
@@ -48,10 +50,13 @@ def test_batch_matches_single_env_loop(model, threads):
         mujoco.mj_forward(model, data)
         np.testing.assert_allclose(sim.state.site_xpos[i].numpy(), data.site_xpos, atol=1e-5)
         # position- and velocity-stage sensors are current after a step (acceleration ones are not)
-        cols = np.concatenate([
-            np.arange(model.sensor_adr[s], model.sensor_adr[s] + model.sensor_dim[s])
-            for s in range(model.nsensor) if model.sensor_needstage[s] <= mujoco.mjtStage.mjSTAGE_VEL.value
-        ])  # fmt: skip
+        cols = np.concatenate(
+            [
+                np.arange(model.sensor_adr[s], model.sensor_adr[s] + model.sensor_dim[s])
+                for s in range(model.nsensor)
+                if model.sensor_needstage[s] <= mujoco.mjtStage.mjSTAGE_VEL.value
+            ]
+        )
         np.testing.assert_allclose(sim.state.sensordata[i].numpy()[cols], data.sensordata[cols], atol=1e-4)
 
 

@@ -43,19 +43,35 @@ def test_mtime_seconds_skips_gaps_between_sessions(sl):
 
 
 def test_recipe_overrides_lists_differences_but_not_run_keys(sl):
-    defaults = sl.flatten({"env": {"num_envs": 512, "curriculum": {"trigger": "mean"}}, "train": {"dims": [512, 256],
-                           "save_interval": 10, "lr": None}, "seed": 1})  # fmt: skip
-    config = sl.flatten({"env": {"num_envs": 512, "curriculum": {"trigger": "per_env"}}, "train": {"dims": [256, 256],
-                         "save_interval": 25, "lr": 0.001, "gone": True}, "seed": 2, "run": {"name": "x"}})  # fmt: skip
+    defaults = sl.flatten(
+        {
+            "env": {"num_envs": 512, "curriculum": {"trigger": "mean"}},
+            "train": {"dims": [512, 256], "save_interval": 10, "lr": None},
+            "seed": 1,
+        }
+    )
+    config = sl.flatten(
+        {
+            "env": {"num_envs": 512, "curriculum": {"trigger": "per_env"}},
+            "train": {"dims": [256, 256], "save_interval": 25, "lr": 0.001, "gone": True},
+            "seed": 2,
+            "run": {"name": "x"},
+        }
+    )
     assert sl.recipe_overrides(config, defaults) == [
-        "env.curriculum.trigger=per_env", "train.dims=[256,256]", "train.gone=true", "train.lr=0.001",
-    ]  # fmt: skip
+        "env.curriculum.trigger=per_env",
+        "train.dims=[256,256]",
+        "train.gone=true",
+        "train.lr=0.001",
+    ]
     assert sl.format_value(None) == "null" and sl.format_value("a b") == '"a b"'
 
 
 def test_parse_recipe_named_quoted_and_unknown(sl):
-    assert sl.parse_recipe('fast=train.critic_shared_trunk=true env.num_envs=256') == (
-        "fast", ["train.critic_shared_trunk=true", "env.num_envs=256"])  # fmt: skip
+    assert sl.parse_recipe("fast=train.critic_shared_trunk=true env.num_envs=256") == (
+        "fast",
+        ["train.critic_shared_trunk=true", "env.num_envs=256"],
+    )
     assert sl.parse_recipe("host=") == ("host", [])
     assert sl.parse_recipe("default") == ("default", [])
     with pytest.raises(sl.UsageError, match="unknown recipe 'nope'"):
@@ -108,12 +124,16 @@ def test_open_run_errors_are_one_line(sl, tmp_path, capsys):
 def test_cost_report_medians_ratio_and_idle_verdict(sl):
     cfg = sl.compose_config(["env.num_envs=64"])
     a = sl.Recipe("host", [], cfg, collection=[9.0, 2.0, 2.2, 2.4], update=[9.0, 8.0, 8.2, 8.4])
-    b = sl.Recipe("fast", ["train.critic_shared_trunk=true"], cfg, collection=[9.0, 2.0, 2.1, 2.2],
-                  update=[9.0, 3.0, 3.1, 3.2])  # fmt: skip
-    md, record = sl.cost_report([a, b], warmup=1, iters=3, load_before=(0.1, 0.2, 0.3), load_after=(1.0, 0.5, 0.3),
-                                others=0.02)  # fmt: skip
+    b = sl.Recipe(
+        "fast", ["train.critic_shared_trunk=true"], cfg, collection=[9.0, 2.0, 2.1, 2.2], update=[9.0, 3.0, 3.1, 3.2]
+    )
+    md, record = sl.cost_report(
+        [a, b], warmup=1, iters=3, load_before=(0.1, 0.2, 0.3), load_after=(1.0, 0.5, 0.3), others=0.02
+    )
     host, fast = record["recipes"]
-    assert (host["collection_s"], host["update_s"], host["iteration_s"]) == pytest.approx((2.2, 8.2, 10.4))  # no warm-up
+    assert (host["collection_s"], host["update_s"], host["iteration_s"]) == pytest.approx(
+        (2.2, 8.2, 10.4)
+    )  # no warm-up
     assert fast["ratio_to_first"] == pytest.approx(5.2 / 10.4) and host["env_steps_per_s"] == pytest.approx(3200 / 10.4)
     assert record["idle"] and "CPU idle." in md and "before: 0.10/0.20/0.30" in md
     _, busy = sl.cost_report([a], warmup=1, iters=3, load_before=(1.9, 1, 1), load_after=(2, 2, 2), others=0.5)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 import torch
-
 from test_l2c2 import build, collect  # scripted CountingEnv + the training entry point's rsl-rl dict
 
 from upright.training.std_learning_rate import FIXED_LR_KEY, convert_optimizer_state, set_action_std, std_parameter
@@ -62,8 +61,14 @@ def test_checkpoint_optimizer_state_crosses_layouts(src_lr, dst_lr):
     dst.load(saved, None, True)
     assert len(dst.optimizer.param_groups) == (2 if dst_lr else 1)
     # every Adam moment sits on the parameter of the same name as in the source
-    src_names = {id(p): n for n, p in list(src.actor.named_parameters()) + [("c." + n, p) for n, p in src.critic.named_parameters()]}
-    dst_names = {id(p): n for n, p in list(dst.actor.named_parameters()) + [("c." + n, p) for n, p in dst.critic.named_parameters()]}
+    src_names = {
+        id(p): n
+        for n, p in list(src.actor.named_parameters()) + [("c." + n, p) for n, p in src.critic.named_parameters()]
+    }
+    dst_names = {
+        id(p): n
+        for n, p in list(dst.actor.named_parameters()) + [("c." + n, p) for n, p in dst.critic.named_parameters()]
+    }
     src_m = {src_names[k]: v for k, v in _moments_by_param(src).items()}
     dst_m = {dst_names[k]: v for k, v in _moments_by_param(dst).items()}
     assert src_m.keys() == dst_m.keys()
@@ -140,8 +145,15 @@ def test_critic_group_keeps_its_rate_while_the_schedule_adapts_the_actor():
     assert fast > 20 * slow  # Adam steps ~lr per step: 1e-2 vs mostly the 1e-5 floor
 
 
-@pytest.mark.parametrize("src,dst", [((None, None), (0.02, 1e-3)), ((0.02, 1e-3), (None, None)),
-                                     ((0.02, None), (None, 1e-3)), ((None, 1e-3), (0.02, 1e-3))])
+@pytest.mark.parametrize(
+    "src,dst",
+    [
+        ((None, None), (0.02, 1e-3)),
+        ((0.02, 1e-3), (None, None)),
+        ((0.02, None), (None, 1e-3)),
+        ((None, 1e-3), (0.02, 1e-3)),
+    ],
+)
 def test_checkpoint_optimizer_state_crosses_std_and_critic_layouts(src, dst):
     source, env = build(num_steps=NUM_STEPS, std_learning_rate=src[0], critic_learning_rate=src[1], seed=1)
     _update(source, env)
@@ -151,7 +163,10 @@ def test_checkpoint_optimizer_state_crosses_std_and_critic_layouts(src, dst):
     assert len(target.optimizer.param_groups) == 1 + sum(x is not None for x in dst)
 
     def named(alg):
-        names = {id(p): n for n, p in list(alg.actor.named_parameters()) + [("c." + n, p) for n, p in alg.critic.named_parameters()]}
+        names = {
+            id(p): n
+            for n, p in list(alg.actor.named_parameters()) + [("c." + n, p) for n, p in alg.critic.named_parameters()]
+        }
         return {names[k]: v for k, v in _moments_by_param(alg).items()}
 
     src_m, dst_m = named(source), named(target)

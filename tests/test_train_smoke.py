@@ -10,8 +10,14 @@ from train_testlib import run_train, two_iteration_run
 
 from upright.training.onnx_export import read_metadata
 
-SMALL = ["task=standup", "env.num_envs=8", "env.episode_length_s=0.3", "train.num_steps_per_env=8",
-         "train.save_interval=1", "sim.num_threads=1"]  # fmt: skip
+SMALL = [
+    "task=standup",
+    "env.num_envs=8",
+    "env.episode_length_s=0.3",
+    "train.num_steps_per_env=8",
+    "train.save_interval=1",
+    "sim.num_threads=1",
+]
 
 
 @pytest.fixture(scope="module")
@@ -103,9 +109,19 @@ def test_onnx_matches_the_checkpoint_actor_to_1e5(first_run):
 def test_train_cli_runs_the_same_task_on_mjx(tmp_path):
     """``python train.py task=standup sim.backend=mjx``: the same task code on the MJX backend."""
     pytest.importorskip("jax")
-    proc = run_train(["task=standup", "sim.backend=mjx", "env.num_envs=4", "env.episode_length_s=0.3",
-                      "train.num_steps_per_env=4", "train.max_iterations=1", "run.root=runs", "run.name=mjx"],
-                     tmp_path)  # fmt: skip
+    proc = run_train(
+        [
+            "task=standup",
+            "sim.backend=mjx",
+            "env.num_envs=4",
+            "env.episode_length_s=0.3",
+            "train.num_steps_per_env=4",
+            "train.max_iterations=1",
+            "run.root=runs",
+            "run.name=mjx",
+        ],
+        tmp_path,
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "mjx backend" in proc.stdout
     assert [line.split()[1] for line in proc.stdout.splitlines() if line.startswith("it ")] == ["1/1"]
@@ -139,8 +155,9 @@ def test_evaluating_a_checkpoint_applies_no_pull_force(first_run):
     run_dir, _ = first_run
     saved = torch.load(run_dir / "model_1.pt", weights_only=False)["infos"]["env_state"]["curriculum"]
     assert float(saved["force"].max()) > 0  # the training envs did have a pull force
-    env, policy, beta, _ = make_eval_env(str(run_dir / "model_1.pt"), num_envs=2, episode_length_s=1.0,
-                                         overrides=["sim.num_threads=1"])  # fmt: skip
+    env, policy, beta, _ = make_eval_env(
+        str(run_dir / "model_1.pt"), num_envs=2, episode_length_s=1.0, overrides=["sim.num_threads=1"]
+    )
     try:
         assert beta == pytest.approx(float(saved["beta"].mean()))
         obs = env.get_observations()["actor"]
@@ -171,7 +188,6 @@ def test_resume_std_sets_the_action_std_of_a_resumed_run(first_run, tmp_path):
     args = [*SMALL, "train.max_iterations=1", "run.root=runs", "run.name=fresh", "train.resume_std=0.25"]
     proc = run_train(args, tmp_path)
     assert proc.returncode != 0 and "train.init_noise_std" in proc.stderr
-
 
 
 def test_fast_recipe_trains_and_its_checkpoint_keeps_the_archive(tmp_path):

@@ -15,12 +15,18 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 def run_train(args: list[str], cwd: pathlib.Path) -> subprocess.CompletedProcess:
     """``python train.py *args`` in ``cwd``, output captured (text), unbuffered, 280 s at most."""
     return subprocess.run(
-        [sys.executable, str(ROOT / "train.py"), *args], cwd=cwd, capture_output=True, text=True, timeout=280,
+        [sys.executable, str(ROOT / "train.py"), *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=280,
         env={**os.environ, "PYTHONUNBUFFERED": "1"},
-    )  # fmt: skip
+    )
 
 
-def two_iteration_run(cwd: pathlib.Path, task: str, args: list[str]) -> tuple[pathlib.Path, subprocess.CompletedProcess]:
+def two_iteration_run(
+    cwd: pathlib.Path, task: str, args: list[str]
+) -> tuple[pathlib.Path, subprocess.CompletedProcess]:
     """Train ``task`` for 2 iterations with ``args`` into ``cwd/runs/<task>/smoke``; fails the test (with the last
     output) unless it exits 0. Returns the run folder and the finished process."""
     proc = run_train([*args, "train.max_iterations=2", "run.root=runs", "run.name=smoke"], cwd)

@@ -7,7 +7,6 @@ HoST's ``ppo.py`` / ``g1_config_ground.py`` (spec §5).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Optional
 
 
 @dataclass
@@ -57,10 +56,10 @@ class TrainCfg:
     l2c2_value_coef: float = 0.1 * 1.0 * 0.1 / (1.0 - 0.1)
     """λ_V of the L2C2 term ``λ_V·mean‖V(s_t) − V(s̄)‖²`` over the 4 critics' values (HoST spec §5):
     ``value_smoothness_coef`` 0.1 · λ_π = 0.0111 (HoST wall task: 0.25 · λ_π; paper: λ_V = 0.1)."""
-    std_learning_rate: Optional[float] = None
+    std_learning_rate: float | None = None
     """Fixed Adam learning rate of the action std, in a parameter group outside the adaptive-KL schedule
     (``training/std_learning_rate.py`` says why). None: rsl_rl's single group, as HoST. Not HoST's recipe."""
-    critic_learning_rate: Optional[float] = None
+    critic_learning_rate: float | None = None
     """Fixed Adam learning rate of the critics, in a parameter group outside the adaptive-KL schedule (which follows
     the actor's KL and, at this project's batch sizes, sits at its 1e-5 floor, so the critics barely learn). None:
     rsl_rl's shared rate, as HoST. Not HoST's recipe."""
@@ -68,7 +67,7 @@ class TrainCfg:
     """Leave the transitions whose action the env ignored (the standup env's unactuated start, where the robot falls
     whatever the policy does) out of the policy gradient (their advantage is zeroed; the critics still learn from
     them). False: every transition counts, as HoST. Not HoST's recipe."""
-    resume_std: Optional[float] = None
+    resume_std: float | None = None
     """On ``resume=``, set every entry of the action std to this value (and clear its Adam moments) before
     training on; e.g. less exploration noise when fine-tuning a policy. None keeps the checkpoint's std. Only
     valid with ``resume=`` (a new run starts from ``init_noise_std``)."""

@@ -6,8 +6,9 @@ teacher's action with probability ``teacher_prob · teacher_decay^i``, else the 
 every actuated step is labelled with the teacher's action at the state the mixture reached; the student is trained
 on all labels so far by regression of its mean action. The teacher is
 :class:`~upright.tasks.standup.planner.PredictiveSampler` on a copy of each env's randomised model (:func:`env_model`;
-one per env, warm-started along its episode, rebuilt at its resets); it reads the full simulator state, the student only its deployable observation (HoST's 76-D x 6
-frames). The env keeps domain randomisation and observation noise on, as in training.
+one per env, warm-started along its episode, rebuilt at its resets); it reads the full simulator state, the student only
+its deployable observation (HoST's 76-D x 6 frames). The env keeps domain randomisation and observation noise on, as in
+training.
 
 The actions are ``env.action_mode=absolute`` with a fixed β (the curriculum is off): the planner's targets are kept in
 default ± β, so a label a* = (p* - q_default) / β lies in [-1, 1], the range of the tanh actor.
@@ -37,6 +38,7 @@ import torch
 from hydra import compose, initialize
 from omegaconf import OmegaConf
 from tensordict import TensorDict
+
 from upright.atomic_io import atomic_write_text
 from upright.conf import register_configs
 from upright.conf.validate import validate_overrides
@@ -83,8 +85,16 @@ def env_model(env, i: int) -> mujoco.MjModel:
     return model
 
 
-def teacher_actions(planners: list[PredictiveSampler], data: mujoco.MjData, qpos: np.ndarray, qvel: np.ndarray,
-                    rows: np.ndarray, policy_ids: np.ndarray, default_pose: np.ndarray, beta: float) -> np.ndarray:
+def teacher_actions(
+    planners: list[PredictiveSampler],
+    data: mujoco.MjData,
+    qpos: np.ndarray,
+    qvel: np.ndarray,
+    rows: np.ndarray,
+    policy_ids: np.ndarray,
+    default_pose: np.ndarray,
+    beta: float,
+) -> np.ndarray:
     """Label envs ``rows``: each env's planner plans from its (qpos, qvel); returns (len(rows), 23) actions in [-1, 1].
 
     Args:
@@ -102,9 +112,11 @@ def teacher_actions(planners: list[PredictiveSampler], data: mujoco.MjData, qpos
     return out
 
 
-def fit(actor: torch.nn.Module, obs: torch.Tensor, labels: torch.Tensor, cfg: DistillCfg, gen: torch.Generator) -> float:
-    """Regress the actor's deterministic action on ``labels`` (M, 23) from actor observations ``obs`` (M, D); returns the
-    final epoch's mean squared error."""
+def fit(
+    actor: torch.nn.Module, obs: torch.Tensor, labels: torch.Tensor, cfg: DistillCfg, gen: torch.Generator
+) -> float:
+    """Regress the actor's deterministic action on ``labels`` (M, 23) from actor observations ``obs`` (M, D); returns
+    the final epoch's mean squared error."""
     actor.update_normalization(TensorDict({"actor": obs}, batch_size=[obs.shape[0]]))
     params = [p for n, p in actor.named_parameters() if "distribution" not in n and "std" not in n]
     opt = torch.optim.Adam(params, lr=cfg.lr)
@@ -113,7 +125,7 @@ def fit(actor: torch.nn.Module, obs: torch.Tensor, labels: torch.Tensor, cfg: Di
         perm = torch.randperm(obs.shape[0], generator=gen)
         total = 0.0
         for start in range(0, obs.shape[0], cfg.batch_size):
-            idx = perm[start:start + cfg.batch_size]
+            idx = perm[start : start + cfg.batch_size]
             pred = actor(TensorDict({"actor": obs[idx]}, batch_size=[len(idx)]))
             loss = (pred - labels[idx]).pow(2).mean()
             opt.zero_grad()
@@ -124,10 +136,18 @@ def fit(actor: torch.nn.Module, obs: torch.Tensor, labels: torch.Tensor, cfg: Di
     return mse
 
 
-def distill(overrides: list[str], run_dir: pathlib.Path, cfg: DistillCfg, planner_cfg: PlannerCfg, num_envs: int,
-            seed: int = 1, resume: bool = False, init_labels: list[pathlib.Path] = ()) -> dict:
-    """Run DAgger, saving ``run_dir/model_0.pt``, ``labels.pt`` and ``distill.json`` after every round; returns per-round
-    figures.
+def distill(
+    overrides: list[str],
+    run_dir: pathlib.Path,
+    cfg: DistillCfg,
+    planner_cfg: PlannerCfg,
+    num_envs: int,
+    seed: int = 1,
+    resume: bool = False,
+    init_labels: list[pathlib.Path] = (),
+) -> dict:
+    """Run DAgger, saving ``run_dir/model_0.pt``, ``labels.pt`` and ``distill.json`` after every round; returns
+    per-round figures.
 
     Args:
         resume: continue the rounds of ``run_dir`` (its checkpoint, labels and report) up to ``cfg.rounds`` in all.
@@ -146,8 +166,10 @@ def distill(overrides: list[str], run_dir: pathlib.Path, cfg: DistillCfg, planne
     with initialize(version_base=None, config_path=None):
         hcfg = compose("config", overrides=["task=standup", *overrides])
     if hcfg.env.action_mode != "absolute":
-        raise ValueError("distillation needs env.action_mode=absolute (the planner's targets map to actions around the "
-                         "default pose); add env.action_mode=absolute")
+        raise ValueError(
+            "distillation needs env.action_mode=absolute (the planner's targets map to actions around the "
+            "default pose); add env.action_mode=absolute"
+        )
     if resume and not (run_dir / "model_0.pt").exists():
         raise FileNotFoundError(f"{run_dir} has no model_0.pt to resume; drop --resume to start a new run")
     if not resume and any(run_dir.glob("model_*.pt")):
@@ -163,8 +185,13 @@ def distill(overrides: list[str], run_dir: pathlib.Path, cfg: DistillCfg, planne
     env.beta[:] = beta
     run_dir.mkdir(parents=True, exist_ok=True)
     atomic_write_text(run_dir / "config_0.yaml", OmegaConf.to_yaml(hcfg, resolve=True))  # as train.py writes it
-    runner = UprightRunner(env, rsl_rl_config(hcfg.train), log_dir=str(run_dir), device="cpu",
-                           onnx_metadata=policy_metadata("standup", env) | {"run_path": str(run_dir.resolve())})
+    runner = UprightRunner(
+        env,
+        rsl_rl_config(hcfg.train),
+        log_dir=str(run_dir),
+        device="cpu",
+        onnx_metadata=policy_metadata("standup", env) | {"run_path": str(run_dir.resolve())},
+    )
     actor = runner.alg.actor
     model = env.model
     scratch = mujoco.MjData(model)
@@ -184,8 +211,10 @@ def distill(overrides: list[str], run_dir: pathlib.Path, cfg: DistillCfg, planne
     for r in range(first_round, cfg.rounds):
         env.reset_all()  # every round covers the get-up from its start (episodes of ``steps`` env steps or longer)
         obs = env.get_observations()["actor"]
-        planners = [PredictiveSampler(env_model(env, i), planner_cfg, seed=seed * 1000 + r * num_envs + i)
-                    for i in range(num_envs)]  # fmt: skip
+        planners = [
+            PredictiveSampler(env_model(env, i), planner_cfg, seed=seed * 1000 + r * num_envs + i)
+            for i in range(num_envs)
+        ]
         p_teacher = cfg.teacher_prob * cfg.teacher_decay**r
         t0 = time.perf_counter()
         labelled, heads = 0, []
@@ -198,8 +227,9 @@ def distill(overrides: list[str], run_dir: pathlib.Path, cfg: DistillCfg, planne
                 student = actor(env.get_observations()).clone()
             actions = student.clone()
             if len(rows):
-                labels = torch.tensor(teacher_actions(planners, scratch, qpos, qvel, rows, pol, default, beta),
-                                      dtype=torch.float32)
+                labels = torch.tensor(
+                    teacher_actions(planners, scratch, qpos, qvel, rows, pol, default, beta), dtype=torch.float32
+                )
                 all_obs.append(obs[rows].clone())
                 all_labels.append(labels)
                 labelled += len(rows)
@@ -209,16 +239,27 @@ def distill(overrides: list[str], run_dir: pathlib.Path, cfg: DistillCfg, planne
             obs = obs_td["actor"]
             heads.append(float(env.last_state.head_height.mean()))
             for i in dones.nonzero().flatten().tolist():
-                planners[i] = PredictiveSampler(env_model(env, i), planner_cfg,
-                                                seed=int(torch.randint(0, 2**31, (1,), generator=gen)))
+                planners[i] = PredictiveSampler(
+                    env_model(env, i), planner_cfg, seed=int(torch.randint(0, 2**31, (1,), generator=gen))
+                )
         collect_s = time.perf_counter() - t0
         obs_all, labels_all = torch.cat(all_obs), torch.cat(all_labels)
         with torch.no_grad():
-            before = float((actor(TensorDict({"actor": obs_all}, batch_size=[len(obs_all)])) - labels_all).pow(2).mean())
+            before = float(
+                (actor(TensorDict({"actor": obs_all}, batch_size=[len(obs_all)])) - labels_all).pow(2).mean()
+            )
         mse = fit(actor, obs_all, labels_all, cfg, gen)
-        row = {"round": r, "teacher_prob": p_teacher, "labels": labelled, "total_labels": int(sum(len(x) for x in all_labels)),
-               "collect_s": round(collect_s, 1), "mse_before_fit": round(before, 4), "fit_mse": round(mse, 4), "mean_head": round(float(np.mean(heads)), 3),
-               "max_mean_head": round(float(np.max(heads)), 3)}
+        row = {
+            "round": r,
+            "teacher_prob": p_teacher,
+            "labels": labelled,
+            "total_labels": int(sum(len(x) for x in all_labels)),
+            "collect_s": round(collect_s, 1),
+            "mse_before_fit": round(before, 4),
+            "fit_mse": round(mse, 4),
+            "mean_head": round(float(np.mean(heads)), 3),
+            "max_mean_head": round(float(np.max(heads)), 3),
+        }
         report["rounds"].append(row)
         print(row, flush=True)
         runner.save(str(run_dir / "model_0.pt"))
@@ -244,10 +285,19 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--init-labels", nargs="*", default=[], help="labels.pt files of earlier runs to start from")
     ap.add_argument("overrides", nargs="*", help="Hydra overrides of the standup config, e.g. env.action_mode=absolute")
     a = ap.parse_args(argv)
-    cfg = DistillCfg(rounds=a.rounds, steps=a.steps, epochs=a.epochs, teacher_prob=a.teacher_prob,
-                      teacher_decay=a.teacher_decay)
-    distill(a.overrides, pathlib.Path(a.run_dir), cfg, PlannerCfg(samples=a.samples, horizon_s=a.horizon), a.envs, a.seed,
-            resume=a.resume, init_labels=[pathlib.Path(p) for p in a.init_labels])
+    cfg = DistillCfg(
+        rounds=a.rounds, steps=a.steps, epochs=a.epochs, teacher_prob=a.teacher_prob, teacher_decay=a.teacher_decay
+    )
+    distill(
+        a.overrides,
+        pathlib.Path(a.run_dir),
+        cfg,
+        PlannerCfg(samples=a.samples, horizon_s=a.horizon),
+        a.envs,
+        a.seed,
+        resume=a.resume,
+        init_labels=[pathlib.Path(p) for p in a.init_labels],
+    )
 
 
 if __name__ == "__main__":

@@ -63,7 +63,7 @@ def run_episodes(
         obs = env.get_observations()["actor"]
         hist = {k: [] for k in ("h", "feet", "q", "dq", "tau", "actuated")}
         alive = torch.ones(n, dtype=torch.bool)
-        for t in range(steps):
+        for _ in range(steps):
             with torch.no_grad():
                 actions = policy(obs)
             actuated = env.episode_length_buf >= env.cfg.unactuated_steps
@@ -89,8 +89,9 @@ def run_episodes(
         ok = metrics.success(h, crit.stand_height, crit.fall_height) & alive
         results["E_succ"].append(ok.float() * 100.0)
         feet = metrics.feet_movement(torch.stack(hist["feet"], 1), h, crit.stand_height)
-        energy = metrics.energy(torch.stack(hist["dq"], 1), torch.stack(hist["tau"], 1), h, dt=env.step_dt,
-                                success_height=crit.stand_height)  # fmt: skip
+        energy = metrics.energy(
+            torch.stack(hist["dq"], 1), torch.stack(hist["tau"], 1), h, dt=env.step_dt, success_height=crit.stand_height
+        )
         results["E_feet"].append(torch.where(ok, feet, torch.full_like(feet, math.nan)))
         results["E_engy"].append(torch.where(ok, energy, torch.full_like(energy, math.nan)))
         results["E_smth"].append(metrics.smoothness(torch.stack(hist["q"], 1), torch.stack(hist["actuated"], 1)))
@@ -164,21 +165,21 @@ def make_eval_env(
 ):
     """Build the evaluation env and load the policy (HoST protocol, spec §7).
 
-    Evaluation settings: no observation noise (``env.disturbance.obs_noise_scale`` can force it), no pull
-    force, β fixed at ``beta`` (default: the policy file's ``action_scale``, or the mean β of the training envs
-saved in a checkpoint, else the terrain's β floor),
-    domain randomisation as ``domain_rand`` says, episodes of ``episode_length_s``, ``env.action_mode`` the
-    policy's (its ONNX metadata or run config, :func:`~upright.viewer.policy.policy_action_mode`).
+        Evaluation settings: no observation noise (``env.disturbance.obs_noise_scale`` can force it), no pull
+        force, β fixed at ``beta`` (default: the policy file's ``action_scale``, or the mean β of the training envs
+    saved in a checkpoint, else the terrain's β floor),
+        domain randomisation as ``domain_rand`` says, episodes of ``episode_length_s``, ``env.action_mode`` the
+        policy's (its ONNX metadata or run config, :func:`~upright.viewer.policy.policy_action_mode`).
 
-    Returns:
-        (env, policy, β used, composed config).
+        Returns:
+            (env, policy, β used, composed config).
 
-    Raises:
-        SystemExit: bad overrides (through ``error``, e.g. ``argparse.ArgumentParser.error``).
-        ValueError: bad overrides (or an ``env.action_mode=`` override the policy contradicts) when ``error`` is
-            None.
-        PolicyLoadError: the policy cannot be loaded or does not fit the task; a policy of another task is refused
-            before the env is built (:func:`~upright.viewer.policy.check_policy_task`).
+        Raises:
+            SystemExit: bad overrides (through ``error``, e.g. ``argparse.ArgumentParser.error``).
+            ValueError: bad overrides (or an ``env.action_mode=`` override the policy contradicts) when ``error`` is
+                None.
+            PolicyLoadError: the policy cannot be loaded or does not fit the task; a policy of another task is refused
+                before the env is built (:func:`~upright.viewer.policy.check_policy_task`).
     """
     from upright.viewer.policy import check_policy_task, load_policy, policy_action_mode, policy_mdp
 
@@ -199,8 +200,10 @@ saved in a checkpoint, else the terrain's β floor),
     if action_mode is not None:  # actions mean what they meant in training
         asked = [o.split("=", 1)[1] for o in overrides if o.split("=", 1)[0].lstrip("+") == "env.action_mode"]
         if asked and asked[-1] != action_mode:
-            problem = (f"env.action_mode={asked[-1]} contradicts the policy, trained with "
-                       f"env.action_mode={action_mode}; drop the override")  # fmt: skip
+            problem = (
+                f"env.action_mode={asked[-1]} contradicts the policy, trained with "
+                f"env.action_mode={action_mode}; drop the override"
+            )
             if error is None:
                 raise ValueError(problem)
             error(problem)
@@ -240,16 +243,23 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--policy", required=True, help="run dir, model_<it>.pt, policy.onnx, zero or random")
     parser.add_argument("--task", default="standup")
-    parser.add_argument("--terrain", default="ground", choices=list(TERRAIN_NAMES),
-                        help="terrain to build and evaluate on, with its success criterion and Table III row")
+    parser.add_argument(
+        "--terrain",
+        default="ground",
+        choices=list(TERRAIN_NAMES),
+        help="terrain to build and evaluate on, with its success criterion and Table III row",
+    )
     parser.add_argument("--posture", default="supine", choices=list(POSTURE_NAMES))
     parser.add_argument("--episodes", type=int, default=500)
     parser.add_argument("--num-envs", type=int, default=100)
     parser.add_argument("--episode-length-s", type=float, default=5.0)
     parser.add_argument("--beta", type=float, default=None, help="fixed action scale (default: the policy's)")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--no-domain-rand", action="store_true",
-                        help="evaluate without domain randomisation (HoST's evaluation keeps it on)")
+    parser.add_argument(
+        "--no-domain-rand",
+        action="store_true",
+        help="evaluate without domain randomisation (HoST's evaluation keeps it on)",
+    )
     parser.add_argument("--out", default=None, help="folder for eval.csv and eval.md")
     parser.add_argument("overrides", nargs="*", help="task config overrides, e.g. sim.num_threads=2")
     args = parser.parse_args(argv)
@@ -258,10 +268,18 @@ def main(argv: list[str] | None = None) -> None:
 
     try:
         env, policy, beta, cfg = make_eval_env(
-            args.policy, task=args.task, terrain=args.terrain, posture=args.posture, overrides=args.overrides,
-            num_envs=args.num_envs, episode_length_s=args.episode_length_s, beta=args.beta,
-            domain_rand=not args.no_domain_rand, seed=args.seed, error=parser.error,
-        )  # fmt: skip
+            args.policy,
+            task=args.task,
+            terrain=args.terrain,
+            posture=args.posture,
+            overrides=args.overrides,
+            num_envs=args.num_envs,
+            episode_length_s=args.episode_length_s,
+            beta=args.beta,
+            domain_rand=not args.no_domain_rand,
+            seed=args.seed,
+            error=parser.error,
+        )
     except PolicyLoadError as err:  # one line, as play.py reports it
         print(f"error: {err}", file=sys.stderr, flush=True)
         raise SystemExit(2) from None
@@ -272,13 +290,17 @@ def main(argv: list[str] | None = None) -> None:
     seconds = time.monotonic() - start
     crit = env.terrain.success
     height = "pelvis height above the feet" if crit.relative_to_feet else "pelvis z"
-    note = (f"Policy `{args.policy}`, terrain {args.terrain}, posture {args.posture}, β = {beta}, "
-            f"{args.episode_length_s} s episodes, no observation noise, no pull force, domain randomisation "
-            f"{'on (HoST spec §6)' if cfg.env.domain_rand.enabled else 'off (--no-domain-rand)'}; success: {height} > "
-            f"{crit.stand_height} m, then never < {crit.fall_height} m; {args.episodes} episodes in "
-            f"{seconds:.0f} s.")  # fmt: skip
-    note += (f" Mean peak height ({height}): {ours[PEAK]:.3f} m. Mean final head height above the feet: "
-             f"{ours[FINAL_HEAD]:.3f} m.")
+    note = (
+        f"Policy `{args.policy}`, terrain {args.terrain}, posture {args.posture}, β = {beta}, "
+        f"{args.episode_length_s} s episodes, no observation noise, no pull force, domain randomisation "
+        f"{'on (HoST spec §6)' if cfg.env.domain_rand.enabled else 'off (--no-domain-rand)'}; success: {height} > "
+        f"{crit.stand_height} m, then never < {crit.fall_height} m; {args.episodes} episodes in "
+        f"{seconds:.0f} s."
+    )
+    note += (
+        f" Mean peak height ({height}): {ours[PEAK]:.3f} m. Mean final head height above the feet: "
+        f"{ours[FINAL_HEAD]:.3f} m."
+    )
     md = table_markdown(args.terrain, ours, args.episodes, note)
     print(md)
     if args.out:

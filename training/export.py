@@ -46,7 +46,9 @@ def run_config_for(checkpoint: pathlib.Path) -> pathlib.Path:
         if m and (it is None or int(m.group(1)) <= it):
             configs.append((int(m.group(1)), path))
     if not configs:
-        raise FileNotFoundError(f"no config_<it>.yaml beside {checkpoint}: export needs the run directory train.py wrote")
+        raise FileNotFoundError(
+            f"no config_<it>.yaml beside {checkpoint}: export needs the run directory train.py wrote"
+        )
     return max(configs)[1]
 
 
@@ -68,8 +70,7 @@ def export_checkpoint(checkpoint: str | pathlib.Path, out_dir: str | pathlib.Pat
     cfg.sim.num_threads = 1
     env = make_env(cfg.task_name, cfg.env, cfg.sim, device="cpu", seed=int(cfg.seed))
     try:
-        runner = UprightRunner(env, rsl_rl_config(cfg.train), log_dir=None, device="cpu",
-                               onnx_metadata={})  # fmt: skip
+        runner = UprightRunner(env, rsl_rl_config(cfg.train), log_dir=None, device="cpu", onnx_metadata={})
         infos = runner.load(str(checkpoint), map_location="cpu")
         runner.onnx_metadata = policy_metadata(cfg.task_name, env) | {"checkpoint": checkpoint.name}
         out = pathlib.Path(out_dir)
@@ -89,9 +90,19 @@ def export_checkpoint(checkpoint: str | pathlib.Path, out_dir: str | pathlib.Pat
 
 
 CONTRACT_KEYS = (
-    "task", "joint_names", "kp", "kd", "default_joint_pos", "held_joint_names", "observation_names",
-    "observation_dims", "observation_scales", "observation_history_length", "control_dt", "decimation",
-)  # fmt: skip
+    "task",
+    "joint_names",
+    "kp",
+    "kd",
+    "default_joint_pos",
+    "held_joint_names",
+    "observation_names",
+    "observation_dims",
+    "observation_scales",
+    "observation_history_length",
+    "control_dt",
+    "decimation",
+)
 """Keys :func:`refresh_metadata` requires to agree between the file and its config before adding any
 (``action_mode`` too, where the file's schema can state it)."""
 
@@ -107,8 +118,11 @@ def config_beside(onnx_path: str | pathlib.Path) -> pathlib.Path:
     plain = onnx_path.with_name("config.yaml")
     if plain.is_file():
         return plain
-    numbered = [(int(m.group(1)), p) for p in onnx_path.parent.glob("config_*.yaml")
-                if (m := re.fullmatch(r"config_(\d+)\.yaml", p.name))]  # fmt: skip
+    numbered = [
+        (int(m.group(1)), p)
+        for p in onnx_path.parent.glob("config_*.yaml")
+        if (m := re.fullmatch(r"config_(\d+)\.yaml", p.name))
+    ]
     if not numbered:
         raise FileNotFoundError(f"no config.yaml or config_<n>.yaml beside {onnx_path}: pass it with --config")
     return max(numbered)[1]
@@ -171,8 +185,10 @@ def refresh_metadata(onnx_path: str | pathlib.Path, config_path: str | pathlib.P
             old["action_mode"] = fresh["action_mode"]  # (action_formula is new in schema 3: added below)
             rewritten = ["action_mode"]
         elif action_mode_of(old, onnx_path) != fresh["action_mode"]:
-            raise PolicyMetadataError(f"{onnx_path}: 'action_mode' is {old['action_mode']!r} in the file but "
-                                      f"{fresh['action_mode']!r} from {config_path}")  # fmt: skip
+            raise PolicyMetadataError(
+                f"{onnx_path}: 'action_mode' is {old['action_mode']!r} in the file but "
+                f"{fresh['action_mode']!r} from {config_path}"
+            )
     added = sorted(k for k in fresh if k not in old)
     old.pop("upright_metadata_version", None)
     attach_metadata(onnx_path, old | {k: fresh[k] for k in added})
@@ -184,8 +200,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--checkpoint", help="model_<it>.pt in a run directory")
     parser.add_argument("--out", help="folder for policy.onnx and config.yaml")
     parser.add_argument("--refresh-metadata", metavar="ONNX", help="add missing metadata keys to this policy file")
-    parser.add_argument("--config", help="with --refresh-metadata: the run config (default: config.yaml beside it, "
-                        "else the newest config_<n>.yaml)")  # fmt: skip
+    parser.add_argument(
+        "--config",
+        help="with --refresh-metadata: the run config (default: config.yaml beside it, "
+        "else the newest config_<n>.yaml)",
+    )
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
     if args.refresh_metadata:

@@ -4,7 +4,8 @@ Both classes subclass rsl_rl's :class:`~rsl_rl.models.MLPModel` and keep its con
 ``MultiCriticPPO.construct_algorithm`` (and rsl_rl's own ``PPO.construct_algorithm`` pattern) can build them from a
 config dict by class name, e.g. ``"upright.training.multi_critic_model:TanhActorModel"``.
 
-Network shapes of HoST (Huang et al., "Learning Humanoid Standing-up Control across Diverse Postures", RSS 2025, arXiv 2502.08378; code: public repository InternRobotics/HoST at commit 70bb580949a3,
+Network shapes of HoST (Huang et al., "Learning Humanoid Standing-up Control across Diverse Postures", RSS 2025, arXiv
+2502.08378; code: public repository InternRobotics/HoST at commit 70bb580949a3,
 ``rsl_rl/rsl_rl/modules/actor_critic.py``):
 
 - actor: MLP obs -> [512, 256, 128] (ELU) -> num_actions, followed by Tanh on the mean; state-independent std 0.8;
@@ -19,10 +20,9 @@ from __future__ import annotations
 
 import torch
 import torch.nn as nn
-from tensordict import TensorDict
-
 from rsl_rl.models import MLPModel
 from rsl_rl.modules import MLP
+from tensordict import TensorDict
 
 
 class ParallelMLPHeads(nn.ModuleList):
@@ -103,9 +103,13 @@ class MultiCriticModel(MLPModel):
         Raises:
             ValueError: the checkpoint has separate critics and this model a shared trunk, or the reverse.
         """
-        saved_shared = not any(k.startswith("mlp.0.0.") for k in state_dict) and any(k.startswith("mlp.") for k in state_dict)
+        saved_shared = not any(k.startswith("mlp.0.0.") for k in state_dict) and any(
+            k.startswith("mlp.") for k in state_dict
+        )
         if saved_shared != self.shared_trunk:
-            have, want = ("a shared trunk", "separate critics") if saved_shared else ("separate critics", "a shared trunk")
+            have, want = (
+                ("a shared trunk", "separate critics") if saved_shared else ("separate critics", "a shared trunk")
+            )
             raise ValueError(
                 f"The checkpoint's critic has {have} but this run builds {want}: set "
                 f"train.critic_shared_trunk={str(saved_shared).lower()} to resume it, or start a new run."

@@ -21,23 +21,24 @@ only by the runner's logger.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import torch
 import torch.nn as nn
-from collections.abc import Sequence
-from tensordict import TensorDict
-
 from rsl_rl.algorithms import PPO
 from rsl_rl.env import VecEnv
 from rsl_rl.extensions import resolve_symmetry_config
 from rsl_rl.models import MLPModel
 from rsl_rl.utils import resolve_class, resolve_obs_groups
+from tensordict import TensorDict
 
 from .multi_critic_model import MultiCriticModel
 from .multi_critic_storage import MultiCriticRolloutStorage
 from .std_learning_rate import FIXED_LR_KEY, GROUP_KEY, build_optimizer, convert_optimizer_state
 
 DEFAULT_GROUP_WEIGHTS: tuple[float, ...] = (2.5, 0.1, 1.0, 1.0)
-"""HoST ``reward_group_weights`` for (task, regularization, style, post-task) (HoST ``legged_gym/legged_gym/envs/g1/g1_config_ground.py``)."""
+"""HoST ``reward_group_weights`` for (task, regularization, style, post-task) (HoST
+``legged_gym/legged_gym/envs/g1/g1_config_ground.py``)."""
 
 ADVANTAGE_EPS: float = 1e-8
 """Denominator guard of the per-group advantage normalisation (HoST / rsl_rl)."""
@@ -288,8 +289,9 @@ class MultiCriticPPO(PPO):
         """(T, N, 1) float: 1 where the rollout's action was applied (see ``mask_unapplied_actions``)."""
         self._kl_sum, self._kl_count = 0.0, 0
         if std_learning_rate is not None or critic_learning_rate is not None:
-            self.optimizer = build_optimizer(self.optimizer, self.actor, self.critic, std_learning_rate,
-                                             critic_learning_rate)  # fmt: skip
+            self.optimizer = build_optimizer(
+                self.optimizer, self.actor, self.critic, std_learning_rate, critic_learning_rate
+            )
 
     @property
     def l2c2_enabled(self) -> bool:
@@ -473,9 +475,7 @@ class MultiCriticPPO(PPO):
         st.clear()
         return loss_dict
 
-    def _adapt_learning_rate(
-        self, old_params: tuple[torch.Tensor, ...], new_params: tuple[torch.Tensor, ...]
-    ) -> None:
+    def _adapt_learning_rate(self, old_params: tuple[torch.Tensor, ...], new_params: tuple[torch.Tensor, ...]) -> None:
         """rsl_rl 5.5.1's adaptive-KL schedule: lr / 1.5 if KL > 2 * desired, lr * 1.5 if KL < desired / 2
         (clamped to [1e-5, 1e-2]); rank 0 decides and broadcasts in multi-process runs."""
         with torch.inference_mode():
@@ -505,7 +505,10 @@ class MultiCriticPPO(PPO):
         if (load_cfg is None or load_cfg.get("optimizer")) and "optimizer_state_dict" in loaded_dict:
             loaded_dict = dict(loaded_dict)
             loaded_dict["optimizer_state_dict"] = convert_optimizer_state(
-                loaded_dict["optimizer_state_dict"], self._raw_actor, self._raw_critic, self.std_learning_rate,
+                loaded_dict["optimizer_state_dict"],
+                self._raw_actor,
+                self._raw_critic,
+                self.std_learning_rate,
                 self.critic_learning_rate,
             )
         result = super().load(loaded_dict, load_cfg, strict)

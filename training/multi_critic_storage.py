@@ -8,11 +8,11 @@ Extends rsl_rl's :class:`~rsl_rl.storage.RolloutStorage` (training type ``"rl"``
 
 from __future__ import annotations
 
-import torch
 from collections.abc import Generator
-from tensordict import TensorDict
 
+import torch
 from rsl_rl.storage import RolloutStorage
+from tensordict import TensorDict
 
 
 class MultiCriticRolloutStorage(RolloutStorage):

@@ -23,8 +23,15 @@ import torch
 from upright.tasks.policy_schema import METADATA_VERSION, REQUIRED_KEYS, PolicyMetadataError, read_metadata
 
 __all__ = [
-    "METADATA_VERSION", "REQUIRED_KEYS", "PolicyMetadataError", "attach_metadata", "check_onnx_matches_torch",
-    "export_dynamic_batch", "onnx_batch_is_dynamic", "quiet_onnx_exporter", "read_metadata",
+    "METADATA_VERSION",
+    "REQUIRED_KEYS",
+    "PolicyMetadataError",
+    "attach_metadata",
+    "check_onnx_matches_torch",
+    "export_dynamic_batch",
+    "onnx_batch_is_dynamic",
+    "quiet_onnx_exporter",
+    "read_metadata",
 ]  # the schema lives in upright.tasks.policy_schema (shared with deploy)
 
 
@@ -83,13 +90,22 @@ def export_dynamic_batch(model: torch.nn.Module, path: str | pathlib.Path) -> No
     weights inside the file (rsl-rl's own ``export_policy_to_onnx`` fixes B = 1). No metadata (:func:`attach_metadata`).
     """
     model = model.to("cpu").eval()
-    dim = int(getattr(model, "input_size"))
+    dim = int(model.input_size)
     batch = torch.export.Dim("batch", min=1, max=MAX_DYNAMIC_BATCH)
     # an example batch of 2: torch.export specialises a dimension of size 1
     with torch.no_grad():
-        torch.onnx.export(model, (torch.zeros(2, dim),), str(path), input_names=list(model.input_names),
-                          output_names=list(model.output_names), opset_version=18, dynamo=True,
-                          dynamic_shapes=({0: batch},), external_data=False, verbose=False)  # fmt: skip
+        torch.onnx.export(
+            model,
+            (torch.zeros(2, dim),),
+            str(path),
+            input_names=list(model.input_names),
+            output_names=list(model.output_names),
+            opset_version=18,
+            dynamo=True,
+            dynamic_shapes=({0: batch},),
+            external_data=False,
+            verbose=False,
+        )
 
 
 def onnx_batch_is_dynamic(session) -> bool:

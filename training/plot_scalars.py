@@ -1,6 +1,6 @@
 """Plot a run's TensorBoard scalars: the task-group reward and the mean head height over iterations.
 
-    python -m upright.training.plot_scalars logs/standup/<run> --out docs/standup_training.png
+python -m upright.training.plot_scalars logs/standup/<run> --out docs/standup_training.png
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import pathlib
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-from tensorboard.backend.event_processing.event_accumulator import EventAccumulator  # noqa: E402
+import matplotlib.pyplot as plt
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 DEFAULT_TAGS = (
     ("Episode_Reward/group/task", "task-group reward per env step (0..1)"),
@@ -27,7 +27,9 @@ def load_scalars(run_dir: str | pathlib.Path) -> dict[str, tuple[list[int], list
     """Read every scalar of a run directory: tag -> (steps, values)."""
     acc = EventAccumulator(str(run_dir), size_guidance={"scalars": 0})
     acc.Reload()
-    return {tag: ([e.step for e in acc.Scalars(tag)], [e.value for e in acc.Scalars(tag)]) for tag in acc.Tags()["scalars"]}
+    return {
+        tag: ([e.step for e in acc.Scalars(tag)], [e.value for e in acc.Scalars(tag)]) for tag in acc.Tags()["scalars"]
+    }
 
 
 def resolve_tag(scalars: dict, tag: str) -> str:

@@ -30,7 +30,14 @@ import torch
 
 from upright.tasks.standup.terrains import POSTURE_NAMES, TERRAIN_NAMES
 from upright.training.evaluate import (
-    FINAL_HEAD, METRICS, PEAK, UNITS, make_eval_env, run_episodes, summarize, write_report,
+    FINAL_HEAD,
+    METRICS,
+    PEAK,
+    UNITS,
+    make_eval_env,
+    run_episodes,
+    summarize,
+    write_report,
 )
 
 
@@ -106,30 +113,44 @@ def main(argv: list[str] | None = None) -> None:
     beta_used = None
     for d in battery:
         env, policy, beta_used, _ = make_eval_env(
-            args.policy, task=args.task, terrain=args.terrain, posture=args.posture,
-            overrides=[*args.overrides, *d.overrides], num_envs=args.num_envs,
-            episode_length_s=args.episode_length_s, beta=args.beta, domain_rand=not args.no_domain_rand,
-            seed=args.seed, error=parser.error,
-        )  # fmt: skip
+            args.policy,
+            task=args.task,
+            terrain=args.terrain,
+            posture=args.posture,
+            overrides=[*args.overrides, *d.overrides],
+            num_envs=args.num_envs,
+            episode_length_s=args.episode_length_s,
+            beta=args.beta,
+            domain_rand=not args.no_domain_rand,
+            seed=args.seed,
+            error=parser.error,
+        )
         try:
             res = summarize(run_episodes(env, policy, args.episodes))
         finally:
             env.close()
         rows.append((d, res))
-        print(f"{d.name:24s} E_succ {res['E_succ']:6.2f} %  peak height {res[PEAK]:.3f} m  "
-              f"final head {res[FINAL_HEAD]:.3f} m", flush=True)
+        print(
+            f"{d.name:24s} E_succ {res['E_succ']:6.2f} %  peak height {res[PEAK]:.3f} m  "
+            f"final head {res[FINAL_HEAD]:.3f} m",
+            flush=True,
+        )
     seconds = time.monotonic() - start
-    note = (f"Policy `{args.policy}`, terrain {args.terrain}, posture {args.posture}, β = {beta_used}, "
-            f"{args.episode_length_s} s episodes, no pull force, domain randomisation "
-            f"{'off' if args.no_domain_rand else 'on (HoST spec §6)'}; {args.episodes} episodes per row, "
-            f"{seconds:.0f} s in all. Disruptions: `env.disturbance` (upright.tasks.standup.randomization).")  # fmt: skip
+    note = (
+        f"Policy `{args.policy}`, terrain {args.terrain}, posture {args.posture}, β = {beta_used}, "
+        f"{args.episode_length_s} s episodes, no pull force, domain randomisation "
+        f"{'off' if args.no_domain_rand else 'on (HoST spec §6)'}; {args.episodes} episodes per row, "
+        f"{seconds:.0f} s in all. Disruptions: `env.disturbance` (upright.tasks.standup.randomization)."
+    )
     md = battery_markdown(rows, args.episodes, note)
     print(md)
     if args.out:
-        table = [[d.name, d.kind, args.episodes, *(f"{res[m]:.4f}" for m in (*METRICS, PEAK, FINAL_HEAD))]
-                 for d, res in rows]
+        table = [
+            [d.name, d.kind, args.episodes, *(f"{res[m]:.4f}" for m in (*METRICS, PEAK, FINAL_HEAD))] for d, res in rows
+        ]
         header = ["disruption", "kind", "episodes", *METRICS, PEAK, FINAL_HEAD]
         write_report(args.out, "robustness", md, header, table)
+
 
 if __name__ == "__main__":
     main()

@@ -21,7 +21,8 @@ import statistics
 import sys
 import time
 import zipfile
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import torch
 from rsl_rl.runners import OnPolicyRunner
@@ -29,7 +30,10 @@ from rsl_rl.utils.logger import Logger
 
 from upright.atomic_io import atomic_write, atomic_write_text  # noqa: F401  (re-exported)
 from upright.training.onnx_export import (
-    attach_metadata, check_onnx_matches_torch, export_dynamic_batch, quiet_onnx_exporter,
+    attach_metadata,
+    check_onnx_matches_torch,
+    export_dynamic_batch,
+    quiet_onnx_exporter,
 )
 
 GROUP_KEYS = ("task", "regularization", "style", "post_task")
@@ -69,8 +73,9 @@ class ProgressLogger(Logger):
             groups[g] = float(torch.cat([v.flatten() for v in vals]).mean()) if vals else float("nan")
         extras = {key: _mean_of_extra(self.ep_extras, key) for key in PROGRESS_EXTRAS}
         with contextlib.redirect_stdout(io.StringIO()):  # the parent prints a multi-line block
-            super().log(it=it, start_it=start_it, total_it=total_it, collect_time=collect_time,
-                        learn_time=learn_time, **kwargs)  # fmt: skip
+            super().log(
+                it=it, start_it=start_it, total_it=total_it, collect_time=collect_time, learn_time=learn_time, **kwargs
+            )
         done = it + 1 - start_it
         eta = self.tot_time / max(done, 1) * (total_it - start_it - done)
         fps = self.cfg["num_steps_per_env"] * self.num_envs * self.gpu_world_size / (collect_time + learn_time)
@@ -79,16 +84,27 @@ class ProgressLogger(Logger):
 
 
 PROGRESS_EXTRAS = (
-    "Metrics/head_height", "Metrics/success", "Curriculum/level", "Metrics/host_success", "Metrics/pelvis_passed_0.5",
-    "Metrics/standing_start_time_up", "Metrics/action_scale", "Curriculum/pull_force_level",
+    "Metrics/head_height",
+    "Metrics/success",
+    "Curriculum/level",
+    "Metrics/host_success",
+    "Metrics/pelvis_passed_0.5",
+    "Metrics/standing_start_time_up",
+    "Metrics/action_scale",
+    "Curriculum/pull_force_level",
     "Metrics/stood_from_posture",
 )
 """The env's logged quantities the progress line shows (means over the iteration's logged steps)."""
 
 
 def progress_line(
-    done: int, total: int, fps: float, groups: dict[str, float], extras: dict[str, float | None],
-    ep_len: float | None, eta_s: float,
+    done: int,
+    total: int,
+    fps: float,
+    groups: dict[str, float],
+    extras: dict[str, float | None],
+    ep_len: float | None,
+    eta_s: float,
 ) -> str:
     """The progress line of iteration ``done`` (1-based: ``done`` iterations are complete) of ``total``
     (``train.max_iterations``), every quantity named with its unit:
@@ -146,8 +162,10 @@ def interrupted_message(completed_iterations: int, log_dir: str | None) -> str:
     if completed_iterations <= 0:
         return "\nInterrupted before the first iteration completed: no checkpoint written."
     path = os.path.join(log_dir, checkpoint_name(completed_iterations))
-    return (f"\nInterrupted after {completed_iterations} iterations (it {completed_iterations}/...): saving {path} "
-            f"(checkpoints are named by the last iteration's index, counted from 0).")
+    return (
+        f"\nInterrupted after {completed_iterations} iterations (it {completed_iterations}/...): saving {path} "
+        f"(checkpoints are named by the last iteration's index, counted from 0)."
+    )
 
 
 class UprightRunner(OnPolicyRunner):
@@ -201,8 +219,10 @@ class UprightRunner(OnPolicyRunner):
             self.gpu_local_rank = int(os.getenv("LOCAL_RANK", "0"))
             self.gpu_global_rank = int(os.getenv("RANK", "0"))
             self.cfg["multi_gpu"] = {
-                "global_rank": self.gpu_global_rank, "local_rank": self.gpu_local_rank, "world_size": world_size,
-            }  # fmt: skip
+                "global_rank": self.gpu_global_rank,
+                "local_rank": self.gpu_local_rank,
+                "world_size": world_size,
+            }
             if not torch.distributed.is_initialized():
                 torch.distributed.init_process_group(backend="gloo", rank=self.gpu_global_rank, world_size=world_size)
             return
@@ -241,10 +261,13 @@ class UprightRunner(OnPolicyRunner):
         self.completed_iterations = it + 1
 
     def learn_until(self, max_iterations: int, init_at_random_ep_len: bool = False) -> None:
-        """Train until ``max_iterations`` iterations are complete in total; save at exit, Ctrl-C and SIGTERM included."""
+        """Train until ``max_iterations`` iterations are complete in total; save at exit, Ctrl-C and SIGTERM
+        included."""
         remaining = max_iterations - self.completed_iterations
         if remaining <= 0:
-            print(f"Already {self.completed_iterations} iterations done (max_iterations={max_iterations}); nothing to do.")
+            print(
+                f"Already {self.completed_iterations} iterations done (max_iterations={max_iterations}); nothing to do."
+            )
             return
         self.current_learning_iteration = self.completed_iterations
 
@@ -282,7 +305,7 @@ class UprightRunner(OnPolicyRunner):
             self.export_onnx(run_dir / "policy.onnx")
             if self.onnx_snapshots:
                 shutil.copyfile(run_dir / "policy.onnx", run_dir / f"policy_{self.completed_iterations}.onnx")
-        except Exception as err:  # an export failure must never kill training (mjlab's rule)
+        except Exception as err:  # noqa: BLE001  an export failure must never kill training (mjlab's rule)
             print(f"WARNING: ONNX export failed: {err}", flush=True)
 
     def export_onnx(self, path: pathlib.Path) -> float:
@@ -318,7 +341,9 @@ class UprightRunner(OnPolicyRunner):
                 self.alg.train_mode()
         return errors[0]
 
-    def load(self, path: str, load_cfg: dict | None = None, strict: bool = True, map_location: str | None = None) -> dict:
+    def load(
+        self, path: str, load_cfg: dict | None = None, strict: bool = True, map_location: str | None = None
+    ) -> dict:
         """Load a checkpoint (models + optimizer); the run continues after its last completed iteration."""
         infos = super().load(path, load_cfg=load_cfg, strict=strict, map_location=map_location) or {}
         loaded = torch.load(path, weights_only=False, map_location=map_location)
@@ -366,8 +391,10 @@ def latest_checkpoint(run_or_file: str | pathlib.Path) -> pathlib.Path:
     if p.is_file():
         problem = checkpoint_problem(p)
         if problem:
-            raise ValueError(f"resume={run_or_file}: {p} is not a readable checkpoint ({problem}); "
-                             f"resume={p.parent} uses the newest intact checkpoint of that run")  # fmt: skip
+            raise ValueError(
+                f"resume={run_or_file}: {p} is not a readable checkpoint ({problem}); "
+                f"resume={p.parent} uses the newest intact checkpoint of that run"
+            )
         return p
     if p.is_dir():
         ckpts = sorted((f for f in p.glob("model_*.pt") if f.stem[6:].isdigit()), key=lambda f: int(f.stem[6:]))
@@ -376,8 +403,11 @@ def latest_checkpoint(run_or_file: str | pathlib.Path) -> pathlib.Path:
             problem = checkpoint_problem(ckpt)
             if problem is None:
                 if skipped:
-                    print(f"WARNING: resume={run_or_file}: skipped {', '.join(skipped)}; resuming from {ckpt}",
-                          file=sys.stderr, flush=True)  # fmt: skip
+                    print(
+                        f"WARNING: resume={run_or_file}: skipped {', '.join(skipped)}; resuming from {ckpt}",
+                        file=sys.stderr,
+                        flush=True,
+                    )
                 return ckpt
             skipped.append(f"{ckpt} (truncated or corrupt: {problem})")
         if skipped:

@@ -91,7 +91,10 @@ def group_layout(
 
 
 def build_optimizer(
-    optimizer: torch.optim.Optimizer, actor: nn.Module, critic: nn.Module, std_lr: float | None,
+    optimizer: torch.optim.Optimizer,
+    actor: nn.Module,
+    critic: nn.Module,
+    std_lr: float | None,
     critic_lr: float | None = None,
 ) -> torch.optim.Optimizer:
     """A fresh optimizer of ``optimizer``'s class and hyperparameters with the groups of :func:`group_layout`: ``main``
@@ -146,8 +149,9 @@ def convert_optimizer_state(
             f"does not fit this model ({n} parameters); load the checkpoint with the train.std_learning_rate and "
             "train.critic_learning_rate settings it was written with, or without its optimizer state."
         )
-    source = group_layout(actor, critic, 1.0 if "std" in source_names else None,
-                          1.0 if "critic" in source_names else None)  # fmt: skip
+    source = group_layout(
+        actor, critic, 1.0 if "std" in source_names else None, 1.0 if "critic" in source_names else None
+    )
     saved_index = {id(p): i for i, p in enumerate(p for _, params in source for p in params)}
     new_index = {id(p): i for i, p in enumerate(p for _, params in target for p in params)}
     remap = {saved_index[k]: new_index[k] for k in saved_index}

@@ -48,7 +48,8 @@ def rsl_rl_config(train: DictConfig) -> dict:
         },
         "actor": {
             "class_name": (
-                "upright.training.multi_critic_model:TanhActorModel" if train.get("actor_tanh", True)
+                "upright.training.multi_critic_model:TanhActorModel"
+                if train.get("actor_tanh", True)
                 else "rsl_rl.models:MLPModel"
             ),
             "hidden_dims": list(train.actor_hidden_dims),
@@ -157,8 +158,10 @@ def train(cfg: DictConfig) -> pathlib.Path:
     try:
         groups = list(getattr(env, "reward_group_names", ()))  # env.vlm_reward.group can add one
         if groups and len(groups) != len(cfg.train.group_weights):
-            raise ValueError(f"train.group_weights has {len(cfg.train.group_weights)} entries but the env has "
-                             f"{len(groups)} reward groups {groups}; give one weight per group, in that order")
+            raise ValueError(
+                f"train.group_weights has {len(cfg.train.group_weights)} entries but the env has "
+                f"{len(groups)} reward groups {groups}; give one weight per group, in that order"
+            )
         train_cfg = rsl_rl_config(cfg.train)
         meta = policy_metadata(cfg.task_name, env) | {"run_path": str(run_dir.resolve())}
         residual = cfg.get("policy") is not None and cfg.policy.get("base")
@@ -171,14 +174,20 @@ def train(cfg: DictConfig) -> pathlib.Path:
             env, base_info = setup_residual(env, rcfg, run_dir, cfg.train.num_steps_per_env)
             meta = residual_metadata(meta, base_info, rcfg, env.num_actions)
         runner = UprightRunner(
-            env, train_cfg, log_dir=str(run_dir), device=cfg.device, onnx_metadata=meta,
-            update_threads=cfg.train.update_threads, onnx_snapshots=bool(cfg.train.get("onnx_snapshots", False)),
+            env,
+            train_cfg,
+            log_dir=str(run_dir),
+            device=cfg.device,
+            onnx_metadata=meta,
+            update_threads=cfg.train.update_threads,
+            onnx_snapshots=bool(cfg.train.get("onnx_snapshots", False)),
             onnx_dynamic_batch=bool(residual),  # ResidualChunkPolicy runs the residual graph for all envs in one call
-        )  # fmt: skip
+        )
         resume_std = cfg.train.get("resume_std")
         if resume_std is not None and ckpt is None:
-            raise ValueError("train.resume_std applies to a resumed run (resume=...); a new run uses "
-                             "train.init_noise_std.")
+            raise ValueError(
+                "train.resume_std applies to a resumed run (resume=...); a new run uses train.init_noise_std."
+            )
         if residual and ckpt is None:
             zero_actor_output(runner.alg.actor)  # the residual starts at 0: the first actions are the base's
         if ckpt is not None:
@@ -194,8 +203,11 @@ def train(cfg: DictConfig) -> pathlib.Path:
         remove_empty_dirs(created)
         env.close()
         raise
-    print(f"Run directory: {run_dir}  ({env.num_envs} envs, {cfg.sim.backend} backend, "
-          f"{getattr(env.sim, 'num_threads', '?')} threads)", flush=True)  # fmt: skip
+    print(
+        f"Run directory: {run_dir}  ({env.num_envs} envs, {cfg.sim.backend} backend, "
+        f"{getattr(env.sim, 'num_threads', '?')} threads)",
+        flush=True,
+    )
     try:
         runner.learn_until(cfg.train.max_iterations, init_at_random_ep_len=cfg.train.init_at_random_ep_len)
         if world_size > 1:

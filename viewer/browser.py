@@ -26,10 +26,19 @@ import urllib.request
 import numpy as np
 
 CHROMIUM_FLAGS = (
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
-    "--enable-unsafe-swiftshader", "--use-angle=swiftshader", "--mute-audio", "--hide-scrollbars",
-)  # fmt: skip
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--enable-unsafe-swiftshader",
+    "--use-angle=swiftshader",
+    "--mute-audio",
+    "--hide-scrollbars",
+)
 
 
 class BrowserError(RuntimeError):
@@ -68,8 +77,15 @@ class HeadlessChromium:
         self.profile = pathlib.Path(tempfile.mkdtemp(prefix="upright-chromium-"))
         self.log_path = self.profile.parent / (self.profile.name + ".log")
         self._log = open(self.log_path, "wb")
-        args = [binary, *CHROMIUM_FLAGS, f"--user-data-dir={self.profile}", "--remote-debugging-port=0",
-                "--remote-debugging-address=127.0.0.1", f"--window-size={width},{height}", "about:blank"]  # fmt: skip
+        args = [
+            binary,
+            *CHROMIUM_FLAGS,
+            f"--user-data-dir={self.profile}",
+            "--remote-debugging-port=0",
+            "--remote-debugging-address=127.0.0.1",
+            f"--window-size={width},{height}",
+            "about:blank",
+        ]
         self.proc = subprocess.Popen(args, stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         self._id = 0
         self.ws = None
@@ -87,7 +103,9 @@ class HeadlessChromium:
             self.ws = connect(pages[0]["webSocketDebuggerUrl"], max_size=None, open_timeout=timeout)
             self.send("Page.enable")
             self.send("Runtime.enable")
-            self.send("Emulation.setDeviceMetricsOverride", width=width, height=height, deviceScaleFactor=1, mobile=False)
+            self.send(
+                "Emulation.setDeviceMetricsOverride", width=width, height=height, deviceScaleFactor=1, mobile=False
+            )
         except Exception:
             self.close()
             raise
@@ -137,7 +155,9 @@ class HeadlessChromium:
 
     def evaluate(self, expression: str, timeout: float = 30.0):
         """Evaluate JavaScript in the page and return its (JSON) value (promises are awaited)."""
-        result = self.send("Runtime.evaluate", timeout=timeout, expression=expression, returnByValue=True, awaitPromise=True)
+        result = self.send(
+            "Runtime.evaluate", timeout=timeout, expression=expression, returnByValue=True, awaitPromise=True
+        )
         if "exceptionDetails" in result:
             raise BrowserError(f"JavaScript error: {result['exceptionDetails'].get('text')} in {expression[:80]!r}")
         return result.get("result", {}).get("value")
@@ -207,7 +227,7 @@ class HeadlessChromium:
         if self.ws is not None:
             try:
                 self.ws.close()
-            except Exception:
+            except Exception:  # noqa: BLE001  best effort: the browser is being torn down anyway
                 pass
             self.ws = None
         if self.proc.poll() is None:

@@ -26,8 +26,10 @@ from upright.viewer.session import Session
 KEY_SPACE, KEY_RIGHT, KEY_BACKSPACE, KEY_MINUS, KEY_EQUAL = 32, 262, 259, 45, 61
 KEY_PAGE_UP, KEY_PAGE_DOWN = 266, 267
 
-HELP = ("keys: Space pause/resume · → step · Backspace reset · -/= slower/faster · "
-        "PageDown/PageUp next/previous posture-terrain variant")  # fmt: skip
+HELP = (
+    "keys: Space pause/resume · → step · Backspace reset · -/= slower/faster · "
+    "PageDown/PageUp next/previous posture-terrain variant"
+)
 
 
 class NativeControls:
@@ -82,7 +84,9 @@ def switch_variant(session: Session, delta: int) -> bool:
     return session.model is not old_model
 
 
-def run_native(session: Session, speed: float = 1.0, duration: float | None = None, episodes: int | None = None) -> None:
+def run_native(
+    session: Session, speed: float = 1.0, duration: float | None = None, episodes: int | None = None
+) -> None:
     """Show ``session`` in MuJoCo's window until it is closed (or ``duration``/``episodes`` are reached)."""
     import mujoco.viewer
 
@@ -91,8 +95,9 @@ def run_native(session: Session, speed: float = 1.0, duration: float | None = No
     while True:  # reopened when a variant switch changes the model
         before = set(threading.enumerate())
         # the right-hand panel's joint/control sliders would edit the display copy only: hidden
-        viewer = mujoco.viewer.launch_passive(session.model, session.data, key_callback=controls.on_key,
-                                              show_right_ui=False)  # fmt: skip
+        viewer = mujoco.viewer.launch_passive(
+            session.model, session.data, key_callback=controls.on_key, show_right_ui=False
+        )
         window_threads = [t for t in threading.enumerate() if t not in before]
         try:
             reopen = _loop(viewer, session, controls, duration, episodes)

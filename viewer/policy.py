@@ -13,7 +13,7 @@ import contextlib
 import io
 import math
 import pathlib
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 import torch
@@ -21,8 +21,12 @@ import torch
 PolicyFn = Callable[[torch.Tensor], torch.Tensor]
 
 METADATA_MUST_MATCH = (
-    "task", "joint_names", "observation_names", "observation_dims", "observation_history_length",
-)  # fmt: skip
+    "task",
+    "joint_names",
+    "observation_names",
+    "observation_dims",
+    "observation_history_length",
+)
 """ONNX metadata keys that must equal the env's exactly."""
 
 
@@ -41,20 +45,23 @@ def resolve_policy_path(policy: str) -> pathlib.Path:
     if p.is_dir():
         if (p / "policy.onnx").is_file():
             return p / "policy.onnx"
-        ckpts = sorted(p.glob("model_*.pt"),
-                       key=lambda f: int(f.stem.split("_")[1]) if f.stem.split("_")[1].isdigit() else -1)
+        ckpts = sorted(
+            p.glob("model_*.pt"), key=lambda f: int(f.stem.split("_")[1]) if f.stem.split("_")[1].isdigit() else -1
+        )
         if ckpts:
             return ckpts[-1]
-        raise PolicyLoadError(f"policy={policy}: run directory has neither policy.onnx nor a model_<iteration>.pt "
-                              "checkpoint")
+        raise PolicyLoadError(
+            f"policy={policy}: run directory has neither policy.onnx nor a model_<iteration>.pt checkpoint"
+        )
     if not p.exists():
         raise PolicyLoadError(
             f"policy={policy}: no such file or directory. Give a run directory, a checkpoint .pt, an .onnx file, "
             "'zero' or 'random'."
         )
     if p.suffix not in (".pt", ".onnx"):
-        raise PolicyLoadError(f"policy={policy}: expected a .pt checkpoint or an .onnx file, "
-                              f"got '{p.suffix or p.name}'")
+        raise PolicyLoadError(
+            f"policy={policy}: expected a .pt checkpoint or an .onnx file, got '{p.suffix or p.name}'"
+        )
     return p
 
 
@@ -175,8 +182,10 @@ def check_policy_task(policy: str, task: str, fix: str = "task={task}") -> None:
     if found is None or found[0] == task or found[0] not in TASKS:
         return
     other, where = found
-    raise PolicyLoadError(f"policy={policy} is a policy of task={other} ({where} says so), not of task={task}; "
-                          f"use {fix.format(task=other)}")
+    raise PolicyLoadError(
+        f"policy={policy} is a policy of task={other} ({where} says so), not of task={task}; "
+        f"use {fix.format(task=other)}"
+    )
 
 
 def expected_metadata(task_name: str, env) -> dict:
@@ -214,7 +223,8 @@ def check_metadata(meta: dict, expected: dict, path: str | pathlib.Path) -> None
         problems.append(f"control_dt: policy has {dt_got}, task expects {dt_want}")
     if problems:
         raise PolicyLoadError(
-            f"{path} does not match task '{expected.get('task')}': " + "; ".join(problems)
+            f"{path} does not match task '{expected.get('task')}': "
+            + "; ".join(problems)
             + ". Play it with the task/config it was trained with, or re-export it."
         )
 
@@ -253,7 +263,7 @@ def onnx_policy(path: str | pathlib.Path, expected: dict, obs_dim: int) -> Polic
         meta = read_metadata(path)
     except PolicyMetadataError as err:
         raise PolicyLoadError(str(err)) from None
-    except Exception as err:  # not an ONNX file at all
+    except Exception as err:  # noqa: BLE001  not an ONNX file at all
         raise PolicyLoadError(f"{path}: cannot read as an ONNX model ({type(err).__name__}: {err})") from None
     check_metadata(meta, expected, path)
     opts = ort.SessionOptions()
@@ -293,7 +303,7 @@ def checkpoint_policy(
 
     try:
         data = torch.load(str(path), weights_only=False, map_location="cpu")
-    except Exception as err:
+    except Exception as err:  # noqa: BLE001  anything torch.load raises: not a checkpoint
         raise PolicyLoadError(f"{path}: cannot read as a torch checkpoint ({type(err).__name__}: {err})") from None
     if not isinstance(data, dict) or "actor_state_dict" not in data:
         keys = sorted(data)[:8] if isinstance(data, dict) else type(data).__name__
@@ -337,8 +347,9 @@ def _saved_train_cfg(checkpoint: pathlib.Path):
         return None
 
 
-def load_policy(spec: str, env, task_name: str, train_cfg=None, device: str = "cpu", seed: int = 0,
-                instruction: str | None = None) -> PolicyFn:
+def load_policy(
+    spec: str, env, task_name: str, train_cfg=None, device: str = "cpu", seed: int = 0, instruction: str | None = None
+) -> PolicyFn:
     """Build the policy ``spec`` names for ``env``.
 
     Args:

@@ -67,8 +67,16 @@ class TrajectoryRecorder:
         if self.group_names:
             extras["reward_groups"] = np.array(self.groups).reshape(len(self.groups), len(self.group_names))
             extras["reward_group_names"] = np.array(self.group_names, dtype=str)
-        traj = Trajectory(np.array(self.qpos), self.dt, np.array(self.episode, np.int64), np.array(self.time),
-                          self.task, self.model_name, model_joint_names(self.model), extras)  # fmt: skip
+        traj = Trajectory(
+            np.array(self.qpos),
+            self.dt,
+            np.array(self.episode, np.int64),
+            np.array(self.time),
+            self.task,
+            self.model_name,
+            model_joint_names(self.model),
+            extras,
+        )
         return str(save_trajectory(path, traj, source))
 
 
@@ -165,8 +173,13 @@ class Session:
 
     def _record(self) -> None:
         if self.recorder is not None:
-            self.recorder.add(self.data.qpos, self.episode, self.episode_time, self.display_head_height(),
-                              self.last_info.reward_groups)  # fmt: skip
+            self.recorder.add(
+                self.data.qpos,
+                self.episode,
+                self.episode_time,
+                self.display_head_height(),
+                self.last_info.reward_groups,
+            )
 
     def close(self) -> None:
         pass
@@ -233,8 +246,9 @@ class PolicySession(Session):
         self._keep_cfg_env = cfg.get("variant") is None
         """Until a switch, build the env from ``cfg.env`` as given (it already is the variant that
         ``terrain=``/``posture=`` chose, with any ``env.*`` overrides of the command line)."""
-        beta = cfg.beta if cfg.get("beta") is not None else OmegaConf.select(cfg, "env.curriculum.beta_init",
-                                                                              default=None)
+        beta = (
+            cfg.beta if cfg.get("beta") is not None else OmegaConf.select(cfg, "env.curriculum.beta_init", default=None)
+        )
         self.beta = None if beta is None else float(beta)
         """Fixed action scale β of tasks that have one (standup); None for tasks without (lift)."""
         self.randomize = bool(cfg.get("randomize", False))
@@ -252,16 +266,31 @@ class PolicySession(Session):
         self.env = self._make_env()
         default_groups = tuple(REWARD_GROUPS) if self.task_name == "standup" else ()
         self.group_names = tuple(getattr(self.env, "reward_group_names", default_groups))
-        self.policy = load_policy(str(cfg.policy), self.env, self.task_name, cfg.get("train"), str(cfg.device),
-                                  int(cfg.seed), instruction=cfg.get("instruction"))  # fmt: skip
-        self.description = (f"policy={cfg.policy} task={self.task_name}"
-                            + (f" β={self.beta:g}" if self.beta is not None else "")
-                            + ("" if not self.randomize else " (randomisation on)"))  # fmt: skip
+        self.policy = load_policy(
+            str(cfg.policy),
+            self.env,
+            self.task_name,
+            cfg.get("train"),
+            str(cfg.device),
+            int(cfg.seed),
+            instruction=cfg.get("instruction"),
+        )
+        self.description = (
+            f"policy={cfg.policy} task={self.task_name}"
+            + (f" β={self.beta:g}" if self.beta is not None else "")
+            + ("" if not self.randomize else " (randomisation on)")
+        )
         exported = getattr(self.policy, "metadata", {}).get("action_scale")
-        if (exported is not None and self.beta is not None
-                and not math.isclose(float(exported), self.beta, abs_tol=1e-6)):  # fmt: skip
-            print(f"note: the policy was exported with action_scale {exported:g}; playing with β={self.beta:g} "
-                  "(beta=...)", flush=True)  # fmt: skip
+        if (
+            exported is not None
+            and self.beta is not None
+            and not math.isclose(float(exported), self.beta, abs_tol=1e-6)
+        ):
+            print(
+                f"note: the policy was exported with action_scale {exported:g}; playing with β={self.beta:g} "
+                "(beta=...)",
+                flush=True,
+            )
         self._init_display(self.env.model)
         self.dt = float(self.env.step_dt)
         self._sync_display()
@@ -323,7 +352,7 @@ class PolicySession(Session):
                 f"the policy's action has NaN/inf ({bad} of {actions.numel()} values) at step {self.steps + 1} "
                 f"(t = {self.total_time + self.dt:.2f} s, episode {self.episode}, "
                 f"observation {'finite' if bool(torch.isfinite(obs).all()) else 'NaN/inf too'}); stopping"
-            )  # fmt: skip
+            )
         self._fix_beta(env)
         _, _, dones, extras = env.step(actions)
         groups = {g: float(extras["reward_groups"][0, i]) for i, g in enumerate(self.group_names)}

@@ -77,10 +77,21 @@ class Trajectory:
             return self
         mask = self.episode == index
         if not mask.any():
-            raise TrajectoryError(f"replay_episode={index}: the recording has episodes {sorted(set(self.episode.tolist()))}")
+            raise TrajectoryError(
+                f"replay_episode={index}: the recording has episodes {sorted(set(self.episode.tolist()))}"
+            )
         extras = {k: (v[mask] if v.ndim and v.shape[0] == len(self) else v) for k, v in self.extras.items()}
-        return Trajectory(self.qpos[mask], self.dt, self.episode[mask], self.time[mask], self.task, self.model,
-                          self.joint_names, extras, self.note)  # fmt: skip
+        return Trajectory(
+            self.qpos[mask],
+            self.dt,
+            self.episode[mask],
+            self.time[mask],
+            self.task,
+            self.model,
+            self.joint_names,
+            extras,
+            self.note,
+        )
 
 
 def model_joint_names(model: mujoco.MjModel) -> list[str]:
@@ -120,13 +131,15 @@ def load_trajectory(path: str | pathlib.Path) -> Trajectory:
     path = pathlib.Path(path)
     try:
         data = np.load(path, allow_pickle=False)
-    except Exception as err:
+    except Exception as err:  # noqa: BLE001  anything np.load raises: not an .npz
         raise TrajectoryError(f"replay={path}: cannot read as .npz ({type(err).__name__}: {err})") from None
     with data:
         keys = set(data.files)
         missing = [k for k in ("qpos", "dt") if k not in keys]
         if missing:
-            raise TrajectoryError(f"replay={path}: not a qpos trajectory, keys {missing} are missing (has {sorted(keys)})")
+            raise TrajectoryError(
+                f"replay={path}: not a qpos trajectory, keys {missing} are missing (has {sorted(keys)})"
+            )
         qpos = np.asarray(data["qpos"], np.float64)
         if qpos.ndim != 2 or qpos.shape[0] == 0:
             raise TrajectoryError(f"replay={path}: qpos must be (T, nq) with T > 0, got {qpos.shape}")
@@ -144,7 +157,9 @@ def load_trajectory(path: str | pathlib.Path) -> Trajectory:
 def check_fits_model(traj: Trajectory, model: mujoco.MjModel, where: str = "") -> None:
     """Raise :class:`TrajectoryError` if ``traj`` was not recorded with ``model``'s joints."""
     if traj.qpos.shape[1] != model.nq:
-        raise TrajectoryError(f"{where}qpos has {traj.qpos.shape[1]} entries per frame, the task's model has nq={model.nq}")
+        raise TrajectoryError(
+            f"{where}qpos has {traj.qpos.shape[1]} entries per frame, the task's model has nq={model.nq}"
+        )
     if traj.joint_names and traj.joint_names != model_joint_names(model):
         raise TrajectoryError(f"{where}joint names differ from the task's model (recorded with another robot/model?)")
 
@@ -187,8 +202,13 @@ def _lowest_point(model: mujoco.MjModel, data: mujoco.MjData, geoms: np.ndarray)
     return float(np.min(center_z - extent_z))
 
 
-def dataset_to_trajectory(root: str | pathlib.Path, model: mujoco.MjModel, default_qpos: np.ndarray | None = None,
-                          task: str = "", model_name: str = "") -> Trajectory:  # fmt: skip
+def dataset_to_trajectory(
+    root: str | pathlib.Path,
+    model: mujoco.MjModel,
+    default_qpos: np.ndarray | None = None,
+    task: str = "",
+    model_name: str = "",
+) -> Trajectory:
     """Rebuild qpos frames from a deploy-daemon dataset (see the module doc for the base-pose estimate).
 
     Args:
@@ -257,10 +277,20 @@ def dataset_to_trajectory(root: str | pathlib.Path, model: mujoco.MjModel, defau
     note = (
         "deploy dataset: joint angles as logged; base pose estimated (roll/pitch from gravity, yaw from the "
         "integrated gyro, x/y fixed, height puts the lowest geom on the ground)"
-        if has_gravity else "deploy dataset: joint angles as logged; base fixed upright (no gravity in the log)"
-    )  # fmt: skip
-    return Trajectory(qpos, dt, episode, time, task or info.get("upright", {}).get("task", ""),
-                      model_name or info.get("robot_type", ""), model_joint_names(model), {}, note)  # fmt: skip
+        if has_gravity
+        else "deploy dataset: joint angles as logged; base fixed upright (no gravity in the log)"
+    )
+    return Trajectory(
+        qpos,
+        dt,
+        episode,
+        time,
+        task or info.get("upright", {}).get("task", ""),
+        model_name or info.get("robot_type", ""),
+        model_joint_names(model),
+        {},
+        note,
+    )
 
 
 def load_replay(path: str | pathlib.Path, model: mujoco.MjModel, default_qpos: np.ndarray | None = None) -> Trajectory:
@@ -271,7 +301,9 @@ def load_replay(path: str | pathlib.Path, model: mujoco.MjModel, default_qpos: n
     """
     p = pathlib.Path(path).expanduser()
     if not p.exists():
-        raise TrajectoryError(f"replay={path}: no such file or folder (a .npz qpos trajectory or a deploy dataset folder)")
+        raise TrajectoryError(
+            f"replay={path}: no such file or folder (a .npz qpos trajectory or a deploy dataset folder)"
+        )
     if p.is_dir():
         if not is_deploy_dataset(p):
             raise TrajectoryError(f"replay={path}: folder is not a LeRobot dataset (no meta/info.json)")

@@ -98,10 +98,18 @@ def add_model(server, model: mujoco.MjModel, root: str = "/mujoco", max_faces: i
             sx, sy = model.geom_size[g, :2]
             w, h = (2 * sx if sx > 0 else 20.0), (2 * sy if sy > 0 else 20.0)
             server.scene.add_grid(
-                f"{parent}/{gname}", width=w, height=h, plane="xy", cell_size=0.5, section_size=1.0,
-                plane_color=(58, 76, 98), plane_opacity=1.0, cell_color=(96, 116, 140),
-                section_color=(130, 150, 175), **pose,
-            )  # fmt: skip
+                f"{parent}/{gname}",
+                width=w,
+                height=h,
+                plane="xy",
+                cell_size=0.5,
+                section_size=1.0,
+                plane_color=(58, 76, 98),
+                plane_opacity=1.0,
+                cell_color=(96, 116, 140),
+                section_color=(130, 150, 175),
+                **pose,
+            )
             continue
         if gtype == mujoco.mjtGeom.mjGEOM_MESH:
             mid = int(model.geom_dataid[g])
@@ -114,9 +122,13 @@ def add_model(server, model: mujoco.MjModel, root: str = "/mujoco", max_faces: i
                 continue
             vertices, faces = mesh
         server.scene.add_mesh_simple(
-            f"{parent}/{gname}", vertices=vertices, faces=faces, color=_rgb255(rgba),
-            opacity=None if rgba[3] >= 1.0 else float(rgba[3]), **pose,
-        )  # fmt: skip
+            f"{parent}/{gname}",
+            vertices=vertices,
+            faces=faces,
+            color=_rgb255(rgba),
+            opacity=None if rgba[3] >= 1.0 else float(rgba[3]),
+            **pose,
+        )
     return handles
 
 

@@ -26,7 +26,8 @@ def is_vla(spec: str) -> bool:
     path = pathlib.Path(spec).expanduser()
     if path.is_dir():
         return (path / "base_checksum.json").is_file() or (
-            (path / "model.pt").is_file() and not any(path.glob("model_*.pt")))  # fmt: skip
+            (path / "model.pt").is_file() and not any(path.glob("model_*.pt"))
+        )
     if path.is_file() and path.name == "model.pt":
         return True
     if path.is_file() and path.suffix == ".onnx":
@@ -65,9 +66,11 @@ class VLAPolicyFn:
         cams = list(self.spec["cameras"])
         rendered = list(env.cfg.camera.cameras) if env.cfg.camera.enabled else []
         if any(c not in rendered for c in cams):
-            raise ValueError(f"policy={spec} reads cameras {cams}; add env.camera.enabled=true "
-                             f"env.camera.cameras=[{','.join(cams)}] env.camera.height={self.spec['image_height']} "
-                             f"env.camera.width={self.spec['image_width']}")  # fmt: skip
+            raise ValueError(
+                f"policy={spec} reads cameras {cams}; add env.camera.enabled=true "
+                f"env.camera.cameras=[{','.join(cams)}] env.camera.height={self.spec['image_height']} "
+                f"env.camera.width={self.spec['image_width']}"
+            )
         self.camera_order = rendered
 
     def __call__(self, obs: torch.Tensor) -> torch.Tensor:

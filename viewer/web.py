@@ -11,9 +11,9 @@ from __future__ import annotations
 import collections
 import contextlib
 import io
+import ipaddress
 import json
 import math
-import ipaddress
 import queue
 import socket
 import sys
@@ -43,9 +43,11 @@ def exposure_warning(host: str, port: int) -> str | None:
     """The warning printed when the viewer listens beyond this machine (None for a loopback address)."""
     if is_loopback(host):
         return None
-    return (f"WARNING: the web viewer listens on {host}:{port} with no authentication: anyone who can reach this "
-            "machine can watch and control the simulation. Drop web.host (default 127.0.0.1) to keep it local, "
-            f"or reach it through SSH: ssh -L {port}:localhost:{port} <this host>")  # fmt: skip
+    return (
+        f"WARNING: the web viewer listens on {host}:{port} with no authentication: anyone who can reach this "
+        "machine can watch and control the simulation. Drop web.host (default 127.0.0.1) to keep it local, "
+        f"or reach it through SSH: ssh -L {port}:localhost:{port} <this host>"
+    )
 
 
 class WebViewer:
@@ -112,7 +114,9 @@ class WebViewer:
             self.reset_button = gui.add_button("Reset")
             self.speed_slider = gui.add_slider("Speed", min=0.05, max=4.0, step=0.05, initial_value=self.speed)
             names = [v.name for v in s.variants] or ["recording"]
-            self.variant_dropdown = gui.add_dropdown("Posture/terrain", options=names, initial_value=names[s.variant_index])
+            self.variant_dropdown = gui.add_dropdown(
+                "Posture/terrain", options=names, initial_value=names[s.variant_index]
+            )
             if len(names) < 2:
                 self.variant_dropdown.disabled = True
         self.play_button.on_click(lambda _: self.commands.put(("play", None)))
@@ -126,19 +130,26 @@ class WebViewer:
             groups = s.group_names
             if groups:
                 series = ({"label": "t (s)"},) + tuple(
-                    {"label": g, "stroke": GROUP_COLORS[i % len(GROUP_COLORS)], "width": 1.5} for i, g in enumerate(groups)
+                    {"label": g, "stroke": GROUP_COLORS[i % len(GROUP_COLORS)], "width": 1.5}
+                    for i, g in enumerate(groups)
                 )
                 self.reward_plot = gui.add_uplot(
-                    data=empty[:1] + tuple(np.zeros(2) for _ in groups), series=series, title="reward per step (groups)",
-                    scales={"x": {"time": False}}, aspect=1.6,
-                )  # fmt: skip
+                    data=empty[:1] + tuple(np.zeros(2) for _ in groups),
+                    series=series,
+                    title="reward per step (groups)",
+                    scales={"x": {"time": False}},
+                    aspect=1.6,
+                )
             else:
                 self.reward_plot = None
                 gui.add_markdown("_no rewards in this recording_")
             self.head_plot = gui.add_uplot(
-                data=empty, series=({"label": "t (s)"}, {"label": "head height (m)", "stroke": "#9467bd", "width": 1.5}),
-                title="head height (m)", scales={"x": {"time": False}}, aspect=1.6,
-            )  # fmt: skip
+                data=empty,
+                series=({"label": "t (s)"}, {"label": "head height (m)", "stroke": "#9467bd", "width": 1.5}),
+                title="head height (m)",
+                scales={"x": {"time": False}},
+                aspect=1.6,
+            )
 
     # ------------------------------------------------------------------ status endpoint
     def status(self) -> dict:
@@ -151,7 +162,7 @@ class WebViewer:
         viewer = self
 
         class Handler(BaseHTTPRequestHandler):
-            def do_GET(self):  # noqa: N802
+            def do_GET(self):
                 if self.path.rstrip("/") not in ("/status", ""):
                     self.send_error(404, "try /status")
                     return
@@ -198,7 +209,9 @@ class WebViewer:
     def _step(self) -> None:
         s = self.session
         info = s.step()
-        self._history.append((s.total_time, info.head_height, [info.reward_groups.get(g, math.nan) for g in s.group_names]))
+        self._history.append(
+            (s.total_time, info.head_height, [info.reward_groups.get(g, math.nan) for g in s.group_names])
+        )
 
     def _publish(self, plots: bool) -> None:
         s = self.session
@@ -208,8 +221,9 @@ class WebViewer:
         head = s.last_info.head_height
         self.status_md.content = (
             f"t = {s.episode_time:.2f} s · episode {s.episode} · head {head:.2f} m · {state}"
-            if not math.isnan(head) else f"t = {s.episode_time:.2f} s · episode {s.episode} · {state}"
-        )  # fmt: skip
+            if not math.isnan(head)
+            else f"t = {s.episode_time:.2f} s · episode {s.episode} · {state}"
+        )
         if plots and len(self._history) >= 2:
             t = np.array([h[0] for h in self._history])
             self.head_plot.data = (t, np.nan_to_num(np.array([h[1] for h in self._history]), nan=0.0))

@@ -32,11 +32,19 @@ class ActionChunkQueue:
         ValueError: sizes < 1, ``n_action_steps`` outside 1..H, or a negative coefficient.
     """
 
-    def __init__(self, num_envs: int, chunk_size: int, action_dim: int, n_action_steps: int | None = None,
-                 temporal_ensemble_coeff: float | None = None):
+    def __init__(
+        self,
+        num_envs: int,
+        chunk_size: int,
+        action_dim: int,
+        n_action_steps: int | None = None,
+        temporal_ensemble_coeff: float | None = None,
+    ):
         if min(num_envs, chunk_size, action_dim) < 1:
-            raise ValueError(f"ActionChunkQueue: num_envs, chunk_size and action_dim must be >= 1, got "
-                             f"{num_envs}, {chunk_size}, {action_dim}")
+            raise ValueError(
+                f"ActionChunkQueue: num_envs, chunk_size and action_dim must be >= 1, got "
+                f"{num_envs}, {chunk_size}, {action_dim}"
+            )
         n_action_steps = chunk_size if n_action_steps is None else int(n_action_steps)
         if not 1 <= n_action_steps <= chunk_size:
             raise ValueError(f"n_action_steps must be in 1..chunk_size={chunk_size}, got {n_action_steps}")

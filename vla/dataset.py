@@ -110,8 +110,10 @@ def load_dataset(
     needed = {state_key: "", "action": ""} | {IMAGE_PREFIX + c: " --cameras" for c in cameras}
     for key, flag in needed.items():
         if key not in features:
-            raise ValueError(f"dataset {root} has no '{key}' feature; record it with{flag or ' record_demos'}"
-                             f"{' (env.camera.cameras lists the cameras)' if flag else ''}")  # fmt: skip
+            raise ValueError(
+                f"dataset {root} has no '{key}' feature; record it with{flag or ' record_demos'}"
+                f"{' (env.camera.cameras lists the cameras)' if flag else ''}"
+            )
     if max_episodes is not None and max_episodes < 1:
         raise ValueError(f"max_episodes must be >= 1, got {max_episodes}")
     files = sorted(root.glob("data/chunk-*/file-*.parquet"))
@@ -123,8 +125,9 @@ def load_dataset(
         try:
             t = pq.read_table(f, columns=columns)
         except (pa.ArrowException, OSError) as err:  # damaged inside (check_dataset reads the footers only)
-            raise DatasetError(f"{f} does not read ({' '.join(str(err).split())}); restore it from a copy of the "
-                               "dataset") from None  # fmt: skip
+            raise DatasetError(
+                f"{f} does not read ({' '.join(str(err).split())}); restore it from a copy of the dataset"
+            ) from None
         if max_episodes is not None:
             t = t.filter(pc.less(t.column("episode_index"), max_episodes))
         if t.num_rows:
@@ -145,9 +148,12 @@ def load_dataset(
         images={c: _decode_images(table.column(IMAGE_PREFIX + c)) for c in cameras},
         episode=torch.from_numpy(episode.astype(np.int64)),
         task_id=torch.from_numpy(np.array([position[int(i)] for i in _column(table, "task_index")], np.int64)),
-        tasks=tasks, state_names=names(state_key), action_names=names("action"), fps=float(info["fps"]),
+        tasks=tasks,
+        state_names=names(state_key),
+        action_names=names("action"),
+        fps=float(info["fps"]),
         sources=[str(root)],
-    )  # fmt: skip
+    )
 
 
 def concat(datasets: list[BCData]) -> BCData:
@@ -162,11 +168,17 @@ def concat(datasets: list[BCData]) -> BCData:
         return {c: tuple(v.shape[1:]) for c, v in data.images.items()}
 
     for d in datasets[1:]:
-        same = (d.state_names == first.state_names and d.action_names == first.action_names and d.fps == first.fps
-                and sizes(d) == sizes(first))  # fmt: skip
+        same = (
+            d.state_names == first.state_names
+            and d.action_names == first.action_names
+            and d.fps == first.fps
+            and sizes(d) == sizes(first)
+        )
         if not same:
-            raise ValueError(f"datasets {first.sources} and {d.sources} differ in state/action names, cameras, image "
-                             "size or fps; train on datasets recorded with the same options")  # fmt: skip
+            raise ValueError(
+                f"datasets {first.sources} and {d.sources} differ in state/action names, cameras, image "
+                "size or fps; train on datasets recorded with the same options"
+            )
     tasks: list[str] = []
     for d in datasets:
         tasks += [t for t in d.tasks if t not in tasks]
@@ -177,11 +189,17 @@ def concat(datasets: list[BCData]) -> BCData:
         remap = torch.tensor([tasks.index(t) for t in d.tasks], dtype=torch.int64)
         task_ids.append(remap[d.task_id])
     return BCData(
-        state=torch.cat([d.state for d in datasets]), action=torch.cat([d.action for d in datasets]),
+        state=torch.cat([d.state for d in datasets]),
+        action=torch.cat([d.action for d in datasets]),
         images={c: torch.cat([d.images[c] for d in datasets]) for c in first.images},
-        episode=torch.cat(episodes), task_id=torch.cat(task_ids), tasks=tasks, state_names=first.state_names,
-        action_names=first.action_names, fps=first.fps, sources=[s for d in datasets for s in d.sources],
-    )  # fmt: skip
+        episode=torch.cat(episodes),
+        task_id=torch.cat(task_ids),
+        tasks=tasks,
+        state_names=first.state_names,
+        action_names=first.action_names,
+        fps=first.fps,
+        sources=[s for d in datasets for s in d.sources],
+    )
 
 
 def chunk_targets(action: torch.Tensor, episode: torch.Tensor, chunk_size: int) -> tuple[torch.Tensor, torch.Tensor]:

@@ -42,8 +42,9 @@ POLICY_OBS_KEY = "observation.policy_obs"
 """The lift env's own observation (its ``actor`` group) as a policy's state feature."""
 
 
-def load_chunk_policy(path: str | pathlib.Path, base: str | None = None,
-                      check_base: bool = True) -> tuple[ChunkPolicy, dict]:  # fmt: skip
+def load_chunk_policy(
+    path: str | pathlib.Path, base: str | None = None, check_base: bool = True
+) -> tuple[ChunkPolicy, dict]:
     """A TinyVLA (``model.pt``), an :class:`~upright.vla.onnx_policy.OnnxChunkPolicy` (``.onnx``), a
     :class:`~upright.vla.remote.RemotePolicy` (``ws://HOST:PORT``, a str) or a residual run, and its description:
     ``cameras``, ``image_height``, ``image_width``, ``state_key``, ``state_dim`` (``residual``: True for a residual).
@@ -88,8 +89,13 @@ def load_chunk_policy(path: str | pathlib.Path, base: str | None = None,
 
     model = TinyVLA.load(path)
     c = model.cfg
-    return model, {"cameras": list(c.cameras), "image_height": c.image_height, "image_width": c.image_width,
-                   "state_key": c.state_key, "state_dim": c.state_dim}  # fmt: skip
+    return model, {
+        "cameras": list(c.cameras),
+        "image_height": c.image_height,
+        "image_width": c.image_width,
+        "state_key": c.state_key,
+        "state_dim": c.state_dim,
+    }
 
 
 def remote_spec(policy) -> dict:
@@ -104,17 +110,26 @@ def remote_spec(policy) -> dict:
     m = policy.metadata
     state_key = m.get("state_key")
     if state_key not in (STATE_KEY, POLICY_OBS_KEY):
-        raise ValueError(f"the server at {policy.url} does not say which lift state its policy reads (metadata "
-                         f"state_key {state_key!r}); serve it with upright-policy-server and give the policy a "
-                         f"state_key ('{STATE_KEY}': the 22-value proprioceptive state, '{POLICY_OBS_KEY}': the env "
-                         "observation), as TinyVLA and exported VLA files have")  # fmt: skip
+        raise ValueError(
+            f"the server at {policy.url} does not say which lift state its policy reads (metadata "
+            f"state_key {state_key!r}); serve it with upright-policy-server and give the policy a "
+            f"state_key ('{STATE_KEY}': the 22-value proprioceptive state, '{POLICY_OBS_KEY}': the env "
+            "observation), as TinyVLA and exported VLA files have"
+        )
     cameras = [str(c) for c in m.get("cameras") or []]
     height, width = m.get("image_height"), m.get("image_width")
     if cameras and not (isinstance(height, int) and isinstance(width, int)):
-        raise ValueError(f"the server at {policy.url} serves a policy reading cameras {cameras} but sends no "
-                         "image_height/image_width; give the policy those attributes")  # fmt: skip
-    return {"cameras": cameras, "image_height": height, "image_width": width, "state_key": state_key,
-            "state_dim": m.get("state_dim")}  # fmt: skip
+        raise ValueError(
+            f"the server at {policy.url} serves a policy reading cameras {cameras} but sends no "
+            "image_height/image_width; give the policy those attributes"
+        )
+    return {
+        "cameras": cameras,
+        "image_height": height,
+        "image_width": width,
+        "state_key": state_key,
+        "state_dim": m.get("state_dim"),
+    }
 
 
 def _is_residual(path: pathlib.Path) -> bool:
@@ -161,8 +176,10 @@ def make_batch(env, obs, spec: dict, instruction: str, camera_order: list[str]) 
     elif spec["state_key"] == POLICY_OBS_KEY:
         state = obs["actor"].float().cpu()
     else:
-        raise ValueError(f"the policy reads state feature {spec['state_key']!r}; the lift evaluation provides "
-                         f"{STATE_KEY} and observation.policy_obs: train with --state-key one of them")  # fmt: skip
+        raise ValueError(
+            f"the policy reads state feature {spec['state_key']!r}; the lift evaluation provides "
+            f"{STATE_KEY} and observation.policy_obs: train with --state-key one of them"
+        )
     batch = {STATE_KEY: state, TASK_KEY: [instruction] * env.num_envs}
     if spec.get("residual"):  # a residual policy also reads the env observation
         batch[POLICY_OBS_KEY] = obs["actor"].float().cpu()
@@ -172,11 +189,20 @@ def make_batch(env, obs, spec: dict, instruction: str, camera_order: list[str]) 
     return batch
 
 
-def evaluate_chunk_policy(policy_path: str | pathlib.Path, episodes: int, num_envs: int = 25, seed: int = 0,
-                          instruction: str | None = None, overrides: list[str] | None = None, domain_rand: bool = True,
-                          n_action_steps: int | None = None, temporal_ensemble: float | None = None,
-                          cameras: bool = False, base: str | None = None,
-                          check_base: bool = True) -> tuple[dict, object, float, str]:  # fmt: skip
+def evaluate_chunk_policy(
+    policy_path: str | pathlib.Path,
+    episodes: int,
+    num_envs: int = 25,
+    seed: int = 0,
+    instruction: str | None = None,
+    overrides: list[str] | None = None,
+    domain_rand: bool = True,
+    n_action_steps: int | None = None,
+    temporal_ensemble: float | None = None,
+    cameras: bool = False,
+    base: str | None = None,
+    check_base: bool = True,
+) -> tuple[dict, object, float, str]:
     """Evaluate a VLA chunk policy (or a residual run) on the lift protocol (module docstring); ``base`` and
     ``check_base`` as :func:`load_chunk_policy`'s.
 
@@ -216,14 +242,16 @@ def evaluate_chunk_policy(policy_path: str | pathlib.Path, episodes: int, num_en
     per_episode = run_episodes(wrapped, act, episodes, on_reset)
     seconds = time.monotonic() - start
     inputs = f"cameras {cams} ({spec['image_height']}x{spec['image_width']})" if cams else "no cameras"
-    execution = (f"temporal ensembling m={chunked.temporal_ensemble_coeff}" if chunked.temporal_ensemble_coeff is not None
-                 else f"queue, {chunked.n_action_steps or chunked.chunk_size} of {chunked.chunk_size} actions per chunk")
+    execution = (
+        f"temporal ensembling m={chunked.temporal_ensemble_coeff}"
+        if chunked.temporal_ensemble_coeff is not None
+        else f"queue, {chunked.n_action_steps or chunked.chunk_size} of {chunked.chunk_size} actions per chunk"
+    )
     if chunked is not policy:
         execution += f"; residual alpha {policy.alpha} on the base's actions"
     if getattr(chunked, "url", None):
         execution += f"; {'base' if chunked is not policy else 'policy'} served at {chunked.url}"
-    note = (f" VLA inputs: {spec['state_key']}, {inputs}, instruction {instruction!r}; chunk execution: "
-            f"{execution}.")
+    note = f" VLA inputs: {spec['state_key']}, {inputs}, instruction {instruction!r}; chunk execution: {execution}."
     env.close()
     if hasattr(policy, "close"):  # a remote policy (or a residual's remote base): its connections
         policy.close()
@@ -235,12 +263,22 @@ def main(argv: list[str] | None = None) -> None:
     from upright.tasks.lift.record_demos import TASK
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--policy", required=True, help="folder with model.pt or policy.onnx, the file, ws://HOST:PORT "
-                        "(a policy server), or a residual run")
-    parser.add_argument("--base", default=None, metavar="FILE|ws://HOST:PORT",
-                        help="a residual run's base instead of the recorded one (checked against the run's record)")
-    parser.add_argument("--no-base-check", action="store_true",
-                        help="run a residual with a --base (or recorded base) the record cannot vouch for")
+    parser.add_argument(
+        "--policy",
+        required=True,
+        help="folder with model.pt or policy.onnx, the file, ws://HOST:PORT (a policy server), or a residual run",
+    )
+    parser.add_argument(
+        "--base",
+        default=None,
+        metavar="FILE|ws://HOST:PORT",
+        help="a residual run's base instead of the recorded one (checked against the run's record)",
+    )
+    parser.add_argument(
+        "--no-base-check",
+        action="store_true",
+        help="run a residual with a --base (or recorded base) the record cannot vouch for",
+    )
     parser.add_argument("--episodes", type=int, default=50)
     parser.add_argument("--num-envs", type=int, default=25)
     parser.add_argument("--seed", type=int, default=0)
@@ -257,9 +295,19 @@ def main(argv: list[str] | None = None) -> None:
     torch.set_num_threads(1)
     try:
         summary, cfg, seconds, note = evaluate_chunk_policy(
-            args.policy, args.episodes, args.num_envs, args.seed, args.instruction, list(args.overrides),
-            not args.no_domain_rand, args.n_action_steps, args.temporal_ensemble, args.cameras, args.base,
-            not args.no_base_check)
+            args.policy,
+            args.episodes,
+            args.num_envs,
+            args.seed,
+            args.instruction,
+            list(args.overrides),
+            not args.no_domain_rand,
+            args.n_action_steps,
+            args.temporal_ensemble,
+            args.cameras,
+            args.base,
+            not args.no_base_check,
+        )
     except (FileNotFoundError, ValueError, ConnectionError) as err:
         parser.exit(2, f"evaluate_lift: {err}\n")
     write_report(args.policy, args.episodes, summary, cfg, args.seed, seconds, args.out, note)

@@ -34,8 +34,9 @@ class _StateGraph(torch.nn.Module):
 class _ImageGraph(_StateGraph):
     """The exported graph with cameras: (state, token_ids, token_mask, images (B, cameras, 3, H, W)) -> action_chunk."""
 
-    def forward(self, state: torch.Tensor, token_ids: torch.Tensor, token_mask: torch.Tensor,
-                images: torch.Tensor) -> torch.Tensor:  # fmt: skip
+    def forward(
+        self, state: torch.Tensor, token_ids: torch.Tensor, token_mask: torch.Tensor, images: torch.Tensor
+    ) -> torch.Tensor:
         cams = [images[:, c] for c in range(len(self.model.cfg.cameras))]
         return self.model(state, cams, token_ids, token_mask)
 
@@ -71,8 +72,10 @@ def vla_metadata(model: TinyVLA, tasks: list[str] | None = None) -> dict[str, An
     cfg = model.cfg
     contract = dict(cfg.extra.get("deploy_contract") or {})
     if "control_dt" in contract and abs(float(contract["control_dt"]) - cfg.control_dt) > 1e-9:
-        raise ValueError(f"deploy contract control_dt {contract['control_dt']} s != the model's {cfg.control_dt} s "
-                         "(the dataset's 1/fps); fix the contract")  # fmt: skip
+        raise ValueError(
+            f"deploy contract control_dt {contract['control_dt']} s != the model's {cfg.control_dt} s "
+            "(the dataset's 1/fps); fix the contract"
+        )
     contract.pop("control_dt", None)
     return {
         **contract,
@@ -97,15 +100,17 @@ def vla_metadata(model: TinyVLA, tasks: list[str] | None = None) -> dict[str, An
         "action_high": cfg.action_high,
         "normalization": "in the graph: state -> (state - state_mean) / state_std; output = head * action_std + "
         "action_mean, clipped to [action_low, action_high] for the delta convention",
-        "state_mean": model.state_mean, "state_std": model.state_std,
-        "action_mean": model.action_mean, "action_std": model.action_std,
+        "state_mean": model.state_mean,
+        "state_std": model.state_std,
+        "action_mean": model.action_mean,
+        "action_std": model.action_std,
         "control_dt": cfg.control_dt,
         "n_action_steps": cfg.n_action_steps,
         "temporal_ensemble_coeff": cfg.temporal_ensemble_coeff,
         "input_names": input_names(model),
         "output_name": "action_chunk",
         "training_tasks": list(tasks or []),
-    }  # fmt: skip
+    }
 
 
 def export_onnx(model: TinyVLA, path: str | pathlib.Path, tasks: list[str] | None = None) -> float:
@@ -126,9 +131,18 @@ def export_onnx(model: TinyVLA, path: str | pathlib.Path, tasks: list[str] | Non
     dynamic = tuple({0: batch} for _ in args)
     with quiet_onnx_exporter(), torch.no_grad(), warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=".*axis name.*")  # every input shares the one batch axis
-        torch.onnx.export(graph, args, str(path), input_names=input_names(model), output_names=["action_chunk"],
-                          opset_version=18, dynamo=True, dynamic_shapes=dynamic, external_data=False,
-                          verbose=False)  # fmt: skip
+        torch.onnx.export(
+            graph,
+            args,
+            str(path),
+            input_names=input_names(model),
+            output_names=["action_chunk"],
+            opset_version=18,
+            dynamo=True,
+            dynamic_shapes=dynamic,
+            external_data=False,
+            verbose=False,
+        )
     proto = onnx.load(str(path))
     del proto.metadata_props[:]
     for key, value in vla_metadata(model, tasks).items():

@@ -1,7 +1,8 @@
 """Fine-tune a TinyVLA base on intervention data (:mod:`upright.vla.intervention`), fully or with LoRA (peft).
 
     python -m upright.vla.finetune --base runs/tiny_vla --dataset data/interventions [--dataset ...]
-        --weighting bc|intervention|sirius [--lora-rank 8] [--steps 1000] [--lr 3e-4] [--lr-schedule constant|cosine] --out runs/tiny_vla_ft
+        --weighting bc|intervention|sirius [--lora-rank 8] [--steps 1000] [--lr 3e-4]
+        [--lr-schedule constant|cosine] --out runs/tiny_vla_ft
 
 Reads the base's ``model.pt`` (its cameras and state feature decide what is loaded), weights every frame by
 ``--weighting``, fine-tunes, folds LoRA adapters back into the weights and writes ``model.pt`` and ``policy.onnx``
@@ -19,7 +20,15 @@ import sys
 import torch
 
 from upright.vla.intervention import (
-    LR_SCHEDULES, WEIGHTINGS, WeightingCfg, add_lora, finetune, load_episode_success, load_intervention_flags, merge_lora, sample_weights,
+    LR_SCHEDULES,
+    WEIGHTINGS,
+    WeightingCfg,
+    add_lora,
+    finetune,
+    load_episode_success,
+    load_intervention_flags,
+    merge_lora,
+    sample_weights,
 )
 
 
@@ -35,14 +44,26 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--steps", type=int, default=1000)
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--lr", type=float, default=3e-4)
-    parser.add_argument("--lr-schedule", choices=LR_SCHEDULES, default="constant",
-                        help="constant, or cosine decay from --lr to 0 over the steps")
+    parser.add_argument(
+        "--lr-schedule",
+        choices=LR_SCHEDULES,
+        default="constant",
+        help="constant, or cosine decay from --lr to 0 over the steps",
+    )
     parser.add_argument("--seed", type=int, default=0)
     d = WeightingCfg()
-    parser.add_argument("--intervention-weight", type=float, default=d.intervention_weight,
-                        help=f"weight of a human frame (intervention, sirius; default {d.intervention_weight})")
-    parser.add_argument("--pre-intervention-weight", type=float, default=d.pre_intervention_weight,
-                        help=f"weight of a pre-intervention frame (sirius; default {d.pre_intervention_weight})")
+    parser.add_argument(
+        "--intervention-weight",
+        type=float,
+        default=d.intervention_weight,
+        help=f"weight of a human frame (intervention, sirius; default {d.intervention_weight})",
+    )
+    parser.add_argument(
+        "--pre-intervention-weight",
+        type=float,
+        default=d.pre_intervention_weight,
+        help=f"weight of a pre-intervention frame (sirius; default {d.pre_intervention_weight})",
+    )
     parser.add_argument("--max-episodes", type=int, default=None)
     parser.add_argument("--out", required=True)
     args = parser.parse_args(argv)
@@ -50,7 +71,9 @@ def main(argv: list[str] | None = None) -> None:
         parser.error("--steps must be >= 1 and --lora-rank >= 0")
     if args.intervention_weight < 0 or args.pre_intervention_weight < 0:
         parser.error("--intervention-weight and --pre-intervention-weight must be >= 0")
-    wcfg = WeightingCfg(intervention_weight=args.intervention_weight, pre_intervention_weight=args.pre_intervention_weight)
+    wcfg = WeightingCfg(
+        intervention_weight=args.intervention_weight, pre_intervention_weight=args.pre_intervention_weight
+    )
     torch.set_num_threads(1)
     base_path = pathlib.Path(args.base)
     base_path = base_path / "model.pt" if base_path.is_dir() else base_path
@@ -64,8 +87,9 @@ def main(argv: list[str] | None = None) -> None:
         weights = sample_weights(flags, data.episode, args.weighting, wcfg, success)
         trainable = model if args.lora_rank == 0 else add_lora(model, args.lora_rank)
         n_train = sum(p.numel() for p in trainable.parameters() if p.requires_grad)
-        losses = finetune(trainable, data, weights, args.steps, args.batch_size, args.lr, args.seed,
-                          lr_schedule=args.lr_schedule)
+        losses = finetune(
+            trainable, data, weights, args.steps, args.batch_size, args.lr, args.seed, lr_schedule=args.lr_schedule
+        )
     except (FileNotFoundError, ValueError, ImportError) as err:
         parser.exit(2, f"finetune: {err}\n")
     model = merge_lora(trainable) if args.lora_rank else trainable.eval()
@@ -76,17 +100,29 @@ def main(argv: list[str] | None = None) -> None:
 
     err = export_onnx(model, out / "policy.onnx", data.tasks)
     report = {
-        "base": str(base_path), "datasets": args.dataset, "weighting": args.weighting,
-        "intervention_weight": wcfg.intervention_weight, "pre_intervention_weight": wcfg.pre_intervention_weight, "lora_rank": args.lora_rank,
-        "trainable_parameters": n_train, "steps": args.steps, "lr": args.lr, "lr_schedule": args.lr_schedule, "final_loss": sum(losses[-50:]) / len(losses[-50:]),
-        "frames": len(data), "intervention_frames": int(flags.sum()),
+        "base": str(base_path),
+        "datasets": args.dataset,
+        "weighting": args.weighting,
+        "intervention_weight": wcfg.intervention_weight,
+        "pre_intervention_weight": wcfg.pre_intervention_weight,
+        "lora_rank": args.lora_rank,
+        "trainable_parameters": n_train,
+        "steps": args.steps,
+        "lr": args.lr,
+        "lr_schedule": args.lr_schedule,
+        "final_loss": sum(losses[-50:]) / len(losses[-50:]),
+        "frames": len(data),
+        "intervention_frames": int(flags.sum()),
         "pre_intervention_frames": int(((weights == wcfg.pre_intervention_weight) & ~flags).sum())
-        if args.weighting == "sirius" else None,
+        if args.weighting == "sirius"
+        else None,
         "failed_episode_robot_frames": int((~success & ~flags).sum()),
-    }  # fmt: skip
+    }
     (out / "finetune.json").write_text(json.dumps(report, indent=1) + "\n")
-    print(f"finetune: wrote {out / 'model.pt'} and {out / 'policy.onnx'} (onnxruntime vs torch {err:.2g}); "
-          f"{n_train:,} trainable parameters")  # fmt: skip
+    print(
+        f"finetune: wrote {out / 'model.pt'} and {out / 'policy.onnx'} (onnxruntime vs torch {err:.2g}); "
+        f"{n_train:,} trainable parameters"
+    )
     sys.stdout.flush()
 
 

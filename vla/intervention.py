@@ -21,7 +21,8 @@ Fine-tuning (:func:`finetune`) is either full (every parameter) or LoRA through 
 layers (``head.0``, ``head.2``, ``head.4``): only the adapter matrices train; :func:`merge_lora` folds them back
 into a plain :class:`~upright.vla.tiny.TinyVLA` for export.
 
-    python -m upright.vla.finetune --base runs/tiny_vla --dataset interventions --weighting sirius --lora-rank 8 --out runs/ft
+    python -m upright.vla.finetune --base runs/tiny_vla --dataset interventions --weighting sirius --lora-rank 8
+        --out runs/ft
 """
 
 from __future__ import annotations
@@ -57,7 +58,8 @@ class WeightingCfg:
     pre_intervention_weight: float = 0.1
     """Weight of a pre-intervention frame under ``sirius``."""
     failure_weight: float = 0.0
-    """Weight under ``sirius`` of a robot frame (not pre-intervention) in an episode whose outcome is not ``success``."""
+    """Weight under ``sirius`` of a robot frame (not pre-intervention) in an episode whose outcome is not
+    ``success``."""
 
 
 def load_intervention_flags(root: str | pathlib.Path, max_episodes: int | None = None) -> torch.Tensor:
@@ -71,8 +73,10 @@ def load_intervention_flags(root: str | pathlib.Path, max_episodes: int | None =
     root = pathlib.Path(root)
     for f in sorted(root.glob("data/chunk-*/file-*.parquet")):
         if "intervention" not in pq.read_schema(f).names:
-            raise ValueError(f"dataset {root} has no 'intervention' column; record it with the daemon's schema "
-                             "(python -m upright.tasks.lift.record_demos or the deploy daemon)")  # fmt: skip
+            raise ValueError(
+                f"dataset {root} has no 'intervention' column; record it with the daemon's schema "
+                "(python -m upright.tasks.lift.record_demos or the deploy daemon)"
+            )
     table = _frame_table(root, ["intervention"], max_episodes)
     return torch.from_numpy(table.column("intervention").to_numpy(zero_copy_only=False).astype(bool))
 
@@ -103,15 +107,22 @@ def load_episode_success(root: str | pathlib.Path, max_episodes: int | None = No
     for f in sorted(root.glob("meta/episodes/chunk-*/file-*.parquet")):
         t = pq.read_table(f)
         if "upright/outcome" not in t.column_names:
-            raise ValueError(f"dataset {root} has no 'upright/outcome' episode column; record it with the daemon's "
-                             "writer (python -m upright.tasks.lift.record_demos, the deploy daemon or sim_operator)")
+            raise ValueError(
+                f"dataset {root} has no 'upright/outcome' episode column; record it with the daemon's "
+                "writer (python -m upright.tasks.lift.record_demos, the deploy daemon or sim_operator)"
+            )
         outcome.update(zip(t.column("episode_index").to_pylist(), t.column("upright/outcome").to_pylist()))
     episodes = _frame_table(root, [], max_episodes).column("episode_index").to_pylist()
     return torch.tensor([outcome.get(e) == "success" for e in episodes], dtype=torch.bool)
 
 
-def sample_weights(intervention: torch.Tensor, episode: torch.Tensor, scheme: str,
-                   cfg: WeightingCfg | None = None, success: torch.Tensor | None = None) -> torch.Tensor:  # fmt: skip
+def sample_weights(
+    intervention: torch.Tensor,
+    episode: torch.Tensor,
+    scheme: str,
+    cfg: WeightingCfg | None = None,
+    success: torch.Tensor | None = None,
+) -> torch.Tensor:
     """(N,) float32 sample weight of each frame (module docstring).
 
     Args:
@@ -127,10 +138,14 @@ def sample_weights(intervention: torch.Tensor, episode: torch.Tensor, scheme: st
     cfg = cfg or WeightingCfg()
     if scheme not in WEIGHTINGS:
         raise ValueError(f"unknown weighting '{scheme}'; choose one of {', '.join(WEIGHTINGS)}")
-    if intervention.shape != episode.shape or intervention.ndim != 1 or (
-            success is not None and success.shape != episode.shape):
-        raise ValueError(f"intervention and episode must both be (N,), got {tuple(intervention.shape)}, "
-                         f"{tuple(episode.shape)}")  # fmt: skip
+    if (
+        intervention.shape != episode.shape
+        or intervention.ndim != 1
+        or (success is not None and success.shape != episode.shape)
+    ):
+        raise ValueError(
+            f"intervention and episode must both be (N,), got {tuple(intervention.shape)}, {tuple(episode.shape)}"
+        )
     human = intervention.bool()
     w = torch.ones(human.shape[0], dtype=torch.float32)
     if scheme == "bc":
@@ -167,8 +182,13 @@ def add_lora(model: TinyVLA, rank: int = 8, alpha: float | None = None):
         from peft import LoraConfig, get_peft_model
     except ImportError as err:
         raise ImportError("LoRA fine-tuning needs peft: pip install peft") from err
-    cfg = LoraConfig(r=rank, lora_alpha=alpha if alpha is not None else 2 * rank, target_modules=list(LORA_TARGETS),
-                     lora_dropout=0.0, bias="none")  # fmt: skip
+    cfg = LoraConfig(
+        r=rank,
+        lora_alpha=alpha if alpha is not None else 2 * rank,
+        target_modules=list(LORA_TARGETS),
+        lora_dropout=0.0,
+        bias="none",
+    )
     return get_peft_model(model, cfg)
 
 
@@ -189,8 +209,17 @@ to 0 over the steps, half a cosine: Loshchilov and Hutter, "SGDR", ICLR 2017; ``
 CosineAnnealingLR``)."""
 
 
-def finetune(model, data: BCData, weights: torch.Tensor, steps: int = 1000, batch_size: int = 64, lr: float = 3e-4,
-             seed: int = 0, log=print, lr_schedule: str = "constant") -> list[float]:  # fmt: skip
+def finetune(
+    model,
+    data: BCData,
+    weights: torch.Tensor,
+    steps: int = 1000,
+    batch_size: int = 64,
+    lr: float = 3e-4,
+    seed: int = 0,
+    log=print,
+    lr_schedule: str = "constant",
+) -> list[float]:
     """Fine-tune ``model`` (a TinyVLA, or one wrapped by :func:`add_lora`) on ``data`` with frames drawn in
     proportion to ``weights`` (N,); the loss is train_bc's (L1 on valid chunk entries, normalised units, the base's
     normalisation kept). Only parameters with ``requires_grad`` train, with AdamW at ``lr`` under ``lr_schedule``
@@ -229,7 +258,9 @@ def finetune(model, data: BCData, weights: torch.Tensor, steps: int = 1000, batc
         if sched is not None:
             sched.step()
         if step % max(1, steps // 10) == 0 or step == steps:
-            log(f"finetune step {step:6d}  L1 {np.mean(losses[-max(1, steps // 10):]):.4f}  "
-                f"lr {opt.param_groups[0]['lr']:.3g}  ({time.monotonic() - start:.0f} s)")  # fmt: skip
+            log(
+                f"finetune step {step:6d}  L1 {np.mean(losses[-max(1, steps // 10) :]):.4f}  "
+                f"lr {opt.param_groups[0]['lr']:.3g}  ({time.monotonic() - start:.0f} s)"
+            )
     model.eval()
     return losses

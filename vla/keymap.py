@@ -42,8 +42,10 @@ def check_key_map(key_map: Mapping[str, str]) -> dict[str, str]:
     key_map = dict(key_map)
     for src, dst in key_map.items():
         if not _is_lerobot_key(dst):
-            raise ValueError(f"key map: '{src}' -> '{dst}': the target must be '{STATE_KEY}', '{TASK_KEY}' or "
-                             f"'{IMAGE_PREFIX}<camera>'")
+            raise ValueError(
+                f"key map: '{src}' -> '{dst}': the target must be '{STATE_KEY}', '{TASK_KEY}' or "
+                f"'{IMAGE_PREFIX}<camera>'"
+            )
     dup = sorted({d for d in key_map.values() if list(key_map.values()).count(d) > 1})
     if dup:
         raise ValueError(f"key map: several openpi keys map to {dup}; map each LeRobot key once")
@@ -60,8 +62,10 @@ def parse_key_map(items: list[str], base: Mapping[str, str] | None = None) -> di
     for item in items:
         src, sep, dst = item.partition("=")
         if not sep or not src or not dst:
-            raise ValueError(f"key map entry {item!r}: write OPENPI_KEY=LEROBOT_KEY, e.g. "
-                             "observation/exterior_image_1_left=observation.images.front")
+            raise ValueError(
+                f"key map entry {item!r}: write OPENPI_KEY=LEROBOT_KEY, e.g. "
+                "observation/exterior_image_1_left=observation.images.front"
+            )
         key_map = {k: v for k, v in key_map.items() if v != dst}
         key_map[src] = dst
     return check_key_map(key_map)
@@ -75,13 +79,15 @@ def _image_to_chw(key: str, value) -> torch.Tensor:
     elif not (img.ndim == 3 and img.shape[0] in (1, 3)):
         raise ValueError(f"'{key}' must be an (H, W, 3) RGB image (openpi's layout) or (3, H, W), got {img.shape}")
     if img.dtype == np.uint8 or img.dtype.kind == "f":  # a C-order copy: unpacked arrays are read-only views
-        return torch.from_numpy(np.array(img, dtype=np.uint8 if img.dtype == np.uint8 else np.float32,
-                                         order="C")).unsqueeze(0)
+        return torch.from_numpy(
+            np.array(img, dtype=np.uint8 if img.dtype == np.uint8 else np.float32, order="C")
+        ).unsqueeze(0)
     raise ValueError(f"'{key}' must be uint8 in [0, 255] or float in [0, 1], got dtype {img.dtype}")
 
 
-def observation_to_batch(obs: Mapping, key_map: Mapping[str, str] = DEFAULT_KEY_MAP,
-                         cameras: tuple[str, ...] = ()) -> PolicyBatch:
+def observation_to_batch(
+    obs: Mapping, key_map: Mapping[str, str] = DEFAULT_KEY_MAP, cameras: tuple[str, ...] = ()
+) -> PolicyBatch:
     """One openpi observation to a LeRobot batch of size 1.
 
     Args:
@@ -108,7 +114,9 @@ def observation_to_batch(obs: Mapping, key_map: Mapping[str, str] = DEFAULT_KEY_
         if target == STATE_KEY:
             state = np.asarray(value)
             if state.ndim != 1 or state.dtype.kind not in "fiub":
-                raise ValueError(f"'{key}' must be a 1-D numeric state (S,), got shape {state.shape} dtype {state.dtype}")
+                raise ValueError(
+                    f"'{key}' must be a 1-D numeric state (S,), got shape {state.shape} dtype {state.dtype}"
+                )
             batch[STATE_KEY] = torch.from_numpy(state.astype(np.float32)).unsqueeze(0)
         elif target == TASK_KEY:
             if not isinstance(value, str):

@@ -33,8 +33,10 @@ def require_lerobot() -> None:
         ImportError: Python < 3.12, lerobot missing, or an older lerobot (one line, with the install command).
     """
     if sys.version_info[:2] < MIN_PYTHON:
-        raise ImportError(f"LeRobotPolicy needs lerobot>=0.5, which needs Python >= 3.12 (this is Python "
-                          f"{sys.version_info.major}.{sys.version_info.minor}): on Python >= 3.12, {INSTALL_HINT}")
+        raise ImportError(
+            f"LeRobotPolicy needs lerobot>=0.5, which needs Python >= 3.12 (this is Python "
+            f"{sys.version_info.major}.{sys.version_info.minor}): on Python >= 3.12, {INSTALL_HINT}"
+        )
     try:
         from importlib.metadata import version
 
@@ -65,8 +67,13 @@ class LeRobotPolicy(ChunkPolicy):
         ValueError: the policy's config has no action feature or chunk size.
     """
 
-    def __init__(self, policy: Any, preprocessor: Callable | None = None, postprocessor: Callable | None = None,
-                 action_convention: str = "absolute"):
+    def __init__(
+        self,
+        policy: Any,
+        preprocessor: Callable | None = None,
+        postprocessor: Callable | None = None,
+        action_convention: str = "absolute",
+    ):
         require_lerobot()
         cfg = policy.config
         action = cfg.action_feature
@@ -79,8 +86,9 @@ class LeRobotPolicy(ChunkPolicy):
         self.action_convention = action_convention
 
     @classmethod
-    def from_pretrained(cls, path: str, device: str | None = None, action_convention: str = "absolute"
-                        ) -> LeRobotPolicy:
+    def from_pretrained(
+        cls, path: str, device: str | None = None, action_convention: str = "absolute"
+    ) -> LeRobotPolicy:
         """Load a saved LeRobot policy (a folder or a hub id) with its processors, on ``device`` (LeRobot's default
         when None).
 
@@ -99,8 +107,10 @@ class LeRobotPolicy(ChunkPolicy):
         return cls(policy, pre, post, action_convention)
 
     def _pre(self, batch: PolicyBatch) -> PolicyBatch:
-        batch = {k: (v.float() / 255.0 if k.startswith(IMAGE_PREFIX) and v.dtype == torch.uint8 else v)
-                 for k, v in batch.items()}
+        batch = {
+            k: (v.float() / 255.0 if k.startswith(IMAGE_PREFIX) and v.dtype == torch.uint8 else v)
+            for k, v in batch.items()
+        }
         return self.preprocessor(batch) if self.preprocessor is not None else batch
 
     def _post(self, action: torch.Tensor) -> torch.Tensor:

@@ -31,8 +31,15 @@ class LinearChunkPolicy(ChunkPolicy):
         ValueError: sizes < 1 (at construction); a bad batch (at prediction).
     """
 
-    def __init__(self, state_dim: int = 8, chunk_size: int = 10, action_dim: int = 7, cameras: tuple[str, ...] = (),
-                 seed: int = 0, action_convention: str = "delta"):
+    def __init__(
+        self,
+        state_dim: int = 8,
+        chunk_size: int = 10,
+        action_dim: int = 7,
+        cameras: tuple[str, ...] = (),
+        seed: int = 0,
+        action_convention: str = "delta",
+    ):
         if min(state_dim, chunk_size, action_dim) < 1:
             raise ValueError(f"LinearChunkPolicy: sizes must be >= 1, got {state_dim}, {chunk_size}, {action_dim}")
         self.state_dim, self.chunk_size, self.action_dim = state_dim, chunk_size, action_dim
@@ -61,8 +68,13 @@ class LinearChunkPolicy(ChunkPolicy):
         return (f @ self.weight.T + self.bias).reshape(-1, self.chunk_size, self.action_dim)
 
 
-def make_linear_policy(state_dim: int | str = 8, chunk_size: int | str = 10, action_dim: int | str = 7,
-                       cameras: str | tuple[str, ...] = "", seed: int | str = 0) -> LinearChunkPolicy:
+def make_linear_policy(
+    state_dim: int | str = 8,
+    chunk_size: int | str = 10,
+    action_dim: int | str = 7,
+    cameras: str | tuple[str, ...] = "",
+    seed: int | str = 0,
+) -> LinearChunkPolicy:
     """:class:`LinearChunkPolicy` from command-line strings (``cameras="front,wrist"``), for ``--policy``."""
     if isinstance(cameras, str):
         cameras = tuple(c for c in cameras.split(",") if c)

@@ -69,15 +69,21 @@ def load_policy(spec: str, kwargs: Mapping[str, str] | None = None) -> ChunkPoli
         try:
             module = importlib.import_module(mod_name)
         except ModuleNotFoundError as e:
-            raise ValueError(f"--policy {spec!r}: cannot import module '{mod_name}' ({e}); is it on PYTHONPATH?") from None
+            raise ValueError(
+                f"--policy {spec!r}: cannot import module '{mod_name}' ({e}); is it on PYTHONPATH?"
+            ) from None
         if not hasattr(module, attr):
             raise ValueError(f"--policy {spec!r}: module '{mod_name}' has no attribute '{attr}'")
         obj = getattr(module, attr)
         policy = obj if isinstance(obj, ChunkPolicy) else obj(**kwargs)
         return _checked(policy, spec)
     if ":" not in spec and not Path(spec).exists():
-        raise ValueError(f"--policy {spec!r}: no such file or folder; give MODULE:FACTORY (e.g. "
-                         "upright.vla.linear:make_linear_policy), a TinyVLA folder or model.pt, or a VLA .onnx")
-    raise ValueError(f"no loader recognises --policy {spec!r}: give MODULE:FACTORY (e.g. "
-                     f"upright.vla.linear:make_linear_policy) or a file a registered loader reads "
-                     f"(registered: {names or 'none'})")
+        raise ValueError(
+            f"--policy {spec!r}: no such file or folder; give MODULE:FACTORY (e.g. "
+            "upright.vla.linear:make_linear_policy), a TinyVLA folder or model.pt, or a VLA .onnx"
+        )
+    raise ValueError(
+        f"no loader recognises --policy {spec!r}: give MODULE:FACTORY (e.g. "
+        f"upright.vla.linear:make_linear_policy) or a file a registered loader reads "
+        f"(registered: {names or 'none'})"
+    )

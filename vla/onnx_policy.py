@@ -28,11 +28,31 @@ VLA_METADATA_VERSION = "1"
 """Schema version of the VLA policy metadata."""
 
 REQUIRED_VLA_KEYS = (
-    "upright_vla_metadata_version", "policy_type", "cameras", "image_height", "image_width", "image_channel_order",
-    "image_layout", "image_input", "vocab_hashing", "vocab_size", "max_tokens", "chunk_size", "state_key",
-    "state_names", "state_dim", "action_names", "action_dim", "action_convention", "action_low", "action_high",
-    "normalization", "control_dt", "input_names", "output_name",
-)  # fmt: skip
+    "upright_vla_metadata_version",
+    "policy_type",
+    "cameras",
+    "image_height",
+    "image_width",
+    "image_channel_order",
+    "image_layout",
+    "image_input",
+    "vocab_hashing",
+    "vocab_size",
+    "max_tokens",
+    "chunk_size",
+    "state_key",
+    "state_names",
+    "state_dim",
+    "action_names",
+    "action_dim",
+    "action_convention",
+    "action_low",
+    "action_high",
+    "normalization",
+    "control_dt",
+    "input_names",
+    "output_name",
+)
 """Keys every VLA policy file carries (module docstring)."""
 
 EXPORT_HINT = "export it with upright.vla.train_bc (python -m upright.vla.train_bc --dataset DIR --out DIR)"
@@ -57,13 +77,17 @@ def read_vla_metadata(path: str | pathlib.Path) -> dict:
     props = {e.key: e.value for e in onnx.load(str(path), load_external_data=False).metadata_props}
     missing = [k for k in REQUIRED_VLA_KEYS if k not in props]
     if missing:
-        raise VLAMetadataError(f"{path} lacks the VLA policy metadata ({', '.join(missing[:4])}"
-                               f"{', ...' if len(missing) > 4 else ''}); {EXPORT_HINT}")  # fmt: skip
+        raise VLAMetadataError(
+            f"{path} lacks the VLA policy metadata ({', '.join(missing[:4])}"
+            f"{', ...' if len(missing) > 4 else ''}); {EXPORT_HINT}"
+        )
     meta = {k: json.loads(v) for k, v in props.items()}
     if str(meta["upright_vla_metadata_version"]) != VLA_METADATA_VERSION or meta["vocab_hashing"] != HASHING_SCHEME:
-        raise VLAMetadataError(f"{path} has VLA metadata version {meta['upright_vla_metadata_version']} / hashing "
-                               f"{meta['vocab_hashing']!r}, this upright reads {VLA_METADATA_VERSION} / "
-                               f"{HASHING_SCHEME!r}; {EXPORT_HINT}")  # fmt: skip
+        raise VLAMetadataError(
+            f"{path} has VLA metadata version {meta['upright_vla_metadata_version']} / hashing "
+            f"{meta['vocab_hashing']!r}, this upright reads {VLA_METADATA_VERSION} / "
+            f"{HASHING_SCHEME!r}; {EXPORT_HINT}"
+        )
     return meta
 
 
@@ -83,8 +107,9 @@ class OnnxChunkPolicy(ChunkPolicy):
         FileNotFoundError, VLAMetadataError: as :func:`read_vla_metadata`.
     """
 
-    def __init__(self, path: str | pathlib.Path, n_action_steps: int | None = None,
-                 temporal_ensemble_coeff: float | None = None):  # fmt: skip
+    def __init__(
+        self, path: str | pathlib.Path, n_action_steps: int | None = None, temporal_ensemble_coeff: float | None = None
+    ):
         import onnxruntime as ort
 
         self.path = pathlib.Path(path)
@@ -113,14 +138,19 @@ class OnnxChunkPolicy(ChunkPolicy):
         b = validate_batch(batch, self.state_dim, self.cameras)
         m = self.metadata
         ids, mask = self.tokenizer.encode(list(batch.get(TASK_KEY, [""] * b)))
-        feeds = {"state": torch.as_tensor(batch[STATE_KEY]).detach().cpu().float().numpy(),
-                 "token_ids": ids.numpy(), "token_mask": mask.numpy()}  # fmt: skip
+        feeds = {
+            "state": torch.as_tensor(batch[STATE_KEY]).detach().cpu().float().numpy(),
+            "token_ids": ids.numpy(),
+            "token_mask": mask.numpy(),
+        }
         images = []
         for cam in self.cameras:
             img = torch.as_tensor(batch[IMAGE_PREFIX + cam]).detach().cpu()
             if tuple(img.shape[2:]) != (m["image_height"], m["image_width"]):
-                raise ValueError(f"'{IMAGE_PREFIX + cam}' is {tuple(img.shape[2:])} (H, W); {self.path.name} expects "
-                                 f"({m['image_height']}, {m['image_width']}): set env.camera.height/width")  # fmt: skip
+                raise ValueError(
+                    f"'{IMAGE_PREFIX + cam}' is {tuple(img.shape[2:])} (H, W); {self.path.name} expects "
+                    f"({m['image_height']}, {m['image_width']}): set env.camera.height/width"
+                )
             images.append(img.float() / 255.0 if img.dtype == torch.uint8 else img.float())
         if images:
             feeds["images"] = np.ascontiguousarray(torch.stack(images, 1).numpy())
@@ -132,7 +162,8 @@ def _is_vla_onnx(spec: str) -> bool:
     """An ``.onnx`` file, or a folder with ``policy.onnx`` and no ``model.pt`` (a TinyVLA folder: its checkpoint)."""
     path = pathlib.Path(spec)
     return (path.suffix == ".onnx" and path.is_file()) or (
-        path.is_dir() and (path / "policy.onnx").is_file() and not (path / "model.pt").is_file())  # fmt: skip
+        path.is_dir() and (path / "policy.onnx").is_file() and not (path / "model.pt").is_file()
+    )
 
 
 def load_onnx_policy(spec: str, **kwargs) -> OnnxChunkPolicy:

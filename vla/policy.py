@@ -114,8 +114,9 @@ class ChunkPolicy(abc.ABC):
         b = validate_batch(batch)
         q = self._queue
         if q is None or q.num_envs != b:
-            q = self._queue = ActionChunkQueue(b, self.chunk_size, self.action_dim, self.n_action_steps,
-                                               self.temporal_ensemble_coeff)
+            q = self._queue = ActionChunkQueue(
+                b, self.chunk_size, self.action_dim, self.n_action_steps, self.temporal_ensemble_coeff
+            )
         need = q.needs_prediction()
         if need.any():
             ids = need.nonzero().flatten()

@@ -72,14 +72,25 @@ class RemotePolicy(ChunkPolicy):
 
     predict_needed_rows_only = True  # each row is a request: select_action asks only for the envs that need a chunk
 
-    def __init__(self, host: str = "127.0.0.1", port: int = 8000, key_map: Mapping[str, str] = DEFAULT_KEY_MAP,
-                 chunk_size: int | None = None, action_dim: int | None = None, action_convention: str | None = None,
-                 timeout: float = 30.0, n_action_steps: int | None = None,
-                 temporal_ensemble_coeff: float | None = None, max_in_flight: int = 256, connections: int = 1,
-                 api_key: str | None = None):
+    def __init__(
+        self,
+        host: str = "127.0.0.1",
+        port: int = 8000,
+        key_map: Mapping[str, str] = DEFAULT_KEY_MAP,
+        chunk_size: int | None = None,
+        action_dim: int | None = None,
+        action_convention: str | None = None,
+        timeout: float = 30.0,
+        n_action_steps: int | None = None,
+        temporal_ensemble_coeff: float | None = None,
+        max_in_flight: int = 256,
+        connections: int = 1,
+        api_key: str | None = None,
+    ):
         if int(max_in_flight) < 1 or int(connections) < 1:
-            raise ValueError(f"RemotePolicy: max_in_flight and connections must be >= 1, got {max_in_flight} and "
-                             f"{connections}")
+            raise ValueError(
+                f"RemotePolicy: max_in_flight and connections must be >= 1, got {max_in_flight} and {connections}"
+            )
         self.address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
         self.url = f"ws://{self.address}"
         self.key_map = check_key_map(key_map)
@@ -88,27 +99,36 @@ class RemotePolicy(ChunkPolicy):
         self.n_action_steps, self.temporal_ensemble_coeff = n_action_steps, temporal_ensemble_coeff
         self.last_server_timing: dict = {}
         self._conns: list[ClientConnection] = []
-        hint = (f"start one with `upright-policy-server --policy MODULE:FACTORY --port {port}` (or openpi's "
-                f"scripts/serve_policy.py) and check host and port")
+        hint = (
+            f"start one with `upright-policy-server --policy MODULE:FACTORY --port {port}` (or openpi's "
+            f"scripts/serve_policy.py) and check host and port"
+        )
         try:
             for _ in range(self.n_connections):
                 # max_queue=None: replies are buffered while requests are still being sent (no flow-control deadlock)
-                ws = connect(self.url, compression=None, max_size=None, max_queue=None, open_timeout=timeout,
-                             additional_headers=_auth_headers(api_key))
+                ws = connect(
+                    self.url,
+                    compression=None,
+                    max_size=None,
+                    max_queue=None,
+                    open_timeout=timeout,
+                    additional_headers=_auth_headers(api_key),
+                )
                 self._conns.append(ws)
                 self.metadata = wire.unpackb(ws.recv(timeout=timeout))
         except InvalidStatus as e:
             self.close()
             status = e.response.status_code
             if status in (401, 403):
-                raise ConnectionError(f"the policy server at {self.url} refused the connection (HTTP {status}: "
-                                      f"{'no API key sent' if status == 401 else 'wrong API key'}); pass "
-                                      f"api_key=... or set ${API_KEY_ENV}") from None
+                raise ConnectionError(
+                    f"the policy server at {self.url} refused the connection (HTTP {status}: "
+                    f"{'no API key sent' if status == 401 else 'wrong API key'}); pass "
+                    f"api_key=... or set ${API_KEY_ENV}"
+                ) from None
             raise ConnectionError(f"no openpi policy server at {self.url} ({type(e).__name__}: {e}); {hint}") from None
         except (OSError, TimeoutError, InvalidHandshake, InvalidURI, ConnectionClosed) as e:
             self.close()
-            raise ConnectionError(f"no openpi policy server at {self.url} ({type(e).__name__}: {e}); "
-                                  f"{hint}") from None
+            raise ConnectionError(f"no openpi policy server at {self.url} ({type(e).__name__}: {e}); {hint}") from None
         if not isinstance(self.metadata, dict):
             self.close()
             raise ValueError(f"the server at {self.address} sent {type(self.metadata).__name__} metadata, not a dict")
@@ -126,8 +146,10 @@ class RemotePolicy(ChunkPolicy):
         value = given if given is not None else served if served is not None else default
         if value is None:
             self.close()
-            raise ValueError(f"the server at {self.address} does not announce '{name}' (openpi servers send "
-                             f"model-specific metadata: {sorted(self.metadata)}); pass RemotePolicy(..., {name}=...)")
+            raise ValueError(
+                f"the server at {self.address} does not announce '{name}' (openpi servers send "
+                f"model-specific metadata: {sorted(self.metadata)}); pass RemotePolicy(..., {name}=...)"
+            )
         return value
 
     @classmethod
@@ -186,8 +208,10 @@ class RemotePolicy(ChunkPolicy):
             self.close()  # a late reply would answer the next request
             if error is not None:  # openpi's server closes the connection after sending its traceback
                 raise error from None
-            raise ConnectionError(f"{source}: connection lost or no reply within {self.timeout} s "
-                                  f"({type(e).__name__}: {e}); create a new RemotePolicy") from None
+            raise ConnectionError(
+                f"{source}: connection lost or no reply within {self.timeout} s "
+                f"({type(e).__name__}: {e}); create a new RemotePolicy"
+            ) from None
         if error is not None:
             raise error
         return torch.from_numpy(np.stack(chunks)) if n else torch.zeros(0, self.chunk_size, self.action_dim)
@@ -196,8 +220,10 @@ class RemotePolicy(ChunkPolicy):
         """(H, A) float32 of one reply (:func:`wire.actions_from_reply`), its shape checked; notes its timing."""
         actions, reply = wire.actions_from_reply(message, source)
         if actions.shape != (self.chunk_size, self.action_dim):
-            raise ValueError(f"{source} replied actions of shape {actions.shape}, expected "
-                             f"({self.chunk_size}, {self.action_dim}); check chunk_size / action_dim")
+            raise ValueError(
+                f"{source} replied actions of shape {actions.shape}, expected "
+                f"({self.chunk_size}, {self.action_dim}); check chunk_size / action_dim"
+            )
         self.last_server_timing = reply.get("server_timing", {})
         return actions
 
@@ -221,7 +247,7 @@ def parse_ws_url(url: str, label: str = "policy.base") -> tuple[str, int]:
     Raises:
         ValueError: anything else (``wss://`` included: RemotePolicy speaks plain websockets).
     """
-    address = url[len("ws://"):].rstrip("/") if url.startswith("ws://") else ""
+    address = url[len("ws://") :].rstrip("/") if url.startswith("ws://") else ""
     host, sep, port = address.rpartition(":")
     host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
     if not sep or not host or not port.isdigit() or "/" in address:
@@ -240,8 +266,13 @@ def fetch_metadata(url: str, timeout: float = 30.0, api_key: str | None = None) 
     host, port = parse_ws_url(url, label="server")
     address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
     try:
-        with connect(f"ws://{address}", compression=None, max_size=None, open_timeout=timeout,
-                     additional_headers=_auth_headers(api_key)) as ws:
+        with connect(
+            f"ws://{address}",
+            compression=None,
+            max_size=None,
+            open_timeout=timeout,
+            additional_headers=_auth_headers(api_key),
+        ) as ws:
             metadata = wire.unpackb(ws.recv(timeout=timeout))
     except (OSError, TimeoutError, InvalidHandshake, InvalidURI, ConnectionClosed) as e:
         raise ConnectionError(f"no openpi policy server at ws://{address} ({type(e).__name__}: {e})") from None

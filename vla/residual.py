@@ -38,7 +38,7 @@ import torch
 from rsl_rl.env import VecEnv
 from tensordict import TensorDict
 
-from upright.vla.checksums import file_sha256, metadata_sha256, parameters_sha256  # noqa: F401  (re-exported)
+from upright.vla.checksums import file_sha256, metadata_sha256, parameters_sha256
 from upright.vla.policy import ChunkPolicy
 from upright.vla.residual_config import ResidualCfg, check_residual_cfg, is_remote_base, resolve_base_file
 
@@ -48,8 +48,10 @@ BASE_ACTION_TERM = "base_action"
 TRANSPORT_KEYS = ("max_batch",)
 """Server metadata keys left out of :func:`remote_base_sha256`: how requests are served, not what answers them."""
 
-REMOTE_BASE_NOTE = ("a remote base cannot be checksummed by file: its URL and the SHA-256 of its server's metadata "
-                    "are recorded; that the served weights stay frozen is the server's responsibility")  # fmt: skip
+REMOTE_BASE_NOTE = (
+    "a remote base cannot be checksummed by file: its URL and the SHA-256 of its server's metadata "
+    "are recorded; that the served weights stay frozen is the server's responsibility"
+)
 
 
 def remote_base_sha256(metadata: dict) -> str:
@@ -82,14 +84,17 @@ class ResidualEnv(VecEnv):
 
         check_residual_cfg(cfg, "lift")
         if getattr(base, "action_convention", "delta") != "delta":
-            raise ValueError("policy.base has absolute actions; the residual hook needs a base with delta actions "
-                             "(the lift env's convention): retrain it with upright.vla.train_bc")  # fmt: skip
+            raise ValueError(
+                "policy.base has absolute actions; the residual hook needs a base with delta actions "
+                "(the lift env's convention): retrain it with upright.vla.train_bc"
+            )
         if int(base.action_dim) != int(env.num_actions):
             raise ValueError(f"policy.base outputs {base.action_dim} actions, the env takes {env.num_actions}")
         cams = list(spec.get("cameras", []))
         if cams and not env.cfg.camera.enabled:
-            raise ValueError(f"policy.base reads cameras {cams}: add env.camera.enabled=true "
-                             f"env.camera.cameras=[{','.join(cams)}]")  # fmt: skip
+            raise ValueError(
+                f"policy.base reads cameras {cams}: add env.camera.enabled=true env.camera.cameras=[{','.join(cams)}]"
+            )
         self.env, self.base, self.spec, self.rcfg = env, base, spec, cfg
         self.instruction = cfg.instruction or TASK
         self.num_envs, self.num_actions = env.num_envs, env.num_actions
@@ -210,8 +215,10 @@ def residual_metadata(env_metadata: dict, base_info: dict, cfg: ResidualCfg, act
     meta = dict(env_metadata)
     meta["observation_dim"] = int(env_metadata["observation_dim"]) + action_dim
     meta["observation_suffix"] = [BASE_ACTION_TERM, action_dim]
-    meta["observation_suffix_description"] = ("after the env observation: the base policy's action of this step "
-                                              "(dimensionless, [-1, 1], lift delta convention)")  # fmt: skip
+    meta["observation_suffix_description"] = (
+        "after the env observation: the base policy's action of this step "
+        "(dimensionless, [-1, 1], lift delta convention)"
+    )
     meta["policy_type"] = "residual"
     if "base_url" in base_info:
         meta["residual_base_url"] = base_info["base_url"]
@@ -223,7 +230,9 @@ def residual_metadata(env_metadata: dict, base_info: dict, cfg: ResidualCfg, act
         meta["residual_base_file"] = base_info["base_file"]
         meta["residual_base_sha256"] = base_info["base_sha256"]
     meta["residual_alpha"] = float(cfg.alpha)
-    meta["residual_formula"] = "action = clip(base_action + residual_alpha * clip(output, -1, 1), -action_clip, action_clip)"
+    meta["residual_formula"] = (
+        "action = clip(base_action + residual_alpha * clip(output, -1, 1), -action_clip, action_clip)"
+    )
     meta["residual_instruction"] = cfg.instruction or TASK
     return meta
 
@@ -252,8 +261,10 @@ def setup_residual(env, cfg: ResidualCfg, run_dir: pathlib.Path, steps_per_itera
         record = json.loads(record_path.read_text())
         if record.get("file_sha256") != sha:
             was = str(record.get("file_sha256"))[:12]
-            raise ValueError(f"policy.base={cfg.base} is not the base this run was trained on (SHA-256 "
-                             f"{sha[:12]} != {was}); resume with the same base")  # fmt: skip
+            raise ValueError(
+                f"policy.base={cfg.base} is not the base this run was trained on (SHA-256 "
+                f"{sha[:12]} != {was}); resume with the same base"
+            )
     elif src.resolve() != dst.resolve():
         shutil.copyfile(src, dst)
     base, spec = load_chunk_policy(dst if dst.is_file() else src)
@@ -291,20 +302,30 @@ def _setup_remote(env, cfg: ResidualCfg, run_dir: pathlib.Path, steps_per_iterat
         if record_path.is_file():  # resuming: the server must serve the policy the residual was trained on
             record = json.loads(record_path.read_text())
             if record.get("server_metadata_sha256") != sha:
-                raise ValueError(f"policy.base={cfg.base} serves another policy than this run was trained on (server "
-                                 f"metadata SHA-256 {sha[:12]} != {str(record.get('server_metadata_sha256'))[:12]}); "
-                                 "resume with the same server and policy")  # fmt: skip
+                raise ValueError(
+                    f"policy.base={cfg.base} serves another policy than this run was trained on (server "
+                    f"metadata SHA-256 {sha[:12]} != {str(record.get('server_metadata_sha256'))[:12]}); "
+                    "resume with the same server and policy"
+                )
         else:
-            record = {"base": cfg.base, "remote": True, "server_metadata": jsonable(base.metadata),
-                      "server_metadata_sha256": sha, "weights_sha256_start": base.metadata.get("weights_sha256"),
-                      "note": REMOTE_BASE_NOTE}  # fmt: skip
+            record = {
+                "base": cfg.base,
+                "remote": True,
+                "server_metadata": jsonable(base.metadata),
+                "server_metadata_sha256": sha,
+                "weights_sha256_start": base.metadata.get("weights_sha256"),
+                "note": REMOTE_BASE_NOTE,
+            }
             record_path.write_text(json.dumps(record, indent=1) + "\n")
         wrapped = ResidualEnv(env, base, spec, cfg, steps_per_iteration)
     except Exception:
         base.close()
         raise
-    return wrapped, {"base_url": cfg.base, "base_metadata_sha256": sha,
-                     "base_weights_sha256": base.metadata.get("weights_sha256")}  # fmt: skip
+    return wrapped, {
+        "base_url": cfg.base,
+        "base_metadata_sha256": sha,
+        "base_weights_sha256": base.metadata.get("weights_sha256"),
+    }
 
 
 def finish_residual(env: ResidualEnv, run_dir: pathlib.Path) -> dict:
@@ -337,8 +358,10 @@ def finish_residual(env: ResidualEnv, run_dir: pathlib.Path) -> dict:
         return record
     record["parameters_sha256_end"] = parameters_sha256(env.base)
     record["file_sha256_end"] = file_sha256(resolve_base_file(record["base"]))
-    record["unchanged"] = (record["parameters_sha256_end"] == record["parameters_sha256_start"]
-                           and record["file_sha256_end"] == record["file_sha256"])  # fmt: skip
+    record["unchanged"] = (
+        record["parameters_sha256_end"] == record["parameters_sha256_start"]
+        and record["file_sha256_end"] == record["file_sha256"]
+    )
     record_path.write_text(json.dumps(record, indent=1) + "\n")
     if not record["unchanged"]:
         raise RuntimeError(f"the base policy's weights changed during residual training ({record_path})")
@@ -349,13 +372,19 @@ def describe_record(record: dict) -> str:
     """One line on a ``base_checksum.json`` record after :func:`finish_residual` (train.py prints it)."""
     if record.get("remote"):
         if record.get("unchanged") is None:
-            return (f"Remote base {record['base']} NOT checked at the end ({record.get('unchecked_reason')}); "
-                    f"{REMOTE_BASE_NOTE}")  # fmt: skip
-        return (f"Base policy unchanged: server {record['base']} metadata SHA-256 "
-                f"{record['server_metadata_sha256'][:16]}... (weights {str(record.get('weights_sha256_end'))[:16]}...;"
-                f" {REMOTE_BASE_NOTE})")  # fmt: skip
-    return (f"Base policy unchanged: file SHA-256 {record['file_sha256'][:16]}..., parameters "
-            f"{str(record['parameters_sha256_end'])[:16]}...")  # fmt: skip
+            return (
+                f"Remote base {record['base']} NOT checked at the end ({record.get('unchecked_reason')}); "
+                f"{REMOTE_BASE_NOTE}"
+            )
+        return (
+            f"Base policy unchanged: server {record['base']} metadata SHA-256 "
+            f"{record['server_metadata_sha256'][:16]}... (weights {str(record.get('weights_sha256_end'))[:16]}...;"
+            f" {REMOTE_BASE_NOTE})"
+        )
+    return (
+        f"Base policy unchanged: file SHA-256 {record['file_sha256'][:16]}..., parameters "
+        f"{str(record['parameters_sha256_end'])[:16]}..."
+    )
 
 
 POLICY_OBS_KEY = "observation.policy_obs"
@@ -388,8 +417,12 @@ class ResidualChunkPolicy(ChunkPolicy):
 
     chunk_size = 1
 
-    def __init__(self, residual_onnx: str | pathlib.Path, base: ChunkPolicy | str | pathlib.Path | None = None,
-                 check_checksum: bool = True):  # fmt: skip
+    def __init__(
+        self,
+        residual_onnx: str | pathlib.Path,
+        base: ChunkPolicy | str | pathlib.Path | None = None,
+        check_checksum: bool = True,
+    ):
         import onnxruntime as ort
 
         from upright.training.onnx_export import onnx_batch_is_dynamic, read_metadata
@@ -398,8 +431,10 @@ class ResidualChunkPolicy(ChunkPolicy):
         path = pathlib.Path(residual_onnx)
         meta = read_metadata(path)
         if meta.get("policy_type") != "residual":
-            raise ValueError(f"{path} is not a residual policy (no policy_type=residual in its metadata); train one "
-                             "with python train.py task=lift policy.base=<base>")  # fmt: skip
+            raise ValueError(
+                f"{path} is not a residual policy (no policy_type=residual in its metadata); train one "
+                "with python train.py task=lift policy.base=<base>"
+            )
         self.path, self.metadata = path, meta
         self.base_spec = {}
         if base is None and "residual_base_url" in meta:
@@ -450,9 +485,11 @@ class ResidualChunkPolicy(ChunkPolicy):
         weights = meta.get("residual_base_weights_sha256")
         policy, _ = load_chunk_policy(base_file)
         if weights is None or weights not in (parameters_sha256(policy), file_sha256(base_file)):
-            raise ValueError(f"{base_file} is not the base {self.path.name} was trained on (trained with the server "
-                             f"{meta.get('residual_base_url')}, whose weights hash {str(weights)[:12]} does not "
-                             "match); pass check_checksum=False (--no-base-check) to run it anyway")  # fmt: skip
+            raise ValueError(
+                f"{base_file} is not the base {self.path.name} was trained on (trained with the server "
+                f"{meta.get('residual_base_url')}, whose weights hash {str(weights)[:12]} does not "
+                "match); pass check_checksum=False (--no-base-check) to run it anyway"
+            )
 
     def _check_remote_base(self, base) -> None:
         """A remote base must serve what the record says: the same server metadata (a residual trained on a server),
@@ -469,11 +506,15 @@ class ResidualChunkPolicy(ChunkPolicy):
         else:
             known = {meta.get("residual_base_sha256"), self._record().get("parameters_sha256_start")} - {None}
             ok = served.get("weights_sha256") in known
-            what = (f"its weights_sha256 {str(served.get('weights_sha256'))[:12]} is neither the base file's nor its "
-                    "parameters' recorded hash")  # fmt: skip
+            what = (
+                f"its weights_sha256 {str(served.get('weights_sha256'))[:12]} is neither the base file's nor its "
+                "parameters' recorded hash"
+            )
         if not ok:
-            raise ValueError(f"the server at {base.url} does not serve the base {self.path.name} was trained on "
-                             f"({what}); serve that policy, or pass check_checksum=False (--no-base-check)")  # fmt: skip
+            raise ValueError(
+                f"the server at {base.url} does not serve the base {self.path.name} was trained on "
+                f"({what}); serve that policy, or pass check_checksum=False (--no-base-check)"
+            )
 
     def reset(self, env_ids: torch.Tensor | None = None) -> None:
         """Forget the base's queued actions of ``env_ids`` (all when None)."""

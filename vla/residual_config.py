@@ -6,31 +6,29 @@ Kept apart from :mod:`upright.vla.residual` so that the Hydra config can import 
 from __future__ import annotations
 
 import pathlib
-
 from dataclasses import dataclass
-from typing import Optional
 
 
 @dataclass
 class ResidualCfg:
     """``policy.*``: residual RL on a frozen base policy (module docstring). Off while ``base`` is None."""
 
-    base: Optional[str] = None
+    base: str | None = None
     """The base policy: a folder with ``model.pt`` or ``policy.onnx`` (``python -m upright.vla.train_bc``), or the
     file, or ``ws://HOST:PORT``, an openpi-protocol policy server (:class:`~upright.vla.remote.RemotePolicy`; its
     metadata must name the policy's ``state_key``, as ``upright-policy-server``'s does). None: train a policy from
     scratch (no residual)."""
     alpha: float = 0.3
     """Residual scale α in (0, 1]: the residual moves each action by at most α (actions are in [-1, 1])."""
-    alpha_start: Optional[float] = None
+    alpha_start: float | None = None
     """α at the first env step (None: ``alpha`` from the start); it rises linearly to ``alpha``."""
     alpha_ramp_iterations: int = 0
     """Training iterations over which α rises from ``alpha_start`` to ``alpha`` (0: no ramp)."""
-    instruction: Optional[str] = None
+    instruction: str | None = None
     """Instruction given to the base (None: the demonstrations' :data:`upright.tasks.lift.record_demos.TASK`)."""
-    n_action_steps: Optional[int] = None
+    n_action_steps: int | None = None
     """Base chunk execution: actions run per chunk (None: the base's own setting, the whole chunk by default)."""
-    temporal_ensemble: Optional[float] = None
+    temporal_ensemble: float | None = None
     """Base chunk execution: ACT's temporal ensembling coefficient m (None: queue mode)."""
 
 
@@ -52,8 +50,9 @@ def check_residual_cfg(cfg: ResidualCfg, task_name: str) -> None:
     if cfg.alpha_ramp_iterations < 0:
         raise ValueError(f"policy.alpha_ramp_iterations must be >= 0, got {cfg.alpha_ramp_iterations}")
     if task_name != "lift":
-        raise ValueError(f"policy.base (residual RL on a VLA) supports task=lift only, got task={task_name}; "
-                         "drop policy.base")
+        raise ValueError(
+            f"policy.base (residual RL on a VLA) supports task=lift only, got task={task_name}; drop policy.base"
+        )
 
 
 def resolve_base_file(base: str | pathlib.Path, label: str = "policy.base") -> pathlib.Path:
@@ -68,9 +67,13 @@ def resolve_base_file(base: str | pathlib.Path, label: str = "policy.base") -> p
         for name in ("model.pt", "policy.onnx"):
             if (path / name).is_file():
                 return path / name
-        raise FileNotFoundError(f"{label}={base}: the folder has no model.pt or policy.onnx; train a base with "
-                                "python -m upright.vla.train_bc --dataset DIR --out DIR")  # fmt: skip
+        raise FileNotFoundError(
+            f"{label}={base}: the folder has no model.pt or policy.onnx; train a base with "
+            "python -m upright.vla.train_bc --dataset DIR --out DIR"
+        )
     if not path.is_file():
-        raise FileNotFoundError(f"{label}={base}: no such file or folder; train a base with "
-                                "python -m upright.vla.train_bc --dataset DIR --out DIR")  # fmt: skip
+        raise FileNotFoundError(
+            f"{label}={base}: no such file or folder; train a base with "
+            "python -m upright.vla.train_bc --dataset DIR --out DIR"
+        )
     return path

@@ -47,7 +47,8 @@ from collections.abc import Callable, Mapping
 
 import numpy as np
 import torch
-from websockets.asyncio.server import ServerConnection, serve as ws_serve
+from websockets.asyncio.server import ServerConnection
+from websockets.asyncio.server import serve as ws_serve
 from websockets.exceptions import ConnectionClosed
 from websockets.frames import CloseCode
 
@@ -55,9 +56,17 @@ from upright.vla import wire
 from upright.vla.keymap import DEFAULT_KEY_MAP, check_key_map, observation_to_batch, parse_key_map
 from upright.vla.policy import IMAGE_PREFIX, STATE_KEY, TASK_KEY, ChunkPolicy
 from upright.vla.server_guard import (
-    API_KEY_ENV, DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_SEND_TIMEOUT_S, MAX_QUEUE_FRAMES, WRITE_LIMIT_BYTES, RequestInbox,
-    check_api_key, check_finite, exposed_addresses, one_line,
-)  # fmt: skip
+    API_KEY_ENV,
+    DEFAULT_MAX_MESSAGE_BYTES,
+    DEFAULT_SEND_TIMEOUT_S,
+    MAX_QUEUE_FRAMES,
+    WRITE_LIMIT_BYTES,
+    RequestInbox,
+    check_api_key,
+    check_finite,
+    exposed_addresses,
+    one_line,
+)
 
 log = logging.getLogger(__name__)
 
@@ -84,8 +93,12 @@ def _declared(policy: ChunkPolicy, key: str):
     return value
 
 
-def policy_metadata(policy: ChunkPolicy, key_map: Mapping[str, str] = DEFAULT_KEY_MAP,
-                    max_batch: int = DEFAULT_MAX_BATCH, max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> dict:
+def policy_metadata(
+    policy: ChunkPolicy,
+    key_map: Mapping[str, str] = DEFAULT_KEY_MAP,
+    max_batch: int = DEFAULT_MAX_BATCH,
+    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+) -> dict:
     """The metadata sent on connect: ``chunk_size``, ``action_dim``, ``action_convention``, ``observation_keys``
     (openpi keys read), ``required_keys`` (those a request must have), ``key_map``, ``policy`` (class name),
     ``cameras``, ``max_batch``, ``max_message_bytes`` (largest request accepted, bytes), the
@@ -122,14 +135,17 @@ def policy_metadata(policy: ChunkPolicy, key_map: Mapping[str, str] = DEFAULT_KE
 
 def _signature(batch: dict) -> tuple:
     """What must agree for requests to share a policy call: keys, per-row shapes and dtypes."""
-    return tuple((k, "task") if k == TASK_KEY else (k, tuple(v.shape[1:]), str(v.dtype))
-                 for k, v in sorted(batch.items()))  # fmt: skip
+    return tuple(
+        (k, "task") if k == TASK_KEY else (k, tuple(v.shape[1:]), str(v.dtype)) for k, v in sorted(batch.items())
+    )
 
 
 def _stack(batches: list[dict]) -> dict:
     """Batches of 1 with one :func:`_signature` as one batch (rows in order)."""
-    return {k: [t for b in batches for t in b[k]] if k == TASK_KEY else torch.cat([b[k] for b in batches])
-            for k in batches[0]}
+    return {
+        k: [t for b in batches for t in b[k]] if k == TASK_KEY else torch.cat([b[k] for b in batches])
+        for k in batches[0]
+    }
 
 
 class PolicyServer:
@@ -151,15 +167,23 @@ class PolicyServer:
             empty ``api_key``.
     """
 
-    def __init__(self, policy: ChunkPolicy, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT,
-                 key_map: Mapping[str, str] = DEFAULT_KEY_MAP, max_batch: int = DEFAULT_MAX_BATCH,
-                 max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES, send_timeout_s: float = DEFAULT_SEND_TIMEOUT_S,
-                 api_key: str | None = None):
+    def __init__(
+        self,
+        policy: ChunkPolicy,
+        host: str = DEFAULT_HOST,
+        port: int = DEFAULT_PORT,
+        key_map: Mapping[str, str] = DEFAULT_KEY_MAP,
+        max_batch: int = DEFAULT_MAX_BATCH,
+        max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+        send_timeout_s: float = DEFAULT_SEND_TIMEOUT_S,
+        api_key: str | None = None,
+    ):
         if int(max_batch) < 1:
             raise ValueError(f"max_batch must be >= 1 (1: every request alone), got {max_batch}")
         if int(max_message_bytes) < 1 or not float(send_timeout_s) > 0:
-            raise ValueError(f"max_message_bytes must be >= 1 and send_timeout_s > 0, got {max_message_bytes} and "
-                             f"{send_timeout_s}")
+            raise ValueError(
+                f"max_message_bytes must be >= 1 and send_timeout_s > 0, got {max_message_bytes} and {send_timeout_s}"
+            )
         if api_key is not None and not api_key.strip():
             raise ValueError("api_key is empty: give a key, or None for no authentication")
         self.policy, self.host, self.port = policy, host, port
@@ -250,8 +274,9 @@ class PolicyServer:
         infer_ms = (time.monotonic() - t0) * 1000.0
         want = (b, self.policy.chunk_size, self.policy.action_dim)
         if tuple(chunk.shape) != want:
-            raise RuntimeError(f"{type(self.policy).__name__}.predict_action_chunk returned {tuple(chunk.shape)}, "
-                               f"expected {want}")
+            raise RuntimeError(
+                f"{type(self.policy).__name__}.predict_action_chunk returned {tuple(chunk.shape)}, expected {want}"
+            )
         return chunk.detach().cpu().to(torch.float32).numpy(), infer_ms
 
     async def _send(self, ws: ServerConnection, data: bytes | str) -> None:
@@ -266,8 +291,11 @@ class PolicyServer:
         try:
             await asyncio.wait_for(asyncio.shield(sending), self.send_timeout_s)
         except TimeoutError:
-            log.warning("client %s has not read its replies for %.1f s (--send-timeout); dropping it",
-                        ws.remote_address, self.send_timeout_s)
+            log.warning(
+                "client %s has not read its replies for %.1f s (--send-timeout); dropping it",
+                ws.remote_address,
+                self.send_timeout_s,
+            )
             ws.transport.abort()
             await asyncio.wait({sending}, timeout=1.0)
             raise ConnectionClosed(None, None) from None
@@ -287,8 +315,12 @@ class PolicyServer:
                     await inbox.put(message)
             except ConnectionClosed as e:
                 if e.sent is not None and e.sent.code == CloseCode.MESSAGE_TOO_BIG:
-                    log.warning("refused a request from %s: %s (--max-message-bytes %d); connection closed", peer,
-                                one_line(e.sent.reason), self.max_message_bytes)
+                    log.warning(
+                        "refused a request from %s: %s (--max-message-bytes %d); connection closed",
+                        peer,
+                        one_line(e.sent.reason),
+                        self.max_message_bytes,
+                    )
             finally:
                 await inbox.close()  # the client is gone
 
@@ -302,8 +334,9 @@ class PolicyServer:
                     replies = self.answer_many(messages, prev_total_ms)
                 except Exception as e:
                     log.exception("policy error on a request from %s; closing that connection", peer)
-                    await self._send(ws, one_line(f"policy error: {type(e).__name__}: {e} (the traceback is in the "
-                                                  "server's log)"))  # fmt: skip
+                    await self._send(
+                        ws, one_line(f"policy error: {type(e).__name__}: {e} (the traceback is in the server's log)")
+                    )
                     await ws.close(CloseCode.INTERNAL_ERROR, "internal server error (see the server's log)")
                     return
                 for reply in replies:
@@ -330,10 +363,16 @@ class PolicyServer:
         status = check_api_key(request.headers.get("Authorization"), self.api_key)
         if status is None:
             return None
-        log.warning("refused a connection from %s: %s", connection.remote_address,
-                    "no Authorization header" if status == http.HTTPStatus.UNAUTHORIZED else "wrong API key")
-        response = connection.respond(status, "send the header 'Authorization: Api-Key <key>' with the server's "
-                                              "key (openpi-client: WebsocketClientPolicy(host, port, api_key=KEY))\n")
+        log.warning(
+            "refused a connection from %s: %s",
+            connection.remote_address,
+            "no Authorization header" if status == http.HTTPStatus.UNAUTHORIZED else "wrong API key",
+        )
+        response = connection.respond(
+            status,
+            "send the header 'Authorization: Api-Key <key>' with the server's "
+            "key (openpi-client: WebsocketClientPolicy(host, port, api_key=KEY))\n",
+        )
         if status == http.HTTPStatus.UNAUTHORIZED:
             response.headers["WWW-Authenticate"] = "Api-Key"
         return response
@@ -345,23 +384,45 @@ class PolicyServer:
         Raises:
             OSError: the address is in use or cannot be bound.
         """
-        async with ws_serve(self.handler, self.host, self.port, compression=None, max_size=self.max_message_bytes,
-                            max_queue=MAX_QUEUE_FRAMES, write_limit=WRITE_LIMIT_BYTES,
-                            process_request=self._process_request) as server:  # fmt: skip
+        async with ws_serve(
+            self.handler,
+            self.host,
+            self.port,
+            compression=None,
+            max_size=self.max_message_bytes,
+            max_queue=MAX_QUEUE_FRAMES,
+            write_limit=WRITE_LIMIT_BYTES,
+            process_request=self._process_request,
+        ) as server:
             self.port = server.sockets[0].getsockname()[1]
-            log.info("serving %s on ws://%s:%d (chunk %d x %d, %s, max batch %d, max message %d bytes, %s)",
-                     type(self.policy).__name__, self.host, self.port, self.policy.chunk_size, self.policy.action_dim,
-                     self.policy.action_convention, self.max_batch, self.max_message_bytes,
-                     "API key required" if self.api_key else "no API key")
+            log.info(
+                "serving %s on ws://%s:%d (chunk %d x %d, %s, max batch %d, max message %d bytes, %s)",
+                type(self.policy).__name__,
+                self.host,
+                self.port,
+                self.policy.chunk_size,
+                self.policy.action_dim,
+                self.policy.action_convention,
+                self.max_batch,
+                self.max_message_bytes,
+                "API key required" if self.api_key else "no API key",
+            )
             exposed = exposed_addresses(str(sock.getsockname()[0]) for sock in server.sockets)
             if exposed and self.api_key is None:
-                log.warning("listening on %s:%d, reachable from other machines, with NO authentication: anyone who "
-                            "can reach this port can query the policy; set --api-key (or $%s), or bind 127.0.0.1",
-                            ", ".join(exposed), self.port, API_KEY_ENV)
+                log.warning(
+                    "listening on %s:%d, reachable from other machines, with NO authentication: anyone who "
+                    "can reach this port can query the policy; set --api-key (or $%s), or bind 127.0.0.1",
+                    ", ".join(exposed),
+                    self.port,
+                    API_KEY_ENV,
+                )
             elif exposed:
-                log.warning("listening on %s:%d, reachable from other machines; clients need the API key "
-                            "(--api-key), which travels in clear text (ws://, no TLS): trusted networks only",
-                            ", ".join(exposed), self.port)
+                log.warning(
+                    "listening on %s:%d, reachable from other machines; clients need the API key "
+                    "(--api-key), which travels in clear text (ws://, no TLS): trusted networks only",
+                    ", ".join(exposed),
+                    self.port,
+                )
             if on_bound is not None:
                 on_bound(self.port)
             if stop is None:
@@ -411,7 +472,7 @@ class BackgroundServer:
 
         try:
             self._loop.run_until_complete(run())
-        except BaseException as e:  # reported to the constructor
+        except BaseException as e:  # noqa: BLE001  reported to the constructor
             self._error = e
             self._bound.set()
         finally:
@@ -462,8 +523,16 @@ def main(argv: list[str] | None = None) -> None:
     except Exception as e:  # noqa: BLE001  (a loader's failure on a bad file: one line, not its traceback)
         fail(f"cannot load --policy {args.policy!r}: {type(e).__name__}: {e}")
     try:
-        serve(policy, args.host, args.port, key_map=key_map, max_batch=args.max_batch,
-              max_message_bytes=args.max_message_bytes, send_timeout_s=args.send_timeout, api_key=args.api_key)
+        serve(
+            policy,
+            args.host,
+            args.port,
+            key_map=key_map,
+            max_batch=args.max_batch,
+            max_message_bytes=args.max_message_bytes,
+            send_timeout_s=args.send_timeout,
+            api_key=args.api_key,
+        )
     except (OSError, OverflowError) as e:
         fail(f"cannot listen on {args.host}:{args.port}: {e}; choose another --port (or --host)")
     except KeyboardInterrupt:

@@ -69,34 +69,70 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = _OneLineParser(
         prog="upright-policy-server",
         description="Serve a ChunkPolicy over openpi's websocket protocol (any openpi client, or "
-                    "upright.vla.remote.RemotePolicy, can use it). Requests: one openpi observation; replies: "
-                    "{'actions': (H, A) float32, 'server_timing': {...}}.")
-    p.add_argument("--policy", required=True,
-                   help="MODULE:FACTORY (e.g. upright.vla.linear:make_linear_policy) or a file a registered loader "
-                        "reads (upright.vla.loaders)")
-    p.add_argument("--arg", action="append", default=[], metavar="KEY=VALUE",
-                   help="keyword argument of the factory or loader (a string; repeatable)")
-    p.add_argument("--host", default=DEFAULT_HOST,
-                   help="bind address (default 127.0.0.1: this machine only; --host 0.0.0.0 serves every interface: "
-                        "set --api-key, and use trusted networks only: ws:// is not encrypted)")
-    p.add_argument("--port", type=_port, default=DEFAULT_PORT,
-                   help="TCP port, 1..65535 (default 8000, as openpi's; 0: any free port)")
-    p.add_argument("--key-map", action="append", default=[], metavar="OPENPI_KEY=LEROBOT_KEY",
-                   help="map an openpi observation key to a LeRobot batch key, replacing the default for that "
-                        "LeRobot key (repeatable); defaults: "
-                        + ", ".join(f"{k}={v}" for k, v in DEFAULT_KEY_MAP.items()))
-    p.add_argument("--max-batch", type=_positive(int), default=DEFAULT_MAX_BATCH,
-                   help=f"most pipelined requests of one connection answered by one policy call (default "
-                        f"{DEFAULT_MAX_BATCH}; 1: every request alone, as openpi's server)")
-    p.add_argument("--max-message-bytes", type=_positive(int), default=DEFAULT_MAX_MESSAGE_BYTES,
-                   help=f"largest request accepted, bytes (default {DEFAULT_MAX_MESSAGE_BYTES}: 4 MiB, e.g. four "
-                        "480x640x3 uint8 images and a state; a larger one closes its connection with code 1009)")
-    p.add_argument("--send-timeout", type=_positive(float), default=DEFAULT_SEND_TIMEOUT_S, metavar="SECONDS",
-                   help=f"drop a client that has not read a reply for this long (default {DEFAULT_SEND_TIMEOUT_S:g})")
-    p.add_argument("--api-key", default=None,
-                   help=f"require 'Authorization: Api-Key <KEY>' at the handshake (openpi-client: "
-                        f"WebsocketClientPolicy(host, port, api_key=KEY)); default ${API_KEY_ENV} (prefer it: a "
-                        "command line is visible to every user in ps)")
+        "upright.vla.remote.RemotePolicy, can use it). Requests: one openpi observation; replies: "
+        "{'actions': (H, A) float32, 'server_timing': {...}}.",
+    )
+    p.add_argument(
+        "--policy",
+        required=True,
+        help="MODULE:FACTORY (e.g. upright.vla.linear:make_linear_policy) or a file a registered loader "
+        "reads (upright.vla.loaders)",
+    )
+    p.add_argument(
+        "--arg",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="keyword argument of the factory or loader (a string; repeatable)",
+    )
+    p.add_argument(
+        "--host",
+        default=DEFAULT_HOST,
+        help="bind address (default 127.0.0.1: this machine only; --host 0.0.0.0 serves every interface: "
+        "set --api-key, and use trusted networks only: ws:// is not encrypted)",
+    )
+    p.add_argument(
+        "--port",
+        type=_port,
+        default=DEFAULT_PORT,
+        help="TCP port, 1..65535 (default 8000, as openpi's; 0: any free port)",
+    )
+    p.add_argument(
+        "--key-map",
+        action="append",
+        default=[],
+        metavar="OPENPI_KEY=LEROBOT_KEY",
+        help="map an openpi observation key to a LeRobot batch key, replacing the default for that "
+        "LeRobot key (repeatable); defaults: " + ", ".join(f"{k}={v}" for k, v in DEFAULT_KEY_MAP.items()),
+    )
+    p.add_argument(
+        "--max-batch",
+        type=_positive(int),
+        default=DEFAULT_MAX_BATCH,
+        help=f"most pipelined requests of one connection answered by one policy call (default "
+        f"{DEFAULT_MAX_BATCH}; 1: every request alone, as openpi's server)",
+    )
+    p.add_argument(
+        "--max-message-bytes",
+        type=_positive(int),
+        default=DEFAULT_MAX_MESSAGE_BYTES,
+        help=f"largest request accepted, bytes (default {DEFAULT_MAX_MESSAGE_BYTES}: 4 MiB, e.g. four "
+        "480x640x3 uint8 images and a state; a larger one closes its connection with code 1009)",
+    )
+    p.add_argument(
+        "--send-timeout",
+        type=_positive(float),
+        default=DEFAULT_SEND_TIMEOUT_S,
+        metavar="SECONDS",
+        help=f"drop a client that has not read a reply for this long (default {DEFAULT_SEND_TIMEOUT_S:g})",
+    )
+    p.add_argument(
+        "--api-key",
+        default=None,
+        help=f"require 'Authorization: Api-Key <KEY>' at the handshake (openpi-client: "
+        f"WebsocketClientPolicy(host, port, api_key=KEY)); default ${API_KEY_ENV} (prefer it: a "
+        "command line is visible to every user in ps)",
+    )
     p.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
     args = p.parse_args(argv)
     if args.api_key is None:

@@ -90,8 +90,9 @@ def check_finite(obs: object, max_depth: int = 32) -> None:
         elif isinstance(value, np.ndarray) and value.dtype.kind == "f":
             if not np.isfinite(value).all():
                 bad = int(value.size - np.count_nonzero(np.isfinite(value)))
-                raise ValueError(f"'{path}' has {bad} non-finite value(s) (NaN or inf) of {value.size}: "
-                                 "send finite numbers")  # fmt: skip
+                raise ValueError(
+                    f"'{path}' has {bad} non-finite value(s) (NaN or inf) of {value.size}: send finite numbers"
+                )
         elif isinstance(value, (float, np.floating)) and not math.isfinite(float(value)):
             raise ValueError(f"'{path or 'request'}' is {float(value)} (NaN or inf): send finite numbers")
 

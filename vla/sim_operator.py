@@ -45,8 +45,16 @@ class TakeoverController:
         ValueError: ``hand_back_height`` <= 0.
     """
 
-    def __init__(self, env, policy, spec: dict, check_step: int = 50, instruction: str | None = None,
-                 hand_back_height: float | None = None, operator: tuple | None = None):
+    def __init__(
+        self,
+        env,
+        policy,
+        spec: dict,
+        check_step: int = 50,
+        instruction: str | None = None,
+        hand_back_height: float | None = None,
+        operator: tuple | None = None,
+    ):
         from upright.tasks.lift.expert import ScriptedExpert
         from upright.tasks.lift.record_demos import TASK
 
@@ -126,10 +134,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--num-envs", type=int, default=25)
     parser.add_argument("--seed", type=int, default=100)
     parser.add_argument("--check-step", type=int, default=50)
-    parser.add_argument("--hand-back-height", type=float, default=None,
-                        help="m: hand back once the cube is grasped this high (default: the expert keeps the episode)")
-    parser.add_argument("--operator", default=None,
-                        help="a chunked policy that plays the human (default: the scripted expert)")
+    parser.add_argument(
+        "--hand-back-height",
+        type=float,
+        default=None,
+        help="m: hand back once the cube is grasped this high (default: the expert keeps the episode)",
+    )
+    parser.add_argument(
+        "--operator", default=None, help="a chunked policy that plays the human (default: the scripted expert)"
+    )
     args = parser.parse_args(argv)
     if args.hand_back_height is not None and args.hand_back_height <= 0:
         parser.error("--hand-back-height must be > 0 m (e.g. 0.03)")
@@ -140,18 +153,26 @@ def main(argv: list[str] | None = None) -> None:
     except (FileNotFoundError, ValueError) as err:
         parser.exit(2, f"sim_operator: {err}\n")
     if spec["cameras"] or (operator is not None and operator[1]["cameras"]):
-        parser.exit(2, "sim_operator: the base or the operator reads cameras; this operator records state-only data "
-                    "(use state-only policies, train_bc --no-images)\n")  # fmt: skip
+        parser.exit(
+            2,
+            "sim_operator: the base or the operator reads cameras; this operator records state-only data "
+            "(use state-only policies, train_bc --no-images)\n",
+        )
     made = []
 
     def factory(env):
-        made.append(TakeoverController(env, policy, spec, args.check_step, hand_back_height=args.hand_back_height,
-                                        operator=operator))
+        made.append(
+            TakeoverController(
+                env, policy, spec, args.check_step, hand_back_height=args.hand_back_height, operator=operator
+            )
+        )
         return made[0]
 
     summary = record(args.out, args.episodes, args.num_envs, args.seed, controller=factory)
-    print(f"{args.out}: {summary['episodes']} episodes, {summary['frames']} frames, {summary['successes']} "
-          f"successful; the expert took over {made[0].takeovers} times, handed back {made[0].handbacks} times")  # fmt: skip
+    print(
+        f"{args.out}: {summary['episodes']} episodes, {summary['frames']} frames, {summary['successes']} "
+        f"successful; the expert took over {made[0].takeovers} times, handed back {made[0].handbacks} times"
+    )
 
 
 if __name__ == "__main__":

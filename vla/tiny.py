@@ -23,8 +23,14 @@ from torch import nn
 
 from upright.vla.loaders import register_loader
 from upright.vla.policy import (
-    ACTION_CONVENTIONS, IMAGE_PREFIX, STATE_KEY, TASK_KEY, ChunkPolicy, PolicyBatch, validate_batch,
-)  # fmt: skip
+    ACTION_CONVENTIONS,
+    IMAGE_PREFIX,
+    STATE_KEY,
+    TASK_KEY,
+    ChunkPolicy,
+    PolicyBatch,
+    validate_batch,
+)
 from upright.vla.tokenizer import HashTokenizer
 
 
@@ -73,15 +79,29 @@ class TinyVLAConfig:
     def __post_init__(self):
         self.cameras = tuple(self.cameras)
         self.state_names, self.action_names = tuple(self.state_names), tuple(self.action_names)
-        sizes = {k: getattr(self, k) for k in ("image_height", "image_width", "chunk_size", "vocab_size", "max_tokens",
-                                               "text_dim", "image_dim", "conv_channels", "hidden_dim", "state_dim",
-                                               "action_dim")}  # fmt: skip
+        sizes = {
+            k: getattr(self, k)
+            for k in (
+                "image_height",
+                "image_width",
+                "chunk_size",
+                "vocab_size",
+                "max_tokens",
+                "text_dim",
+                "image_dim",
+                "conv_channels",
+                "hidden_dim",
+                "state_dim",
+                "action_dim",
+            )
+        }
         bad = {k: v for k, v in sizes.items() if int(v) < 1}
         if bad:
             raise ValueError(f"TinyVLAConfig: sizes must be >= 1, got {bad}")
         if self.action_convention not in ACTION_CONVENTIONS:
-            raise ValueError(f"TinyVLAConfig.action_convention must be one of {ACTION_CONVENTIONS}, "
-                             f"got {self.action_convention!r}")  # fmt: skip
+            raise ValueError(
+                f"TinyVLAConfig.action_convention must be one of {ACTION_CONVENTIONS}, got {self.action_convention!r}"
+            )
         if self.state_names and len(self.state_names) != self.state_dim:
             raise ValueError(f"TinyVLAConfig: {len(self.state_names)} state_names for state_dim {self.state_dim}")
         if self.action_names and len(self.action_names) != self.action_dim:
@@ -116,10 +136,13 @@ class ImageEncoder(nn.Module):
     def __init__(self, height: int, width: int, channels: int, out_dim: int):
         super().__init__()
         self.conv = nn.Sequential(
-            nn.Conv2d(3, channels // 2, 5, stride=2, padding=2), nn.ReLU(),
-            nn.Conv2d(channels // 2, channels, 3, stride=2, padding=1), nn.ReLU(),
-            nn.Conv2d(channels, channels, 3, stride=1, padding=1), nn.ReLU(),
-        )  # fmt: skip
+            nn.Conv2d(3, channels // 2, 5, stride=2, padding=2),
+            nn.ReLU(),
+            nn.Conv2d(channels // 2, channels, 3, stride=2, padding=1),
+            nn.ReLU(),
+            nn.Conv2d(channels, channels, 3, stride=1, padding=1),
+            nn.ReLU(),
+        )
         with torch.no_grad():
             h, w = self.conv(torch.zeros(1, 3, height, width)).shape[2:]
         self.pool = SpatialSoftmax(h, w)
@@ -157,9 +180,12 @@ class TinyVLA(nn.Module, ChunkPolicy):
         self.embed = nn.Embedding(cfg.vocab_size, cfg.text_dim, padding_idx=0)
         fused = len(cfg.cameras) * cfg.image_dim + cfg.text_dim + cfg.state_dim
         self.head = nn.Sequential(
-            nn.Linear(fused, cfg.hidden_dim), nn.ReLU(), nn.Linear(cfg.hidden_dim, cfg.hidden_dim), nn.ReLU(),
+            nn.Linear(fused, cfg.hidden_dim),
+            nn.ReLU(),
+            nn.Linear(cfg.hidden_dim, cfg.hidden_dim),
+            nn.ReLU(),
             nn.Linear(cfg.hidden_dim, cfg.chunk_size * cfg.action_dim),
-        )  # fmt: skip
+        )
         for name, dim in (("state", cfg.state_dim), ("action", cfg.action_dim)):
             self.register_buffer(f"{name}_mean", torch.zeros(dim))
             self.register_buffer(f"{name}_std", torch.ones(dim))
@@ -171,8 +197,9 @@ class TinyVLA(nn.Module, ChunkPolicy):
         self.action_mean.copy_(action.mean(0))
         self.action_std.copy_(_safe_std(action.std(0)))
 
-    def normalized_chunk(self, state: torch.Tensor, images: list[torch.Tensor], token_ids: torch.Tensor,
-                         token_mask: torch.Tensor) -> torch.Tensor:  # fmt: skip
+    def normalized_chunk(
+        self, state: torch.Tensor, images: list[torch.Tensor], token_ids: torch.Tensor, token_mask: torch.Tensor
+    ) -> torch.Tensor:
         """(B, H, A) chunk in normalised action units (the training target's units).
 
         Args:
@@ -193,8 +220,9 @@ class TinyVLA(nn.Module, ChunkPolicy):
             out = out.clamp(self.cfg.action_low, self.cfg.action_high)
         return out
 
-    def forward(self, state: torch.Tensor, images: list[torch.Tensor], token_ids: torch.Tensor,
-                token_mask: torch.Tensor) -> torch.Tensor:  # fmt: skip
+    def forward(
+        self, state: torch.Tensor, images: list[torch.Tensor], token_ids: torch.Tensor, token_mask: torch.Tensor
+    ) -> torch.Tensor:
         """(B, H, A) float32 actions (de-normalised, clipped): the graph exported to ONNX."""
         return self.denormalize(self.normalized_chunk(state, images, token_ids, token_mask))
 
@@ -209,8 +237,10 @@ class TinyVLA(nn.Module, ChunkPolicy):
             img = torch.as_tensor(batch[IMAGE_PREFIX + cam])
             if tuple(img.shape[2:]) != (self.cfg.image_height, self.cfg.image_width):
                 size = (self.cfg.image_height, self.cfg.image_width)
-                raise ValueError(f"'{IMAGE_PREFIX + cam}' is {tuple(img.shape[2:])} (H, W); this policy was trained on "
-                                 f"{size}: set env.camera.height/width")  # fmt: skip
+                raise ValueError(
+                    f"'{IMAGE_PREFIX + cam}' is {tuple(img.shape[2:])} (H, W); this policy was trained on "
+                    f"{size}: set env.camera.height/width"
+                )
             out.append(img.float() / 255.0 if img.dtype == torch.uint8 else img.float())
         return out
 
@@ -251,8 +281,10 @@ class TinyVLA(nn.Module, ChunkPolicy):
             raise FileNotFoundError(f"no TinyVLA checkpoint at {path}; train one with python -m upright.vla.train_bc")
         payload = torch.load(path, map_location=map_location, weights_only=False)
         if not isinstance(payload, dict) or "config" not in payload or "state_dict" not in payload:
-            raise ValueError(f"{path} is not a TinyVLA checkpoint (no config/state_dict); train one with "
-                             "python -m upright.vla.train_bc")  # fmt: skip
+            raise ValueError(
+                f"{path} is not a TinyVLA checkpoint (no config/state_dict); train one with "
+                "python -m upright.vla.train_bc"
+            )
         model = cls(TinyVLAConfig.from_dict(payload["config"]))
         model.load_state_dict(payload["state_dict"])
         return model.eval()

@@ -56,8 +56,9 @@ class HashTokenizer:
 
     def __post_init__(self):
         if self.vocab_size < 2 or self.max_tokens < 1:
-            raise ValueError(f"HashTokenizer: vocab_size must be >= 2 and max_tokens >= 1, got {self.vocab_size}, "
-                             f"{self.max_tokens}")  # fmt: skip
+            raise ValueError(
+                f"HashTokenizer: vocab_size must be >= 2 and max_tokens >= 1, got {self.vocab_size}, {self.max_tokens}"
+            )
 
     def encode(self, texts: list[str] | tuple[str, ...]) -> tuple[torch.Tensor, torch.Tensor]:
         """Token ids (B, max_tokens) int64 and mask (B, max_tokens) float32 (1 word, 0 padding) for B strings.

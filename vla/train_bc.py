@@ -60,8 +60,17 @@ class TrainBCConfig:
     """Export and check ``policy.onnx`` after training."""
 
 
-def bc_step(model, opt, data: BCData, idx: torch.Tensor, images: list[torch.Tensor], targets: torch.Tensor,
-            valid: torch.Tensor, ids: torch.Tensor, mask: torch.Tensor) -> float:  # fmt: skip
+def bc_step(
+    model,
+    opt,
+    data: BCData,
+    idx: torch.Tensor,
+    images: list[torch.Tensor],
+    targets: torch.Tensor,
+    valid: torch.Tensor,
+    ids: torch.Tensor,
+    mask: torch.Tensor,
+) -> float:
     """One optimiser step of the BC loss on frames ``idx`` (B,): L1 between the predicted chunk and ``targets``
     (N, H, A, normalised units) over the valid entries (``valid`` (N, H, 1)); returns the loss.
 
@@ -115,30 +124,53 @@ def read_deploy_contract(source: str, data: BCData | None = None) -> dict:
             raise ValueError(f"--deploy-contract {source}: expected a JSON object of the contract keys")
     joints = list(contract.get("joint_names", []))
     if data is not None and data.action_names and joints != list(data.action_names):
-        raise ValueError(f"--deploy-contract {source}: joint_names {joints} are not the dataset's action names "
-                         f"{list(data.action_names)}")  # fmt: skip
+        raise ValueError(
+            f"--deploy-contract {source}: joint_names {joints} are not the dataset's action names "
+            f"{list(data.action_names)}"
+        )
     return contract
 
 
-def build_model(data: BCData, cfg: TrainBCConfig, state_key: str = STATE_KEY,
-                deploy_contract: dict | None = None) -> TinyVLA:  # fmt: skip
+def build_model(
+    data: BCData, cfg: TrainBCConfig, state_key: str = STATE_KEY, deploy_contract: dict | None = None
+) -> TinyVLA:
     """A TinyVLA sized for ``data`` (its cameras, image size, state and action dims) with its normalisation stats;
     ``deploy_contract`` (:func:`read_deploy_contract`) goes into ``cfg.extra["deploy_contract"]``."""
     cams = tuple(data.images)
-    h, w = (data.images[cams[0]].shape[2:] if cams else (64, 64))
-    model = TinyVLA(TinyVLAConfig(
-        cameras=cams, image_height=int(h), image_width=int(w), chunk_size=cfg.chunk_size,
-        state_dim=data.state.shape[1], action_dim=data.action.shape[1], state_key=state_key,
-        state_names=tuple(data.state_names), action_names=tuple(data.action_names), control_dt=1.0 / data.fps,
-        extra={"datasets": data.sources, "frames": len(data), "episodes": data.num_episodes, "steps": cfg.steps,
-               **({"deploy_contract": dict(deploy_contract)} if deploy_contract else {})},
-    ))  # fmt: skip
+    h, w = data.images[cams[0]].shape[2:] if cams else (64, 64)
+    model = TinyVLA(
+        TinyVLAConfig(
+            cameras=cams,
+            image_height=int(h),
+            image_width=int(w),
+            chunk_size=cfg.chunk_size,
+            state_dim=data.state.shape[1],
+            action_dim=data.action.shape[1],
+            state_key=state_key,
+            state_names=tuple(data.state_names),
+            action_names=tuple(data.action_names),
+            control_dt=1.0 / data.fps,
+            extra={
+                "datasets": data.sources,
+                "frames": len(data),
+                "episodes": data.num_episodes,
+                "steps": cfg.steps,
+                **({"deploy_contract": dict(deploy_contract)} if deploy_contract else {}),
+            },
+        )
+    )
     model.set_stats(data.state, data.action)
     return model
 
 
-def train(data: BCData, out: str | pathlib.Path | None, cfg: TrainBCConfig, state_key: str = STATE_KEY,
-          log=print, deploy_contract: dict | None = None) -> tuple[TinyVLA, list[float]]:  # fmt: skip
+def train(
+    data: BCData,
+    out: str | pathlib.Path | None,
+    cfg: TrainBCConfig,
+    state_key: str = STATE_KEY,
+    log=print,
+    deploy_contract: dict | None = None,
+) -> tuple[TinyVLA, list[float]]:
     """Behaviour cloning of a new TinyVLA on ``data``; writes ``model.pt``, ``train_log.csv`` and (``cfg.export``)
     ``policy.onnx`` into ``out`` (nothing when ``out`` is None); ``deploy_contract``: see :func:`build_model`.
 
@@ -149,8 +181,9 @@ def train(data: BCData, out: str | pathlib.Path | None, cfg: TrainBCConfig, stat
         ValueError: ``steps``, ``batch_size`` or ``chunk_size`` < 1.
     """
     if min(cfg.steps, cfg.batch_size, cfg.chunk_size) < 1:
-        raise ValueError(f"steps, batch_size and chunk_size must be >= 1, got {cfg.steps}, {cfg.batch_size}, "
-                         f"{cfg.chunk_size}")  # fmt: skip
+        raise ValueError(
+            f"steps, batch_size and chunk_size must be >= 1, got {cfg.steps}, {cfg.batch_size}, {cfg.chunk_size}"
+        )
     torch.manual_seed(cfg.seed)
     g = torch.Generator().manual_seed(cfg.seed)
     model = build_model(data, cfg, state_key, deploy_contract)
@@ -163,9 +196,11 @@ def train(data: BCData, out: str | pathlib.Path | None, cfg: TrainBCConfig, stat
     losses: list[float] = []
     rows = []
     start = time.monotonic()
-    log(f"train_bc: {len(data)} frames, {data.num_episodes} episodes, {len(data.tasks)} instructions, cameras "
+    log(
+        f"train_bc: {len(data)} frames, {data.num_episodes} episodes, {len(data.tasks)} instructions, cameras "
         f"{list(cams) or 'none'}, state {state_key} ({data.state.shape[1]}), {model.num_parameters():,} "
-        "parameters")  # fmt: skip
+        "parameters"
+    )
     model.train()
     for step in range(1, cfg.steps + 1):
         idx = torch.randint(0, len(data), (cfg.batch_size,), generator=g)
@@ -189,8 +224,10 @@ def train(data: BCData, out: str | pathlib.Path | None, cfg: TrainBCConfig, stat
             from upright.vla.export import export_onnx
 
             err = export_onnx(model, out / "policy.onnx", data.tasks)
-            log(f"train_bc: wrote {out / 'model.pt'} and {out / 'policy.onnx'} (onnxruntime vs torch: max |diff| "
-                f"{err:.2g})")  # fmt: skip
+            log(
+                f"train_bc: wrote {out / 'model.pt'} and {out / 'policy.onnx'} (onnxruntime vs torch: max |diff| "
+                f"{err:.2g})"
+            )
     return model, losses
 
 
@@ -224,14 +261,23 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--state-key", default=STATE_KEY, help="observation.state or observation.policy_obs")
     parser.add_argument("--max-episodes", type=int, default=None, help="first N episodes of each dataset")
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads")
-    parser.add_argument("--deploy-contract", help="'lift' or a JSON file: what upright-deploy needs to run the policy "
-                        "(joints, Kp/Kd, default pose, action mode/scale), stored with the model")
+    parser.add_argument(
+        "--deploy-contract",
+        help="'lift' or a JSON file: what upright-deploy needs to run the policy "
+        "(joints, Kp/Kd, default pose, action mode/scale), stored with the model",
+    )
     args = parser.parse_args(argv)
     if args.no_images and args.cameras:
         parser.error("--cameras and --no-images exclude each other; pass one")
     torch.set_num_threads(max(1, args.threads))
-    cfg = TrainBCConfig(steps=args.steps, batch_size=args.batch_size, lr=args.lr, chunk_size=args.chunk_size,
-                        seed=args.seed, log_every=max(1, args.log_every))  # fmt: skip
+    cfg = TrainBCConfig(
+        steps=args.steps,
+        batch_size=args.batch_size,
+        lr=args.lr,
+        chunk_size=args.chunk_size,
+        seed=args.seed,
+        log_every=max(1, args.log_every),
+    )
     try:
         for root in args.dataset:  # every dataset checked before any is read: a damaged one is one line, exit 2
             check_dataset(root)

@@ -38,13 +38,17 @@ def _encode(obj: Any) -> Any:
     if isinstance(obj, (np.ndarray, np.generic)):
         kind = obj.dtype.kind
         if kind in _REFUSED_KINDS:
-            raise ValueError(f"cannot pack a numpy {_REFUSED_KINDS[kind]} array or scalar (dtype {obj.dtype}): "
-                             "the openpi wire format carries numeric, bool and fixed-width string dtypes only")
+            raise ValueError(
+                f"cannot pack a numpy {_REFUSED_KINDS[kind]} array or scalar (dtype {obj.dtype}): "
+                "the openpi wire format carries numeric, bool and fixed-width string dtypes only"
+            )
         if isinstance(obj, np.ndarray):
             return {_NDARRAY: True, b"data": obj.tobytes(), b"dtype": obj.dtype.str, b"shape": obj.shape}
         return {_NPGENERIC: True, b"data": obj.item(), b"dtype": obj.dtype.str}
-    raise TypeError(f"cannot pack a {type(obj).__module__}.{type(obj).__qualname__}: send numpy arrays "
-                    "(tensor.cpu().numpy()), numbers, strings, lists or dicts")
+    raise TypeError(
+        f"cannot pack a {type(obj).__module__}.{type(obj).__qualname__}: send numpy arrays "
+        "(tensor.cpu().numpy()), numbers, strings, lists or dicts"
+    )
 
 
 class MalformedMessage(ValueError):
@@ -64,8 +68,9 @@ def _dtype(spec: Any) -> np.dtype:
     try:
         dtype = np.dtype(spec)
     except (TypeError, ValueError):
-        raise MalformedMessage(f"bad dtype {spec!r:.40} in a packed array (openpi sends dtype.str, e.g. '<f4')"
-                               ) from None
+        raise MalformedMessage(
+            f"bad dtype {spec!r:.40} in a packed array (openpi sends dtype.str, e.g. '<f4')"
+        ) from None
     if dtype.kind in _REFUSED_KINDS:
         raise MalformedMessage(f"refusing to unpack a {_REFUSED_KINDS[dtype.kind]} array (dtype {dtype})")
     return dtype
@@ -147,6 +152,8 @@ def actions_from_reply(message: bytes | str, source: str = "policy server") -> t
         raise ValueError(f"{source} replied without 'actions' (got {keys}); is it an openpi policy server?")
     actions = np.asarray(reply["actions"])
     if actions.ndim != 2 or actions.dtype.kind not in "fiub":
-        raise ValueError(f"{source} replied 'actions' of shape {actions.shape} and dtype {actions.dtype}; "
-                         "expected a numeric (H, A) array")
+        raise ValueError(
+            f"{source} replied 'actions' of shape {actions.shape} and dtype {actions.dtype}; "
+            "expected a numeric (H, A) array"
+        )
     return actions.astype(np.float32), reply

@@ -41,7 +41,7 @@ import time
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 sys.path.insert(0, str(ROOT / "benchmarks" / "device"))
-import stage
+import stage  # noqa: E402  (found through the sys.path entries above)
 
 ENV_STEPS = re.compile(r"^it (\d+)/(\d+) \| ([\d,]+) env-steps/s")
 
@@ -73,6 +73,7 @@ def profile_child(n: int, device: str, steps: int = 10) -> None:
 
     import torch
     import warp as wp
+
     from upright.robots import g1
     from upright.sim.warp import WarpSim
     from upright.tasks.standup.scene import standup_scene
@@ -119,8 +120,16 @@ def run_bench(a, out: pathlib.Path, deadline: float) -> list[dict]:
         if backend == "mjx":
             env["XLA_FLAGS"] = "--xla_gpu_enable_command_buffer="  # docs/backends.md: jax 0.11.2 CUDA-graph failure
             env["UPRIGHT_MJX_IMPL"] = "jax"
-        cmd = [sys.executable, __file__, "--_bench", f"{backend}:{n}", "--bench-seconds", str(a.bench_seconds),
-               "--device", device]  # fmt: skip
+        cmd = [
+            sys.executable,
+            __file__,
+            "--_bench",
+            f"{backend}:{n}",
+            "--bench-seconds",
+            str(a.bench_seconds),
+            "--device",
+            device,
+        ]
         t0 = time.time()
         try:
             r = subprocess.run(cmd, capture_output=True, text=True, timeout=left, env=env, check=False)
@@ -139,17 +148,21 @@ def run_bench(a, out: pathlib.Path, deadline: float) -> list[dict]:
 
 
 def bench_table(results: list[dict]) -> str:
-    rows = ["| backend | device | N | bare env-steps/s | StandupEnv env-steps/s | first step s | init s | device MB |",
-            "|---|---|---:|---:|---:|---:|---:|---:|"]  # fmt: skip
+    rows = [
+        "| backend | device | N | bare env-steps/s | StandupEnv env-steps/s | first step s | init s | device MB |",
+        "|---|---|---:|---:|---:|---:|---:|---:|",
+    ]
     for r in sorted(results, key=lambda r: (r["n"], r["backend"])):
         if "error" in r:
             rows.append(f"| {r['backend']} | {r['device']} | {r['n']} | failed: {r['error']} | | | | |")
             continue
         name = r["backend"] + (f" ({r['impl']})" if "impl" in r else "")
         mb = f"{r['device_peak_mb']:,.0f}" if "device_peak_mb" in r else "n/a"
-        rows.append(f"| {name} | {r['device']} | {r['n']} | {r['steps_per_s']:,.0f} | "
-                    f"{r.get('env_steps_per_s', float('nan')):,.0f} | {r['first_step_s']:.1f} | {r['init_s']:.1f} | "
-                    f"{mb} |")
+        rows.append(
+            f"| {name} | {r['device']} | {r['n']} | {r['steps_per_s']:,.0f} | "
+            f"{r.get('env_steps_per_s', float('nan')):,.0f} | {r['first_step_s']:.1f} | {r['init_s']:.1f} | "
+            f"{mb} |"
+        )
     return "\n".join(rows)
 
 
@@ -163,8 +176,11 @@ def copy_checkpoint(run_dir: pathlib.Path, out: pathlib.Path) -> str | None:
     come back from ``$OUT`` only up to 16 MiB each; a HoST-sized checkpoint is 22 MB) with ``checkpoint.json`` (sizes
     and SHA-256), replacing the older copy. ``stage.py join`` puts it back together here."""
     ckpt = newest_checkpoint(run_dir)
-    if ckpt is None or (out / "checkpoint.json").is_file() and json.loads((out / "checkpoint.json").read_text())[
-            "name"] == ckpt.name:  # fmt: skip
+    if (
+        ckpt is None
+        or (out / "checkpoint.json").is_file()
+        and json.loads((out / "checkpoint.json").read_text())["name"] == ckpt.name
+    ):
         return None
     index = stage.write_parts(ckpt, out, stage.PART_BYTES, "checkpoint.json")  # new parts, then the index
     keep = {p["name"] for p in index["parts"]}
@@ -183,13 +199,23 @@ def run_training(a, out: pathlib.Path, deadline: float) -> dict:
     else:
         run_dir = pathlib.Path(a.run_root) / "standup" / a.run_name
         where = [f"run.root={a.run_root}", f"run.name={a.run_name}"]
-    cmd = [sys.executable, str(ROOT / "train.py"), "task=standup", "sim.backend=warp", f"device={a.device}",
-           f"env.num_envs={a.train_envs}", f"train.save_interval={a.save_interval}", *where, *a.train_args]  # fmt: skip
+    cmd = [
+        sys.executable,
+        str(ROOT / "train.py"),
+        "task=standup",
+        "sim.backend=warp",
+        f"device={a.device}",
+        f"env.num_envs={a.train_envs}",
+        f"train.save_interval={a.save_interval}",
+        *where,
+        *a.train_args,
+    ]
     log(out, f"\n## Training\n\n`{' '.join(cmd[1:])}`\n")
     t0 = time.time()
     with open(out / "train.log", "w") as logf:
-        proc = subprocess.Popen(cmd, cwd=ROOT, stdout=logf, stderr=subprocess.STDOUT, text=True,
-                                env={**os.environ, "PYTHONUNBUFFERED": "1"})  # fmt: skip
+        proc = subprocess.Popen(
+            cmd, cwd=ROOT, stdout=logf, stderr=subprocess.STDOUT, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"}
+        )
         next_copy = time.time() + a.ckpt_every_s
         while proc.poll() is None and time.time() < deadline:
             time.sleep(1.0)
@@ -210,9 +236,14 @@ def run_training(a, out: pathlib.Path, deadline: float) -> dict:
     its = [ENV_STEPS.match(x) for x in (out / "train.log").read_text().splitlines()]
     its = [(int(m[1]), int(m[3].replace(",", ""))) for m in its if m]
     rates = sorted(r for _, r in its[1:]) or [0]  # the first iteration includes start-up
-    summary = {"exit_code": proc.returncode, "wall_s": round(time.time() - t0, 1), "iterations_logged": len(its),
-               "last_iteration": its[-1][0] if its else None, "median_env_steps_per_s": rates[len(rates) // 2],
-               "checkpoint": name}  # fmt: skip
+    summary = {
+        "exit_code": proc.returncode,
+        "wall_s": round(time.time() - t0, 1),
+        "iterations_logged": len(its),
+        "last_iteration": its[-1][0] if its else None,
+        "median_env_steps_per_s": rates[len(rates) // 2],
+        "checkpoint": name,
+    }
     log(out, "training: " + json.dumps(summary))
     tail = (out / "train.log").read_text().splitlines()[-8:]
     log(out, "```\n" + "\n".join(tail) + "\n```")
@@ -279,15 +310,23 @@ def main() -> None:
     gpu = "none"
     if shutil.which(query[0]):
         gpu = subprocess.run(query, capture_output=True, text=True, check=False).stdout.strip()
-    log(out := a.out, f"# upright GPU session {time.strftime('%Y-%m-%d %H:%M')}\n\nGPU: {gpu}; CPU cores: "
-        f"{os.cpu_count()}; Python {sys.version.split()[0]}; deadline {a.deadline_s:.0f} s\n\n## Benchmark\n")
+    log(
+        out := a.out,
+        f"# upright GPU session {time.strftime('%Y-%m-%d %H:%M')}\n\nGPU: {gpu}; CPU cores: "
+        f"{os.cpu_count()}; Python {sys.version.split()[0]}; deadline {a.deadline_s:.0f} s\n\n## Benchmark\n",
+    )
     results = run_bench(a, out, deadline)
     log(out, "\n" + bench_table(results) + "\n")
     if not a.no_profile and "warp" in a.backends and deadline - time.time() > a.train_min_s + 45:
         n = max(a.num_envs)
         limit = max(10, deadline - a.train_min_s - time.time())
-        r = subprocess.run([sys.executable, __file__, "--_profile", str(n), "--device", a.device], check=False,
-                           capture_output=True, text=True, timeout=limit)
+        r = subprocess.run(
+            [sys.executable, __file__, "--_profile", str(n), "--device", a.device],
+            check=False,
+            capture_output=True,
+            text=True,
+            timeout=limit,
+        )
         lines = [x[8:] for x in r.stdout.splitlines() if x.startswith("PROFILE ")] or [r.stderr[-500:]]
         (out / "profile.txt").write_text("\n".join(lines) + "\n")
         log(out, "## Warp profile\n\n```\n" + "\n".join(lines[:12]) + "\n```")

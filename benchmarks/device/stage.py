@@ -55,8 +55,9 @@ def sha256(path: pathlib.Path) -> str:
 
 def tree_bytes(repo: pathlib.Path) -> int:
     """Bytes of the working tree that a device call sends: tracked and untracked-not-ignored files, and shared/."""
-    out = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=repo, capture_output=True,
-                         check=True).stdout.decode()  # fmt: skip
+    out = subprocess.run(
+        ["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=repo, capture_output=True, check=True
+    ).stdout.decode()
     total = sum((repo / f).stat().st_size for f in out.split("\0") if f and (repo / f).is_file())
     shared = repo / "shared"
     if shared.is_dir():
@@ -82,8 +83,13 @@ def split(bundle: pathlib.Path, out_dir: pathlib.Path, chunk_bytes: int) -> dict
             name = f"chunk_{len(chunks):02d}"
             (out_dir / name).write_bytes(block)
             chunks.append({"name": name, "bytes": len(block), "sha256": hashlib.sha256(block).hexdigest()})
-    manifest = {"bundle": bundle.name, "bundle_bytes": bundle.stat().st_size, "bundle_sha256": sha256(bundle),
-                "chunks": chunks, "created": time.strftime("%Y-%m-%d %H:%M:%S")}  # fmt: skip
+    manifest = {
+        "bundle": bundle.name,
+        "bundle_bytes": bundle.stat().st_size,
+        "bundle_sha256": sha256(bundle),
+        "chunks": chunks,
+        "created": time.strftime("%Y-%m-%d %H:%M:%S"),
+    }
     (out_dir / MANIFEST).write_text(json.dumps(manifest, indent=1))
     return manifest
 
@@ -167,8 +173,10 @@ def assemble(dest: pathlib.Path, extract: pathlib.Path | None = None) -> pathlib
     manifest = json.loads((dest / MANIFEST).read_text())
     missing = [c["name"] for c in manifest["chunks"] if not (dest / c["name"]).is_file()]
     if missing:
-        raise FileNotFoundError(f"chunks missing in {dest}: {', '.join(missing)} (the machine went back between "
-                                "calls, or a call was skipped): send them again")
+        raise FileNotFoundError(
+            f"chunks missing in {dest}: {', '.join(missing)} (the machine went back between "
+            "calls, or a call was skipped): send them again"
+        )
     bundle = dest / manifest["bundle"]
     h = hashlib.sha256()
     with open(bundle, "wb") as out:
@@ -186,8 +194,15 @@ def assemble(dest: pathlib.Path, extract: pathlib.Path | None = None) -> pathlib
     return bundle
 
 
-def pack(wheels: pathlib.Path, menagerie: pathlib.Path | None, robots: list[str], out_dir: pathlib.Path,
-         chunk_mib: float | None, extra_last_mib: float, repo: pathlib.Path) -> dict:  # fmt: skip
+def pack(
+    wheels: pathlib.Path,
+    menagerie: pathlib.Path | None,
+    robots: list[str],
+    out_dir: pathlib.Path,
+    chunk_mib: float | None,
+    extra_last_mib: float,
+    repo: pathlib.Path,
+) -> dict:
     """Bundle ``wheels/*.whl`` (as ``wheels/``) and the Menagerie ``robots`` (as ``menagerie/<robot>``), split it so
     that each call fits (:data:`CALL_LIMIT` minus the tree, :data:`MARGIN` and, for the last call, ``extra_last_mib``
     of other carried files such as a checkpoint to resume), and return the manifest.
@@ -204,8 +219,10 @@ def pack(wheels: pathlib.Path, menagerie: pathlib.Path | None, robots: list[str]
     room = CALL_LIMIT - tree - MARGIN
     chunk = int(chunk_mib * MiB) if chunk_mib else room
     if chunk <= 0 or chunk > room:
-        raise ValueError(f"the working tree ({tree / MiB:.1f} MiB) leaves {room / MiB:.1f} MiB per call; "
-                         f"a chunk of {chunk / MiB:.1f} MiB does not fit")  # fmt: skip
+        raise ValueError(
+            f"the working tree ({tree / MiB:.1f} MiB) leaves {room / MiB:.1f} MiB per call; "
+            f"a chunk of {chunk / MiB:.1f} MiB does not fit"
+        )
     out_dir.mkdir(parents=True, exist_ok=True)
     bundle = out_dir.parent / (out_dir.name + "_bundle.tar.gz")
     with tarfile.open(bundle, "w:gz", compresslevel=6) as tar:
@@ -227,15 +244,21 @@ def pack(wheels: pathlib.Path, menagerie: pathlib.Path | None, robots: list[str]
 
 def plan(manifest: dict, run_args: str, extra_carry: list[str]) -> str:
     """The device calls to make, in order, back to back (each within 30 s of the last one's end)."""
-    lines = [(f"{len(manifest['chunks'])} calls, each within 30 s of the previous one's end (the machine goes back "
-              "when idle); total device time about 1 min per staging call plus the last call's timeout_s.")]
+    lines = [
+        (
+            f"{len(manifest['chunks'])} calls, each within 30 s of the previous one's end (the machine goes back "
+            "when idle); total device time about 1 min per staging call plus the last call's timeout_s."
+        )
+    ]
     last = len(manifest["chunks"]) - 1
     for k, c in enumerate(manifest["chunks"]):
         carry = [f"{STAGE_DIR}/{MANIFEST}", f"{STAGE_DIR}/{c['name']}"] + (extra_carry if k == last else [])
         cmd = "bash benchmarks/device/device.sh " + ("receive" if k < last else f"run {run_args}".strip())
         timeout = 60 if k < last else 600
-        lines.append(f"call {k + 1}: run(command={cmd!r}, carry={json.dumps(carry)}, timeout_s={timeout})"
-                     f"  # {c['bytes'] / MiB:.1f} MiB")  # fmt: skip
+        lines.append(
+            f"call {k + 1}: run(command={cmd!r}, carry={json.dumps(carry)}, timeout_s={timeout})"
+            f"  # {c['bytes'] / MiB:.1f} MiB"
+        )
     return "\n".join(lines)
 
 
@@ -275,8 +298,10 @@ def main(argv: list[str] | None = None) -> int:
         if a.cmd == "pack":
             repo = pathlib.Path(__file__).resolve().parents[2]
             m = pack(a.wheels, a.menagerie, a.robots, a.out, a.chunk_mib, a.extra_last_mib, repo)
-            print(f"bundle {m['bundle_bytes'] / MiB:.1f} MiB ({len(m['wheels'])} wheels) in {len(m['chunks'])} chunks; "
-                  f"working tree {m['tree_mib']} MiB")  # fmt: skip
+            print(
+                f"bundle {m['bundle_bytes'] / MiB:.1f} MiB ({len(m['wheels'])} wheels) in {len(m['chunks'])} chunks; "
+                f"working tree {m['tree_mib']} MiB"
+            )
             print(plan(m, a.run_args, a.extra_carry))
         elif a.cmd == "join":
             path = join_parts(a.src, a.index, a.out)
@@ -286,8 +311,10 @@ def main(argv: list[str] | None = None) -> int:
             print(f"staged in {a.dest}; missing: {', '.join(missing) or 'none'}")
         else:
             bundle = assemble(a.dest, a.extract)
-            print(f"assembled {bundle} ({bundle.stat().st_size / MiB:.1f} MiB), SHA-256 checked"
-                  + (f", unpacked into {a.extract}" if a.extract else ""))  # fmt: skip
+            print(
+                f"assembled {bundle} ({bundle.stat().st_size / MiB:.1f} MiB), SHA-256 checked"
+                + (f", unpacked into {a.extract}" if a.extract else "")
+            )
     except (FileNotFoundError, ValueError) as e:
         print(f"stage.py {a.cmd}: {e}", file=sys.stderr)
         return 2

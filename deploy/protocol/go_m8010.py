@@ -175,9 +175,14 @@ def decode_command(frame: bytes) -> GoCommand:
     check_frame(frame, CMD_SIZE, CMD_HEADER)
     _, mb, tau, dq, q, kp, kd = _CMD.unpack_from(frame)
     return GoCommand(
-        motor_id=mb & 0x0F, mode=(mb >> 4) & 0x07, tau=tau / TAU_SCALE, dq=dq / DQ_SCALE, q=q / Q_SCALE,
-        kp=kp / K_SCALE, kd=kd / K_SCALE,
-    )  # fmt: skip
+        motor_id=mb & 0x0F,
+        mode=(mb >> 4) & 0x07,
+        tau=tau / TAU_SCALE,
+        dq=dq / DQ_SCALE,
+        q=q / Q_SCALE,
+        kp=kp / K_SCALE,
+        kd=kd / K_SCALE,
+    )
 
 
 def encode_reply(reply: GoReply) -> bytes:
@@ -214,6 +219,12 @@ def decode_reply(frame: bytes) -> GoReply:
     check_frame(frame, REPLY_SIZE, REPLY_HEADER)
     _, mb, tau, dq, q, temp, flags = _REPLY.unpack_from(frame)
     return GoReply(
-        motor_id=mb & 0x0F, mode=(mb >> 4) & 0x07, tau=tau / TAU_SCALE, dq=dq / DQ_SCALE, q=q / Q_SCALE,
-        temperature=temp, error=flags & 0x07, foot_force=(flags >> 3) & 0x0FFF,
-    )  # fmt: skip
+        motor_id=mb & 0x0F,
+        mode=(mb >> 4) & 0x07,
+        tau=tau / TAU_SCALE,
+        dq=dq / DQ_SCALE,
+        q=q / Q_SCALE,
+        temperature=temp,
+        error=flags & 0x07,
+        foot_force=(flags >> 3) & 0x0FFF,
+    )

@@ -29,7 +29,7 @@ import struct
 from dataclasses import dataclass
 
 from upright.deploy.protocol.crc import crc16_ccitt
-from upright.deploy.protocol.go_m8010 import CrcError, FrameError, check_frame
+from upright.deploy.protocol.go_m8010 import check_frame
 
 REQUEST_HEADER = b"\xfc\xee"
 REPLY_HEADER = b"\xfb\xee"
@@ -70,9 +70,14 @@ def decode_request(frame: bytes) -> tuple[int, int]:
 def encode_reply(sample: ImuSample) -> bytes:
     """Encode a 57-byte IMU reply."""
     body = _REP.pack(
-        REPLY_HEADER, sample.address & 0xFF, sample.seq & 0xFFFFFFFF, sample.t_us & 0xFFFFFFFFFFFFFFFF,
-        *sample.quat, *sample.gyro, *sample.acc,
-    )  # fmt: skip
+        REPLY_HEADER,
+        sample.address & 0xFF,
+        sample.seq & 0xFFFFFFFF,
+        sample.t_us & 0xFFFFFFFFFFFFFFFF,
+        *sample.quat,
+        *sample.gyro,
+        *sample.acc,
+    )
     return body + _CRC.pack(crc16_ccitt(body))
 
 

@@ -3,9 +3,9 @@
 On CPU it renders with MuJoCo's own OpenGL renderer (``mujoco.Renderer``), which needs an offscreen GL context:
 ``MUJOCO_GL=egl`` (Mesa or a GPU driver) or ``MUJOCO_GL=osmesa``, set before MuJoCo is imported
 (:func:`upright.viewer.gl.choose_offscreen_gl` picks one). Each env is drawn in turn from one ``MjData`` that takes
-that env's qpos (and the target marker's position), so the cost grows linearly with N. Shadows, floor reflections and the skybox are off: with Mesa's software EGL on this
-project's 2-core CPU they made a 64 x 64 frame of the Panda's ~137,000-triangle visual meshes take 456 ms instead of
-~50 ms. This group is for
+that env's qpos (and the target marker's position), so the cost grows linearly with N. Shadows, floor reflections and
+the skybox are off: with Mesa's software EGL on this project's 2-core CPU they made a 64 x 64 frame of the Panda's
+~137,000-triangle visual meshes take 456 ms instead of ~50 ms. This group is for
 demonstrations and vision-policy work, not for state-based training (``env.camera.enabled`` is off by default).
 ``benchmarks/bench_lift_env.py`` measures frames/s per core. On a GPU, ``env.camera.backend=auto`` (the default)
 renders with MuJoCo Warp's batch ray tracer instead (:mod:`upright.tasks.lift.camera_warp`);
@@ -97,7 +97,7 @@ class CameraRenderer:
         self.data = mujoco.MjData(model)
         try:
             self.renderer = mujoco.Renderer(model, height=self.height, width=self.width)
-        except Exception as err:  # noqa: BLE001 - MuJoCo raises several types when no GL context exists
+        except Exception as err:
             raise RuntimeError(
                 f"cannot render cameras ({err}); set MUJOCO_GL=egl (libegl1) or MUJOCO_GL=osmesa (libosmesa6) before "
                 "starting Python, or turn the camera group off with env.camera.enabled=false"

@@ -79,8 +79,15 @@ class WarpCameraRenderer:
         with wp.ScopedDevice(self.device):
             self._d = mjw.put_data(self.model, data, nworld=n)
             self._rc = mjw.create_render_context(
-                self.model, nworld=n, cam_res=(self.width, self.height), render_rgb=True, render_depth=False,
-                cam_active=self.cameras, use_shadows=False, render_skybox=False)
+                self.model,
+                nworld=n,
+                cam_res=(self.width, self.height),
+                render_rgb=True,
+                render_depth=False,
+                cam_active=self.cameras,
+                use_shadows=False,
+                render_skybox=False,
+            )
             self._rgb = wp.zeros((n, self.height, self.width), dtype=wp.vec3f)
         self._n = n
 

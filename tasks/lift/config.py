@@ -8,7 +8,6 @@ the command line, e.g. ``python train.py task=lift env.num_envs=256 env.domain_r
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Optional
 
 from upright.managers.vlm_reward import VLMRewardCfg
 
@@ -99,7 +98,7 @@ class LiftCurriculumCfg:
     scratch the bound stalled the discovery of the carry (seed 3, 186 iterations without a lift, as ``ee_max_lead``
     in session 14), so it can wait until an env has widened its ranges (``docs/lift_learning.md``, session 17).
     Curriculum off (evaluation, play): in every env."""
-    target_height_min_start: Optional[float] = None
+    target_height_min_start: float | None = None
     """Smallest target height above the cube's start at level 0, m (None: ``env.target_height[0]`` at every level).
     A low start (e.g. 0.05 with ``target_height_max_start=0.1``) lets a policy that has only learnt to lift the cube
     a few cm succeed, so the levels can rise."""
@@ -168,7 +167,7 @@ class LiftEnvCfg:
     ee_action_scale: float = 0.015
     """``ee_delta``: the site's largest commanded step per env step, m (0.75 m/s; the scripted expert's
     ``max_step``)."""
-    ee_min_height: Optional[float] = None
+    ee_min_height: float | None = None
     """``ee_delta``: the commanded gripper site is kept at least this high above the table, m (a workspace floor, as
     a Cartesian controller's bounds on a real cell; None: none). It bounds the command, not the measured hand: the
     Menagerie arm's position actuators have no gravity compensation, so an outstretched arm sags ~1 cm below its
@@ -181,7 +180,7 @@ class LiftEnvCfg:
     sagging below it (the Franka's own controller compensates gravity, libfranka's "gravity is compensated by the
     robot"; the scripted expert does the same). False: the targets are q_c (the Menagerie actuators have no gravity
     compensation; the outstretched arm sags ~1 cm)."""
-    ee_max_lead: Optional[float] = None
+    ee_max_lead: float | None = None
     """``ee_delta``: the commanded gripper site (the site at the arm's position targets q_c) is kept within this
     distance of the measured site, m (None: unbounded). The IK step accumulates on q_c, so while the hand is blocked
     (pressed on the table, or at the edge of its reach) the command otherwise runs on ahead of it, unseen by the
@@ -189,7 +188,7 @@ class LiftEnvCfg:
     the other way: the stuck far-edge episodes of session 14 had the command 30 cm below and 15 cm behind the
     hand (``docs/lift_learning.md``). The bound is an anti-windup clamp on the Cartesian command; a real cell
     computes it from the measured joint angles and the arm's kinematic model."""
-    ee_max_lead_down: Optional[float] = None
+    ee_max_lead_down: float | None = None
     """``ee_delta``: the commanded gripper site is kept at most this far *below* the measured site, m (None:
     unbounded); the other directions stay free. A one-sided ``ee_max_lead``: the windup that pressed the hand into
     the table at the far edge (the command 30 cm below the hand, session 14) is bounded, while the lead the command

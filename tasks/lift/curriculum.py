@@ -35,8 +35,10 @@ def lift_curriculum(cfg: LiftEnvCfg, num_envs: int, device) -> LevelCurriculum:
         if start > end:
             raise ValueError(f"env.curriculum.{key}={start} exceeds the full range {end}; lower it")
     if c.target_height_min_start is not None and c.target_height_min_start > c.target_height_max_start:
-        raise ValueError(f"env.curriculum.target_height_min_start={c.target_height_min_start} exceeds "
-                         f"target_height_max_start={c.target_height_max_start}; lower it")
+        raise ValueError(
+            f"env.curriculum.target_height_min_start={c.target_height_min_start} exceeds "
+            f"target_height_max_start={c.target_height_max_start}; lower it"
+        )
     rules = [
         CurriculumRule("raise_on_success", raise_on_success, {"step": c.step_up}),
         CurriculumRule("lower_on_failure", lower_on_failure, {"step": c.step_down}),

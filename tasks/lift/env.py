@@ -4,14 +4,15 @@
 One env step (0.02 s): the action a ∈ [-1, 1]^8 moves the position targets, ctrl ← clip(ctrl + 0.04·a, ctrl range),
 for the 7 arm actuators and the finger actuator (``env.action_mode=ee_delta``: a ∈ [-1, 1]^4 moves the gripper site
 by 0.015·a[:3] m through differential IK, :mod:`.ik`, and the finger target by 0.04·a[3]); the targets are held for
-``decimation`` = 4 physics steps of 0.005 s (delayed by 0-``action_delay_substeps`` substeps under domain randomisation); then state, rewards (3 groups),
-terminations, the curriculum's update of envs whose episode ended, resets and the next observation.
+``decimation`` = 4 physics steps of 0.005 s (delayed by 0-``action_delay_substeps`` substeps under domain
+randomisation); then state, rewards (3 groups), terminations, the curriculum's update of envs whose episode ended,
+resets and the next observation.
 
 Reset (Playground): the robot at keyframe ``home`` with its targets, the cube upright on the floor at
 (0.7, 0) m + U(±r_cube) in xy, the target at (0.7, 0) m + U(±r_target) in xy and U(h0, h_max) m above the cube's
 start centre; r_cube, r_target and h_max follow each env's curriculum level (:mod:`.curriculum`). An episode ends
-after 150 env steps, when the cube leaves the workspace, or when the simulation diverged (:mod:`.terminations`); success (cube centre within
-2.5 cm of the target at some env step) does not end it.
+after 150 env steps, when the cube leaves the workspace, or when the simulation diverged (:mod:`.terminations`); success
+(cube centre within 2.5 cm of the target at some env step) does not end it.
 """
 
 from __future__ import annotations
@@ -61,7 +62,9 @@ class LiftEnv(VecEnv):
         if cfg.num_envs < 1:
             raise ValueError(f"env.num_envs must be >= 1, got {cfg.num_envs}")
         if cfg.action_scale <= 0 or cfg.action_clip <= 0:
-            raise ValueError(f"env.action_scale and env.action_clip must be > 0, got {cfg.action_scale}, {cfg.action_clip}")
+            raise ValueError(
+                f"env.action_scale and env.action_clip must be > 0, got {cfg.action_scale}, {cfg.action_clip}"
+            )
         if cfg.action_mode not in ACTION_MODES:
             raise ValueError(f"env.action_mode must be one of {list(ACTION_MODES)}, got {cfg.action_mode!r}")
         if cfg.ee_max_lead is not None and not cfg.ee_max_lead > 0:
@@ -69,26 +72,38 @@ class LiftEnv(VecEnv):
         if cfg.ee_max_lead_down is not None and not cfg.ee_max_lead_down > 0:
             raise ValueError(f"env.ee_max_lead_down must be > 0 m (or null: unbounded), got {cfg.ee_max_lead_down}")
         if not 0.0 <= cfg.curriculum.ee_max_lead_down_level <= 1.0:
-            raise ValueError("env.curriculum.ee_max_lead_down_level must be a level in [0, 1], got "
-                             f"{cfg.curriculum.ee_max_lead_down_level}")
+            raise ValueError(
+                "env.curriculum.ee_max_lead_down_level must be a level in [0, 1], got "
+                f"{cfg.curriculum.ee_max_lead_down_level}"
+            )
         if cfg.ee_observe_lead and cfg.action_mode != "ee_delta":
             raise ValueError("env.ee_observe_lead=true needs env.action_mode=ee_delta (the lead is the IK command's)")
         if cfg.ee_action_scale <= 0:
             raise ValueError(f"env.ee_action_scale must be > 0 (m per env step), got {cfg.ee_action_scale}")
         h0, h1 = cfg.target_height
         if not 0 <= h0 <= h1:
-            raise ValueError(f"env.target_height must be [low, high] with 0 <= low <= high, got {list(cfg.target_height)}")
+            raise ValueError(
+                f"env.target_height must be [low, high] with 0 <= low <= high, got {list(cfg.target_height)}"
+            )
         c = cfg.curriculum
         if not (0.0 <= c.far_edge_fraction <= 1.0 and c.far_edge_band > 0.0):
-            raise ValueError(f"env.curriculum.far_edge_fraction must be in [0, 1] and far_edge_band > 0 m, got "
-                             f"{c.far_edge_fraction}, {c.far_edge_band}")  # fmt: skip
+            raise ValueError(
+                f"env.curriculum.far_edge_fraction must be in [0, 1] and far_edge_band > 0 m, got "
+                f"{c.far_edge_fraction}, {c.far_edge_band}"
+            )
         self.cfg = cfg
         self.sim_cfg = sim_cfg
         self.device = torch.device(device)
         self.rng = torch.Generator(device="cpu").manual_seed(seed)
         self.model = lift_scene(sim_cfg.timestep)
-        self.sim = make_sim(sim_cfg.backend, self.model, cfg.num_envs, sim_cfg.num_threads, self.device,
-                            extra_fields=GEOMETRY_FIELDS if cfg.domain_rand.enabled else ())  # the cube's size
+        self.sim = make_sim(
+            sim_cfg.backend,
+            self.model,
+            cfg.num_envs,
+            sim_cfg.num_threads,
+            self.device,
+            extra_fields=GEOMETRY_FIELDS if cfg.domain_rand.enabled else (),
+        )  # the cube's size
         self.num_envs = cfg.num_envs
         self.step_dt = sim_cfg.timestep * cfg.decimation
         """Control period, s (0.02)."""
@@ -115,8 +130,14 @@ class LiftEnv(VecEnv):
         """(7,) nominal arm Kp, N·m/rad (gravity compensation divides by it)."""
         self._init_indices()
         n, dev = self.num_envs, self.device
-        terms, groups = with_vlm_reward(lift_reward_terms(cfg.rewards), REWARD_GROUPS, getattr(cfg, "vlm_reward", None),
-                                        self.model, self.sim, self.device)  # fmt: skip
+        terms, groups = with_vlm_reward(
+            lift_reward_terms(cfg.rewards),
+            REWARD_GROUPS,
+            getattr(cfg, "vlm_reward", None),
+            self.model,
+            self.sim,
+            self.device,
+        )
         self.reward_manager = RewardManager(terms, groups, dt=self.step_dt)
         self.reward_group_names = self.reward_manager.group_names
         """Reward groups, in the column order of ``extras["reward_groups"]`` (one critic each)."""
@@ -249,8 +270,10 @@ class LiftEnv(VecEnv):
         """
         cfg = self.cfg
         if tuple(actions.shape) != (self.num_envs, self.num_actions):
-            raise ValueError(f"actions must be (N, {self.num_actions}) = ({self.num_envs}, {self.num_actions}) for "
-                             f"env.action_mode={cfg.action_mode}, got {tuple(actions.shape)}")
+            raise ValueError(
+                f"actions must be (N, {self.num_actions}) = ({self.num_envs}, {self.num_actions}) for "
+                f"env.action_mode={cfg.action_mode}, got {tuple(actions.shape)}"
+            )
         a = actions.to(self.device, torch.float32).clamp(-cfg.action_clip, cfg.action_clip)
         self.last_actions.copy_(self.actions)
         self.actions.copy_(a)
@@ -388,7 +411,9 @@ class LiftEnv(VecEnv):
                 pos[:, 0] = torch.where(far, edge_x, pos[:, 0])
         return cube, target
 
-    def reset_envs(self, env_ids: torch.Tensor, cube_pos: torch.Tensor | None = None, target_pos: torch.Tensor | None = None) -> None:
+    def reset_envs(
+        self, env_ids: torch.Tensor, cube_pos: torch.Tensor | None = None, target_pos: torch.Tensor | None = None
+    ) -> None:
         """Start new episodes in ``env_ids`` (M,): robot at home, cube and target drawn (:meth:`sample_reset`) unless
         given as (M, 3) m."""
         m = int(env_ids.numel())

@@ -31,8 +31,14 @@ from upright.tasks.registry import make_env
 METRICS = ("success", "success_at_end", "time_to_success_s", "final_distance_m")
 
 
-EE_SETTINGS = ("ee_action_scale", "ee_min_height", "ee_gravity_compensation", "ee_max_lead", "ee_max_lead_down",
-               "ee_observe_lead")  # fmt: skip
+EE_SETTINGS = (
+    "ee_action_scale",
+    "ee_min_height",
+    "ee_gravity_compensation",
+    "ee_max_lead",
+    "ee_max_lead_down",
+    "ee_observe_lead",
+)
 """``env.*`` settings that give an ``ee_delta`` action its meaning besides the mode (step scale, workspace floor,
 gravity compensation, the command's largest lead over the hand, in all directions or downward only, the lead as
 an observation)."""
@@ -157,8 +163,16 @@ def make_lift_eval_env(overrides: list[str], num_envs: int, domain_rand: bool, s
     return make_env("lift", cfg.env, cfg.sim, device="cpu", seed=seed), cfg
 
 
-def write_report(policy: str, episodes: int, s: dict[str, float], cfg, seed: int, seconds: float,
-                 out: str | None = None, note: str = "") -> str:
+def write_report(
+    policy: str,
+    episodes: int,
+    s: dict[str, float],
+    cfg,
+    seed: int,
+    seconds: float,
+    out: str | None = None,
+    note: str = "",
+) -> str:
     """Print the lift evaluation table of ``s`` (:func:`summarize`) with the protocol line (``note`` appended to it)
     and, with ``out``, write ``out/eval.md`` and ``out/eval.csv``; returns the markdown."""
     dr = "on" if cfg.env.domain_rand.enabled else "off (--no-domain-rand)"

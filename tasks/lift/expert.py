@@ -69,8 +69,10 @@ class ScriptedExpert:
 
     def __init__(self, env, max_step: float = 0.015, damping: float = 0.05, null_gain: float = 0.05):
         if env.num_actions != 8:
-            raise ValueError(f"the scripted expert acts on the 8 position targets (env.action_mode=delta); the env "
-                             f"has env.action_mode={env.cfg.action_mode}: drop that override")  # fmt: skip
+            raise ValueError(
+                f"the scripted expert acts on the 8 position targets (env.action_mode=delta); the env "
+                f"has env.action_mode={env.cfg.action_mode}: drop that override"
+            )
         self.env = env
         self.model = env.model
         self.ik = DifferentialIK(self.model)

@@ -11,10 +11,10 @@ the site's orientation at q_c to the home orientation, W = diag(1, 1, 1, w_tilt,
 
     Δq = (WJ)ᵀ (WJ (WJ)ᵀ + λ² I)⁻¹ W [d; e_r] + (I - J⁺J) k_null (q_home - q_c)
 
-(J⁺ the pseudo-inverse; damped least squares, Buss 2004 "Introduction to inverse kinematics with Jacobian transpose, pseudoinverse and
-damped least squares methods", section 6; the posture term stays in the Jacobian's null space). The tilt weight is
-small because the cubes and targets far out (x ≈ 0.85-0.9 m) are beyond the Panda's reach with the hand pointing
-straight down; the scripted expert (:mod:`upright.tasks.lift.expert`) uses the same weights.
+(J⁺ the pseudo-inverse; damped least squares, Buss 2004 "Introduction to inverse kinematics with Jacobian transpose,
+pseudoinverse and damped least squares methods", section 6; the posture term stays in the Jacobian's null space). The
+tilt weight is small because the cubes and targets far out (x ≈ 0.85-0.9 m) are beyond the Panda's reach with the hand
+pointing straight down; the scripted expert (:mod:`upright.tasks.lift.expert`) uses the same weights.
 
 Everything is computed on the commanded configuration, not the measured one, so the PD's lag does not feed back into
 the IK and the result depends on nothing but the robot's own kinematic model and targets: a real Panda runs the same
@@ -39,7 +39,8 @@ IK_NULL_GAIN = 0.05
 
 
 def orientation_error(r_cur: np.ndarray, r_des: np.ndarray) -> np.ndarray:
-    """(N, 3) world-frame small-angle rotation vectors taking ``r_cur`` to ``r_des`` ((N, 3, 3) each): ½ Σ_i c_i × d_i."""
+    """(N, 3) world-frame small-angle rotation vectors taking ``r_cur`` to ``r_des`` ((N, 3, 3) each): ½ Σ_i c_i ×
+    d_i."""
     return 0.5 * np.cross(r_cur, r_des, axis=1).sum(axis=2)
 
 
@@ -73,8 +74,13 @@ class DifferentialIK:
         ValueError: the model lacks the gripper site.
     """
 
-    def __init__(self, model: mujoco.MjModel, damping: float = IK_DAMPING,
-                 rotation_weights: tuple[float, float, float] = IK_ROTATION_WEIGHTS, null_gain: float = IK_NULL_GAIN):  # fmt: skip
+    def __init__(
+        self,
+        model: mujoco.MjModel,
+        damping: float = IK_DAMPING,
+        rotation_weights: tuple[float, float, float] = IK_ROTATION_WEIGHTS,
+        null_gain: float = IK_NULL_GAIN,
+    ):
         self.model = model
         self.data = mujoco.MjData(model)
         self.site = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_SITE, panda.GRIPPER_SITE)
@@ -123,8 +129,13 @@ class DifferentialIK:
             out[i] = bias[:7]
         return torch.as_tensor(out, dtype=torch.float32, device=q_arm.device)
 
-    def joint_step(self, q_arm: torch.Tensor, translation: torch.Tensor, min_height: float | None = None,
-                   frames: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None) -> torch.Tensor:  # fmt: skip
+    def joint_step(
+        self,
+        q_arm: torch.Tensor,
+        translation: torch.Tensor,
+        min_height: float | None = None,
+        frames: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
+    ) -> torch.Tensor:
         """Δq (N, 7) rad that moves the site by ``translation`` (N, 3) m (world frame) from arm angles ``q_arm``
         (N, 7) rad and turns it toward the home orientation; float32 on ``q_arm``'s device.
 

@@ -7,14 +7,17 @@ from typing import Any
 
 from upright.robots import panda
 from upright.tasks.lift.observations import (
-    HISTORY_LENGTH, OBS_CLIP, ROBOT_MEASURABLE_TERMS,
-)  # fmt: skip
+    HISTORY_LENGTH,
+    OBS_CLIP,
+    ROBOT_MEASURABLE_TERMS,
+)
 from upright.tasks.metadata import POLICY_IO, observation_metadata
 from upright.tasks.policy_schema import ACTION_FORMULAS
 
 
-def lift_deploy_contract(action_scale: float | None = None, action_clip: float | None = None,
-                         control_dt: float | None = None) -> dict[str, Any]:
+def lift_deploy_contract(
+    action_scale: float | None = None, action_clip: float | None = None, control_dt: float | None = None
+) -> dict[str, Any]:
     """What the deploy daemon needs to run a chunked lift policy in the ``delta`` action mode
     (:data:`upright.tasks.policy_schema.CHUNK_CONTRACT_KEYS`): the 8 actuated Panda joints (7 arm joints, then
     ``finger_joint1``), Kp/Kd and the home targets of :mod:`upright.robots.panda`, and the lift env's action rule.
@@ -52,15 +55,19 @@ def lift_policy_metadata(env) -> dict[str, Any]:
     if mode == "ee_delta":
         from upright.tasks.lift import ik
 
-        ee = {"ee_action_scale": float(env.cfg.ee_action_scale), "ee_site": panda.GRIPPER_SITE,
-              "ee_action_names": ["site_dx", "site_dy", "site_dz", "finger"],
-              "ik_damping": ik.IK_DAMPING, "ik_rotation_weights": list(ik.IK_ROTATION_WEIGHTS),
-              "ik_null_gain": ik.IK_NULL_GAIN,
-              "ee_min_height": None if env.cfg.ee_min_height is None else float(env.cfg.ee_min_height),
-              "ee_gravity_compensation": bool(env.cfg.ee_gravity_compensation),
-              "ee_max_lead": None if env.cfg.ee_max_lead is None else float(env.cfg.ee_max_lead),
-              "ee_max_lead_down": None if env.cfg.ee_max_lead_down is None else float(env.cfg.ee_max_lead_down),
-              "ee_observe_lead": bool(env.cfg.ee_observe_lead)}  # fmt: skip
+        ee = {
+            "ee_action_scale": float(env.cfg.ee_action_scale),
+            "ee_site": panda.GRIPPER_SITE,
+            "ee_action_names": ["site_dx", "site_dy", "site_dz", "finger"],
+            "ik_damping": ik.IK_DAMPING,
+            "ik_rotation_weights": list(ik.IK_ROTATION_WEIGHTS),
+            "ik_null_gain": ik.IK_NULL_GAIN,
+            "ee_min_height": None if env.cfg.ee_min_height is None else float(env.cfg.ee_min_height),
+            "ee_gravity_compensation": bool(env.cfg.ee_gravity_compensation),
+            "ee_max_lead": None if env.cfg.ee_max_lead is None else float(env.cfg.ee_max_lead),
+            "ee_max_lead_down": None if env.cfg.ee_max_lead_down is None else float(env.cfg.ee_max_lead_down),
+            "ee_observe_lead": bool(env.cfg.ee_observe_lead),
+        }
     return {
         "task": "lift",
         "robot": "franka_emika_panda",

@@ -65,7 +65,9 @@ def ee_lead(state: LiftState) -> torch.Tensor:
         ValueError: the state has no ``command_site`` (the env was built without ``env.ee_observe_lead=true``).
     """
     if state.command_site is None:
-        raise ValueError("the ee_lead observation needs the commanded site: build the env with env.ee_observe_lead=true")
+        raise ValueError(
+            "the ee_lead observation needs the commanded site: build the env with env.ee_observe_lead=true"
+        )
     return state.command_site - state.gripper_pos
 
 
@@ -100,6 +102,7 @@ def observation_dims(num_actions: int = 8, ee_lead: bool = False) -> tuple[int, 
 def observation_terms(ee_lead: bool = False) -> tuple[ObservationTerm, ...]:
     """The frame's terms in order: :data:`OBSERVATION_TERMS`, then :data:`EE_LEAD_TERM` with ``ee_lead``."""
     return OBSERVATION_TERMS + ((EE_LEAD_TERM,) if ee_lead else ())
+
 
 HISTORY_LENGTH = 1
 """Frames per observation (Playground uses the current one only)."""

@@ -2,9 +2,9 @@
 ``enabled=false`` turns every part off: nominal model, no observation noise, no action delay).
 
 At every reset of an env: cube mass (with its subtree mass and inertia, same factor), cube size (half sizes, bounding
-sphere and box; the inertia x factor², the cube starts resting on the floor at its own half height), cube sliding friction, Kp of each actuator
-(``gainprm[0]`` with ``biasprm[1]``) and Kd of each actuator (``biasprm[2]``), and the action delay (0 to
-``action_delay_substeps`` physics substeps). Observation noise is each term's half-width times
+sphere and box; the inertia x factor², the cube starts resting on the floor at its own half height), cube sliding
+friction, Kp of each actuator (``gainprm[0]`` with ``biasprm[1]``) and Kd of each actuator (``biasprm[2]``), and the
+action delay (0 to ``action_delay_substeps`` physics substeps). Observation noise is each term's half-width times
 ``obs_noise_scale`` (:data:`upright.tasks.lift.observations.OBSERVATION_TERMS`). Ranges are upright's choice, in the
 spirit of ManiSkill/Isaac Lab manipulation randomisation; none is from Playground, which trains ``PandaPickCube``
 without randomisation.
@@ -40,20 +40,40 @@ def lift_randomization_terms(cfg: LiftDomainRandCfg, model: mujoco.MjModel) -> l
     arm = slice(0, model.nu)
     return [
         # the cube is a root body: its subtree mass is its own mass, and must follow it (upright.sim.PER_ENV_FIELDS)
-        ModelFieldTerm("cube_mass", (FieldTarget("body_mass", (cube,)), FieldTarget("body_subtreemass", (cube,)),
-                                     FieldTarget("body_inertia", (cube,))),
-                       *_range("cube_mass_scale", cfg.cube_mass_scale)),
-        ModelFieldTerm("cube_size", (FieldTarget("geom_size", (cube_geom,)), FieldTarget("geom_rbound", (cube_geom,)),
-                                     FieldTarget("geom_aabb", (cube_geom, slice(3, 6))),
-                                     FieldTarget("body_inertia", (cube,), power=2.0)),
-                       *_range("cube_size_scale", cfg.cube_size_scale)),
-        ModelFieldTerm("cube_friction", (FieldTarget("geom_friction", (cube_geom, 0)),),
-                       *_range("cube_friction_scale", cfg.cube_friction_scale)),
-        ModelFieldTerm("kp", (FieldTarget("actuator_gainprm", (arm, 0)), FieldTarget("actuator_biasprm", (arm, 1))),
-                       *_range("kp_scale", cfg.kp_scale), per_entry=True),
-        ModelFieldTerm("kd", (FieldTarget("actuator_biasprm", (arm, 2)),), *_range("kd_scale", cfg.kd_scale),
-                       per_entry=True),
-    ]  # fmt: skip
+        ModelFieldTerm(
+            "cube_mass",
+            (
+                FieldTarget("body_mass", (cube,)),
+                FieldTarget("body_subtreemass", (cube,)),
+                FieldTarget("body_inertia", (cube,)),
+            ),
+            *_range("cube_mass_scale", cfg.cube_mass_scale),
+        ),
+        ModelFieldTerm(
+            "cube_size",
+            (
+                FieldTarget("geom_size", (cube_geom,)),
+                FieldTarget("geom_rbound", (cube_geom,)),
+                FieldTarget("geom_aabb", (cube_geom, slice(3, 6))),
+                FieldTarget("body_inertia", (cube,), power=2.0),
+            ),
+            *_range("cube_size_scale", cfg.cube_size_scale),
+        ),
+        ModelFieldTerm(
+            "cube_friction",
+            (FieldTarget("geom_friction", (cube_geom, 0)),),
+            *_range("cube_friction_scale", cfg.cube_friction_scale),
+        ),
+        ModelFieldTerm(
+            "kp",
+            (FieldTarget("actuator_gainprm", (arm, 0)), FieldTarget("actuator_biasprm", (arm, 1))),
+            *_range("kp_scale", cfg.kp_scale),
+            per_entry=True,
+        ),
+        ModelFieldTerm(
+            "kd", (FieldTarget("actuator_biasprm", (arm, 2)),), *_range("kd_scale", cfg.kd_scale), per_entry=True
+        ),
+    ]
 
 
 class LiftRandomizer:

@@ -73,8 +73,10 @@ def demo_features(cameras: tuple[str, ...], height: int, width: int) -> dict[str
     features = frame_features(joints, frame_names())
     for cam in cameras:
         features[f"observation.images.{cam}"] = {
-            "dtype": "image", "shape": [height, width, 3], "names": ["height", "width", "channel"],
-        }  # fmt: skip
+            "dtype": "image",
+            "shape": [height, width, 3],
+            "names": ["height", "width", "channel"],
+        }
     return features
 
 
@@ -119,9 +121,16 @@ class EpisodeBuffer:
 
 
 def record(
-    out: str | pathlib.Path, episodes: int, num_envs: int = 16, seed: int = 0, domain_rand: bool = True,
-    cameras: bool = False, only_success: bool = False, overrides: list[str] | tuple[str, ...] = (),
-    instructions: list[str] | tuple[str, ...] = (TASK,), controller=None,
+    out: str | pathlib.Path,
+    episodes: int,
+    num_envs: int = 16,
+    seed: int = 0,
+    domain_rand: bool = True,
+    cameras: bool = False,
+    only_success: bool = False,
+    overrides: list[str] | tuple[str, ...] = (),
+    instructions: list[str] | tuple[str, ...] = (TASK,),
+    controller=None,
 ) -> dict:
     """Record ``episodes`` expert episodes into the dataset at ``out`` (created, or extended if it has this schema).
 
@@ -155,7 +164,7 @@ def record(
     if controller is None:
         expert = ScriptedExpert(env)
 
-        def controller(env, obs):  # noqa: F811
+        def controller(env, obs):
             return expert.act(), torch.zeros(num_envs, dtype=torch.bool)
 
         controller.reset = expert.reset
@@ -184,12 +193,19 @@ def record(
         for i in range(num_envs):
             row = {
                 "observation.state": proprio[i],
-                "observation.policy_obs": policy_obs[i], "observation.policy_action": a[i], "action": a[i],
-                "action.joint_target": targets[i], "intervention": bool(human[i]),
+                "observation.policy_obs": policy_obs[i],
+                "observation.policy_action": a[i],
+                "action": a[i],
+                "action.joint_target": targets[i],
+                "intervention": bool(human[i]),
                 "control_source": int(ControlSource.HUMAN if human[i] else ControlSource.POLICY),
-                "safety_flags": 0, "t_mono_ns": int(t_ns[i]), "imu_time_us": int(t_ns[i] // 1000),
-                "loop_lateness_us": 0.0, "next.reward": float(rewards[i]), "next.done": bool(dones[i]),
-            }  # fmt: skip
+                "safety_flags": 0,
+                "t_mono_ns": int(t_ns[i]),
+                "imu_time_us": int(t_ns[i] // 1000),
+                "loop_lateness_us": 0.0,
+                "next.reward": float(rewards[i]),
+                "next.done": bool(dones[i]),
+            }
             for c, cam in enumerate(cams):
                 row[f"observation.images.{cam}"] = _png(images[i, c])
             buffers[i].add(**row)
@@ -198,8 +214,9 @@ def record(
             attempts += 1
             if written < episodes and (ok or not only_success):
                 task = instructions[written % len(instructions)]
-                writer.add_episode(writer.info["total_episodes"], buffers[i].table(features), task,
-                                   "success" if ok else "failure")  # fmt: skip
+                writer.add_episode(
+                    writer.info["total_episodes"], buffers[i].table(features), task, "success" if ok else "failure"
+                )
                 written += 1
                 successes += int(ok)
                 frames += len(buffers[i])
@@ -218,8 +235,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--no-domain-rand", action="store_true")
     parser.add_argument("--cameras", action="store_true", help="add observation.images.* (env.camera.* sets them)")
     parser.add_argument("--only-success", action="store_true", help="write successful episodes only")
-    parser.add_argument("--instruction", action="append", default=None, metavar="TEXT",
-                        help=f"task instruction (repeatable: episodes cycle through them); default {TASK!r}")
+    parser.add_argument(
+        "--instruction",
+        action="append",
+        default=None,
+        metavar="TEXT",
+        help=f"task instruction (repeatable: episodes cycle through them); default {TASK!r}",
+    )
     parser.add_argument("--paraphrases", action="store_true", help="cycle through the built-in PARAPHRASES")
     parser.add_argument("overrides", nargs="*", help="task config overrides, e.g. env.camera.width=96")
     args = parser.parse_args(argv)
@@ -230,12 +252,23 @@ def main(argv: list[str] | None = None) -> None:
     instructions = args.instruction or (list(PARAPHRASES) if args.paraphrases else [TASK])
     torch.set_num_threads(1)
     try:
-        summary = record(args.out, args.episodes, args.num_envs, args.seed, not args.no_domain_rand, args.cameras,
-                         args.only_success, args.overrides, instructions)  # fmt: skip
+        summary = record(
+            args.out,
+            args.episodes,
+            args.num_envs,
+            args.seed,
+            not args.no_domain_rand,
+            args.cameras,
+            args.only_success,
+            args.overrides,
+            instructions,
+        )
     except ValueError as err:
         parser.exit(2, f"record_demos: {err}\n")
-    print(f"{args.out}: {summary['episodes']} episodes, {summary['frames']} frames; expert success "
-          f"{summary['successes']}/{summary['episodes']} written ({summary['attempts']} attempted)")  # fmt: skip
+    print(
+        f"{args.out}: {summary['episodes']} episodes, {summary['frames']} frames; expert success "
+        f"{summary['successes']}/{summary['episodes']} written ({summary['attempts']} attempted)"
+    )
 
 
 if __name__ == "__main__":

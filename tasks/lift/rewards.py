@@ -20,8 +20,10 @@ from upright.tasks.lift.state import LiftState
 from upright.tasks.quat import quat_to_matrix
 
 REWARD_GROUPS: tuple[RewardGroup, ...] = (
-    RewardGroup("reach"), RewardGroup("lift"), RewardGroup("regularization"),
-)  # fmt: skip
+    RewardGroup("reach"),
+    RewardGroup("lift"),
+    RewardGroup("regularization"),
+)
 """Groups in column order."""
 
 
@@ -110,7 +112,9 @@ def lift_reward_terms(weights) -> list[RewardTerm]:
         RewardTerm("gripper_box", gripper_box, "reach", weights.gripper_box),
         RewardTerm("grasp", grasp, "reach", weights.grasp, {"off_floor": weights.grasp_off_floor}),
         RewardTerm("box_target", box_target, "lift", weights.box_target),
-        RewardTerm("box_target_fine", box_target, "lift", weights.box_target_fine, {"sharpness": weights.fine_sharpness}),
+        RewardTerm(
+            "box_target_fine", box_target, "lift", weights.box_target_fine, {"sharpness": weights.fine_sharpness}
+        ),
         RewardTerm("lifted", lifted, "lift", weights.lifted, {"min_height": weights.lift_height}),
         RewardTerm("carry", carry, "lift", weights.carry, {"off_floor": weights.carry_off_floor}),
         RewardTerm("at_target", at_target, "lift", weights.at_target, {"threshold": weights.at_target_threshold}),

@@ -63,15 +63,23 @@ def lift_scene(timestep: float = 0.005) -> mujoco.MjModel:
     spec = panda.panda_spec(panda.SCENE_FILE)
     for geom in FLOOR_CONTACT_GEOMS:
         s = spec.add_sensor(
-            name=geom + FLOOR_SENSOR_SUFFIX, type=mujoco.mjtSensor.mjSENS_CONTACT,
-            objtype=mujoco.mjtObj.mjOBJ_GEOM, objname=geom, reftype=mujoco.mjtObj.mjOBJ_GEOM, refname=panda.FLOOR_GEOM,
-        )  # fmt: skip
+            name=geom + FLOOR_SENSOR_SUFFIX,
+            type=mujoco.mjtSensor.mjSENS_CONTACT,
+            objtype=mujoco.mjtObj.mjOBJ_GEOM,
+            objname=geom,
+            reftype=mujoco.mjtObj.mjOBJ_GEOM,
+            refname=panda.FLOOR_GEOM,
+        )
         s.intprm = [_FORCE, _MAXFORCE, 1]
     for geom in panda.FINGER_PAD_GEOMS:
         s = spec.add_sensor(
-            name=geom + GRASP_SENSOR_SUFFIX, type=mujoco.mjtSensor.mjSENS_CONTACT,
-            objtype=mujoco.mjtObj.mjOBJ_GEOM, objname=geom, reftype=mujoco.mjtObj.mjOBJ_GEOM, refname=panda.CUBE_GEOM,
-        )  # fmt: skip
+            name=geom + GRASP_SENSOR_SUFFIX,
+            type=mujoco.mjtSensor.mjSENS_CONTACT,
+            objtype=mujoco.mjtObj.mjOBJ_GEOM,
+            objname=geom,
+            reftype=mujoco.mjtObj.mjOBJ_GEOM,
+            refname=panda.CUBE_GEOM,
+        )
         s.intprm = [_FORCE, _MAXFORCE, 1]
     q = spec.add_sensor(name=GRIPPER_QUAT_SENSOR, type=mujoco.mjtSensor.mjSENS_FRAMEQUAT, objname=panda.GRIPPER_SITE)
     q.objtype = mujoco.mjtObj.mjOBJ_SITE

@@ -84,18 +84,28 @@ class LiftState:
         return self.target_pos - self.cube_pos
 
     @classmethod
-    def zeros(cls, num_envs: int, device: str | torch.device = "cpu") -> "LiftState":
+    def zeros(cls, num_envs: int, device: str | torch.device = "cpu") -> LiftState:
         """A state at home with the cube and target at the origin, identity orientations, for building test cases."""
         n = num_envs
         z = lambda *s: torch.zeros(*s, device=device)  # noqa: E731
         home = torch.tensor(panda.HOME_QPOS, dtype=torch.float32, device=device)
         ident = torch.tensor([1.0, 0.0, 0.0, 0.0], device=device).expand(n, 4).clone()
         return cls(
-            q=home.expand(n, 9).clone(), dq=z(n, 9), ctrl=torch.tensor(panda.HOME_CTRL, device=device).expand(n, 8).clone(),
-            action=z(n, 8), last_action=z(n, 8), home_q=home, gripper_pos=z(n, 3), gripper_quat=ident.clone(),
-            fingertip_pos=z(n, 2, 3), cube_pos=z(n, 3), cube_quat=ident.clone(), target_pos=z(n, 3), cube_start=z(n, 3),
+            q=home.expand(n, 9).clone(),
+            dq=z(n, 9),
+            ctrl=torch.tensor(panda.HOME_CTRL, device=device).expand(n, 8).clone(),
+            action=z(n, 8),
+            last_action=z(n, 8),
+            home_q=home,
+            gripper_pos=z(n, 3),
+            gripper_quat=ident.clone(),
+            fingertip_pos=z(n, 2, 3),
+            cube_pos=z(n, 3),
+            cube_quat=ident.clone(),
+            target_pos=z(n, 3),
+            cube_start=z(n, 3),
             pad_contact=torch.zeros(n, 2, dtype=torch.bool, device=device),
             floor_contact=torch.zeros(n, dtype=torch.bool, device=device),
             reached=torch.zeros(n, dtype=torch.bool, device=device),
             episode_step=torch.zeros(n, dtype=torch.int64, device=device),
-        )  # fmt: skip
+        )

@@ -25,7 +25,9 @@ def success(state: LiftState, threshold: float = 0.025) -> torch.Tensor:
     return state.cube_to_target.norm(dim=-1) < threshold
 
 
-def joint_limit_violation(state: LiftState, lower: torch.Tensor, upper: torch.Tensor, margin: float = 0.1) -> torch.Tensor:
+def joint_limit_violation(
+    state: LiftState, lower: torch.Tensor, upper: torch.Tensor, margin: float = 0.1
+) -> torch.Tensor:
     """A robot joint is more than ``margin`` (rad or m) outside its range (``lower``, ``upper``: (9,)).
 
     The joint limits are constraints, so a healthy state never gets there; this catches a diverged simulation,

@@ -15,9 +15,9 @@ added to the default pose, whose leg angles sum to zero so its soles are paralle
 so the sole pitch P + Δhip + Δknee + Δankle is 0. The shank tilt is capped by the ankle's dorsiflexion range
 (−0.87 rad); P(θ) is found by bisection so the centre of mass lies over the sole centre (on a θ grid,
 interpolated). Every policy joint then gets U(±joint_noise) and the pelvis a random yaw, and the pelvis height
-puts the lowest of HoST's sole points ``clearance`` above the ground (forward kinematics of each start). θ = 0 is the default standing pose (pelvis
-~0.79 m); θ = 1.2 rad is a deep crouch (pelvis ~0.45 m). The episode skips the unactuated phase (zero action
-would let the robot fold under PD damping alone), so it is ``unactuated_steps`` env steps shorter.
+puts the lowest of HoST's sole points ``clearance`` above the ground (forward kinematics of each start). θ = 0 is the
+default standing pose (pelvis ~0.79 m); θ = 1.2 rad is a deep crouch (pelvis ~0.45 m). The episode skips the unactuated
+phase (zero action would let the robot fold under PD damping alone), so it is ``unactuated_steps`` env steps shorter.
 
 The curriculum trigger ignores assisted episodes: only episodes from the terrain's posture step the pull force
 and β down (:meth:`upright.tasks.standup.env.StandupEnv.step`). Evaluation and the robustness battery never use
@@ -114,7 +114,9 @@ class SoleKinematics:
         self.q_adr = model.jnt_qposadr[jids]
         self.pelvis = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_BODY, "pelvis")
         self.free = model.jnt_qposadr[model.body_jntadr[self.pelvis]]
-        self.feet = [mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_BODY, f"{s}_ankle_roll_link") for s in ("left", "right")]
+        self.feet = [
+            mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_BODY, f"{s}_ankle_roll_link") for s in ("left", "right")
+        ]
         self.points = np.asarray(g1.ANKLE_POINTS_IN_FOOT)
 
     def pose(self, quat: np.ndarray, joints: np.ndarray) -> tuple[float, float]:
@@ -163,7 +165,9 @@ def balanced_pitch(kin: SoleKinematics, default_pose: torch.Tensor, thetas: np.n
 class AssistedStarts:
     """Draws assisted start states for resetting envs (see the module docstring)."""
 
-    def __init__(self, cfg: AssistedStartCfg, model: mujoco.MjModel, default_pose: torch.Tensor, policy_ids: torch.Tensor):
+    def __init__(
+        self, cfg: AssistedStartCfg, model: mujoco.MjModel, default_pose: torch.Tensor, policy_ids: torch.Tensor
+    ):
         """Build the balanced-pitch table.
 
         Args:

@@ -21,7 +21,6 @@ pull force barely moving happened 15 times in 1,278 iterations on this project's
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
 
 import torch
 
@@ -40,7 +39,7 @@ class CurriculumCfg:
     """Decrease per trigger, N (HoST: 2 x 20 N)."""
     force_min: float = 0.0
     """Floor of the pull force, N."""
-    gravity_gate: Optional[float] = -0.8
+    gravity_gate: float | None = -0.8
     """Force only while projected gravity z (pelvis frame, unit vector) is below this, i.e. the pelvis is near
     upright (HoST ground, spec §4). None: no orientation gate, the force acts whenever actuated (HoST ground-prone,
     spec §3 "Ground-prone config"; ``env.curriculum.gravity_gate=null``)."""

@@ -18,9 +18,8 @@ q + β·a at every physics substep instead; see the README's notes on HoST.
 
 from __future__ import annotations
 
-import math
-
 import dataclasses
+import math
 
 import mujoco
 import torch
@@ -121,15 +120,24 @@ class StandupEnv(VecEnv):
         """The last :data:`~upright.tasks.standup.observations.HISTORY_LENGTH` frames of each env, oldest first
         (``obs_history.buffer``: (N, 6, 76) float32)."""
         self.archive = (
-            StateArchive(cfg.state_archive, self.model.nq, self.model.nv, (HISTORY_LENGTH, self.num_obs_per_step), j, dev)
-            if cfg.state_archive.fraction > 0 else None
-        )  # fmt: skip
+            StateArchive(
+                cfg.state_archive, self.model.nq, self.model.nv, (HISTORY_LENGTH, self.num_obs_per_step), j, dev
+            )
+            if cfg.state_archive.fraction > 0
+            else None
+        )
         """Self-generated start states (None when ``env.state_archive.fraction`` is 0, as in HoST)."""
         self.randomizer = StandupRandomizer(
-            cfg.domain_rand, cfg.disturbance, self.sim, policy_actuators=self._policy_ids,
-            root_body=int(self.model.body_rootid[self._torso_body]), torso_body=self._torso_body,
-            decimation=cfg.decimation, step_dt=self.step_dt, seed=seed + 1_000_003,
-        )  # fmt: skip
+            cfg.domain_rand,
+            cfg.disturbance,
+            self.sim,
+            policy_actuators=self._policy_ids,
+            root_body=int(self.model.body_rootid[self._torso_body]),
+            torso_body=self._torso_body,
+            decimation=cfg.decimation,
+            step_dt=self.step_dt,
+            seed=seed + 1_000_003,
+        )
         """Domain randomisation and disturbances (creation-time fields are written here)."""
         self.reset_all()
 
@@ -174,13 +182,16 @@ class StandupEnv(VecEnv):
         self._starts = StartSampler(self.terrain_layout, self.terrain, self.cfg.posture, self.cfg.init_height, dev)
         """Draws each resetting env's sub-terrain and pelvis pose."""
         self._assisted_starts = (
-            AssistedStarts(self.cfg.assisted_start, m, self.default_pose, pol) if self.cfg.assisted_start.fraction > 0 else None
+            AssistedStarts(self.cfg.assisted_start, m, self.default_pose, pol)
+            if self.cfg.assisted_start.fraction > 0
+            else None
         )
         """Draws the upright starts of ``env.assisted_start`` (None when its fraction is 0, as in HoST)."""
         self._rise_path = (
             RisePathStarts(self.cfg.rise_path, m, info.default_pose, info.policy_joint_ids, seed=self._seed, device=dev)
-            if self.cfg.rise_path.fraction > 0 else None
-        )  # fmt: skip
+            if self.cfg.rise_path.fraction > 0
+            else None
+        )
         """The settled rise-path starts of ``env.rise_path`` (None when its fraction is 0, as in HoST)."""
         self.on_path = torch.zeros(self.cfg.num_envs, dtype=torch.bool, device=dev)
         """(N,) whether each env's current episode began from a rise-path start (a subset of :attr:`assisted`)."""
@@ -314,9 +325,11 @@ class StandupEnv(VecEnv):
         state = self._read_state()
         group_rewards, terms = self.reward_manager.compute(state, self.num_envs, self.device)
         terminated = velocity_explosion(
-            state, max_joint_vel=cfg.max_joint_vel, max_base_lin_vel=cfg.max_base_lin_vel,
+            state,
+            max_joint_vel=cfg.max_joint_vel,
+            max_base_lin_vel=cfg.max_base_lin_vel,
             unactuated_steps=cfg.unactuated_steps,
-        )  # fmt: skip
+        )
         terminated |= terrain_fall(state, self.terrain.termination, unactuated_steps=cfg.unactuated_steps)
         time_outs = self.episode_length_buf >= self.max_episode_length
         if self._rise_path is not None:
@@ -334,11 +347,15 @@ class StandupEnv(VecEnv):
         if self.archive is not None:
             s = self.sim.state
             self.archive.record(
-                (self.episode_length_buf > cfg.unactuated_steps) & ~terminated, state.head_height, s.qpos, s.qvel,
+                (self.episode_length_buf > cfg.unactuated_steps) & ~terminated,
+                state.head_height,
+                s.qpos,
+                s.qvel,
                 self.obs_history.buffer,
                 torch.stack([self.actions, self.last_actions, self.last_last_actions], dim=1),
-                self.sub_terrain, self.rng,
-            )  # fmt: skip
+                self.sub_terrain,
+                self.rng,
+            )
 
         done_ids = dones.nonzero(as_tuple=False).flatten()
         if done_ids.numel() > 0:
@@ -349,8 +366,12 @@ class StandupEnv(VecEnv):
             self.start_head_height[done_ids] = state.head_height[done_ids]
         self.state = state
         self._update_history()
-        extras = {"time_outs": time_outs, "reward_groups": group_rewards, "episode": episode_log,
-                  "action_applied": actuated.squeeze(-1)}  # fmt: skip
+        extras = {
+            "time_outs": time_outs,
+            "reward_groups": group_rewards,
+            "episode": episode_log,
+            "action_applied": actuated.squeeze(-1),
+        }
         return self.get_observations(), group_rewards.sum(dim=1), dones.long(), extras
 
     def _actuated(self) -> torch.Tensor:
@@ -517,4 +538,3 @@ class StandupEnv(VecEnv):
     def close(self) -> None:
         """Release the backend."""
         self.sim.close()
-

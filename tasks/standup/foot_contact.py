@@ -59,9 +59,11 @@ def add_foot_contact_sensors(spec: mujoco.MjSpec) -> None:
     for body in FOOT_BODIES:
         for geom in foot_geom_names(spec, body):
             s = spec.add_sensor(
-                name=geom + SENSOR_SUFFIX, type=mujoco.mjtSensor.mjSENS_CONTACT,
-                objtype=mujoco.mjtObj.mjOBJ_GEOM, objname=geom,
-            )  # fmt: skip
+                name=geom + SENSOR_SUFFIX,
+                type=mujoco.mjtSensor.mjSENS_CONTACT,
+                objtype=mujoco.mjtObj.mjOBJ_GEOM,
+                objname=geom,
+            )
             s.intprm = [_FORCE | _NORMAL | _TANGENT, _MAXFORCE, SLOTS]
 
 

@@ -58,7 +58,9 @@ def first_standing_step(base_height: torch.Tensor, success_height: float = SUCCE
     return idx.long()
 
 
-def success(base_height: torch.Tensor, success_height: float = SUCCESS_HEIGHT, fall_height: float = FALL_HEIGHT) -> torch.Tensor:
+def success(
+    base_height: torch.Tensor, success_height: float = SUCCESS_HEIGHT, fall_height: float = FALL_HEIGHT
+) -> torch.Tensor:
     """E_succ per episode: (N,) bool, pelvis z ever > ``success_height`` and never < ``fall_height`` afterwards.
 
     Args:
@@ -71,7 +73,9 @@ def success(base_height: torch.Tensor, success_height: float = SUCCESS_HEIGHT, f
     return (start < base_height.shape[1]) & ~fell
 
 
-def feet_movement(feet_pos: torch.Tensor, base_height: torch.Tensor, success_height: float = SUCCESS_HEIGHT) -> torch.Tensor:
+def feet_movement(
+    feet_pos: torch.Tensor, base_height: torch.Tensor, success_height: float = SUCCESS_HEIGHT
+) -> torch.Tensor:
     """E_feet per episode: (N,) sum over the standing steps of the squared per-step displacement of both
     feet (cm²), divided by (number of standing steps + 1). NaN for episodes that never stand.
 
@@ -101,8 +105,13 @@ def smoothness(q: torch.Tensor, actuated: torch.Tensor) -> torch.Tensor:
     return (per_step * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1)
 
 
-def energy(dq: torch.Tensor, tau: torch.Tensor, base_height: torch.Tensor, dt: float = 0.02,
-           success_height: float = SUCCESS_HEIGHT) -> torch.Tensor:  # fmt: skip
+def energy(
+    dq: torch.Tensor,
+    tau: torch.Tensor,
+    base_height: torch.Tensor,
+    dt: float = 0.02,
+    success_height: float = SUCCESS_HEIGHT,
+) -> torch.Tensor:
     """E_engy per episode: (N,) Σ_t Σ_j |q̇||τ|·dt over the steps before first standing, in kJ.
 
     The spec gives Σ|q̇||τ|·0.02 (J); Table III's values (~1) match kJ, so this returns kJ.

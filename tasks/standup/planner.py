@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 import mujoco
 import numpy as np
 from mujoco import rollout
+
 from upright.robots import g1
 
 
@@ -41,7 +42,9 @@ class PlannerCfg:
     """Pelvis height the cost pulls toward, m (the settled standing pelvis height of the scene's default pose)."""
     beta: float = 1.0
     """Keep targets within default ± beta, rad (0: the joint range only)."""
-    weights: dict[str, float] = field(default_factory=lambda: {"height": 10.0, "upright": 3.0, "vel": 0.3, "pose": 0.01})
+    weights: dict[str, float] = field(
+        default_factory=lambda: {"height": 10.0, "upright": 3.0, "vel": 0.3, "pose": 0.01}
+    )
     """Cost weights (module docstring)."""
 
 
@@ -102,15 +105,18 @@ class PredictiveSampler:
     def _cost(self, states: np.ndarray) -> np.ndarray:
         """(S, T, nstate) rollout states -> (S,) total cost."""
         nq = self.m.nq
-        qpos = states[..., 1:1 + nq]
-        qvel = states[..., 1 + nq:1 + nq + self.m.nv]
+        qpos = states[..., 1 : 1 + nq]
+        qvel = states[..., 1 + nq : 1 + nq + self.m.nv]
         z = qpos[..., 2]
         qx, qy = qpos[..., 4], qpos[..., 5]
         r_zz = 1.0 - 2.0 * (qx**2 + qy**2)
         joints = qpos[..., self.q_adr[self.pol]]
-        c = (self.w["height"] * (z - self.z_target) ** 2 + self.w["upright"] * (1.0 - r_zz)
-             + self.w["vel"] * (qvel[..., 0] ** 2 + qvel[..., 1] ** 2)
-             + self.w["pose"] * ((joints - self.default[self.pol]) ** 2).sum(-1))
+        c = (
+            self.w["height"] * (z - self.z_target) ** 2
+            + self.w["upright"] * (1.0 - r_zz)
+            + self.w["vel"] * (qvel[..., 0] ** 2 + qvel[..., 1] ** 2)
+            + self.w["pose"] * ((joints - self.default[self.pol]) ** 2).sum(-1)
+        )
         return c.sum(axis=1)
 
     def plan(self, data: mujoco.MjData) -> np.ndarray:

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any
 
 import torch
 
@@ -105,11 +105,11 @@ class DisturbanceCfg:
     randomised one. Select one with e.g. ``env.disturbance.torque_dropout=0.1``.
     """
 
-    obs_noise_scale: Optional[float] = None
+    obs_noise_scale: float | None = None
     """Multiplier of HoST's uniform observation noise (spec §2 / Table VIII), e.g. 2.0. None: noise as
     ``env.obs_noise`` says (x1 or off). A value forces the noise on, even where ``env.obs_noise`` is false
     (evaluation); 0 turns it off."""
-    action_delay_substeps: Optional[int] = None
+    action_delay_substeps: int | None = None
     """Fixed action delay for every env, physics substeps of 0.005 s, any length >= 0 (8 = 40 ms, 16 = 80 ms).
     None: the randomised delay (or 0 with randomisation off)."""
     push_velocity: float = 0.0
@@ -119,14 +119,14 @@ class DisturbanceCfg:
     push_interval_s: float = 2.0
     """Mean time between pushes, s: each env waits U(0.5, 1.5) x this, counted over actuated env steps only
     (no push during the unactuated start)."""
-    payload_kg: Optional[float] = None
+    payload_kg: float | None = None
     """Fixed mass added to ``torso_link``, kg, in every env (HoST Table V tests 4-12 kg on the robot). Replaces
     the randomised payload; the link-mass scaling still applies when randomisation is on. None: off."""
     torque_dropout: float = 0.0
     """Probability p in [0, 1]: at each env step, each policy joint's actuator of each env independently
     outputs zero torque (Kp, Kd and offset all zero: the joint is limp) for that whole env step
     (``decimation`` substeps) with probability p. Held joints are unaffected. 0: off."""
-    friction: Optional[float] = None
+    friction: float | None = None
     """Fixed contact sliding friction coefficient, written to every geom in every env (replaces the randomised
     one; no averaging). None: off."""
 
@@ -142,8 +142,9 @@ def _pair(cfg: Any, key: str, prefix: str) -> tuple[float, float]:
     return lo, hi
 
 
-def _check_range(cfg: Any, key: str, prefix: str, minimum: float | None = None, maximum: float | None = None,
-                 strict: bool = False) -> tuple[float, float]:  # fmt: skip
+def _check_range(
+    cfg: Any, key: str, prefix: str, minimum: float | None = None, maximum: float | None = None, strict: bool = False
+) -> tuple[float, float]:
     lo, hi = _pair(cfg, key, prefix)
     if minimum is not None and (lo < minimum or (strict and lo <= minimum)):
         bound = ">" if strict else ">="
@@ -265,8 +266,19 @@ class StandupRandomizer:
         ValueError: a bad config value (the message names it).
     """
 
-    def __init__(self, dr: Any, disturbance: Any, sim: BatchedSim, *, policy_actuators: torch.Tensor,
-                 root_body: int, torso_body: int, decimation: int, step_dt: float, seed: int):  # fmt: skip
+    def __init__(
+        self,
+        dr: Any,
+        disturbance: Any,
+        sim: BatchedSim,
+        *,
+        policy_actuators: torch.Tensor,
+        root_body: int,
+        torso_body: int,
+        decimation: int,
+        step_dt: float,
+        seed: int,
+    ):
         validate_domain_rand(dr)
         validate_disturbance(disturbance)
         self.dr, self.dist, self.sim = dr, disturbance, sim
@@ -354,8 +366,10 @@ class StandupRandomizer:
         if dist.payload_kg is not None:
             self.payload = torch.full((n,), float(dist.payload_kg), device=self.device)
         if float(m.body_mass[self._torso]) + float(self.payload.min()) <= 0:
-            raise ValueError(f"torso payload {float(self.payload.min())} kg leaves torso_link with no mass "
-                             f"({float(m.body_mass[self._torso])} kg compiled); raise the payload")  # fmt: skip
+            raise ValueError(
+                f"torso payload {float(self.payload.min())} kg leaves torso_link with no mass "
+                f"({float(m.body_mass[self._torso])} kg compiled); raise the payload"
+            )
 
         if not torch.isnan(self.friction).all():
             friction = torch.tensor(m.geom_friction, dtype=torch.float32, device=self.device).repeat(n, 1, 1)
@@ -485,4 +499,3 @@ class StandupRandomizer:
         self.sim.set_body_wrench([self._root], wrench)
         self.push_force = force
         self._pushing = count > 0
-

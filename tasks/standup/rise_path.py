@@ -42,6 +42,7 @@ from dataclasses import dataclass
 import mujoco
 import numpy as np
 import torch
+
 from upright.robots import g1
 from upright.tasks.standup.assisted_start import (
     SoleKinematics,
@@ -120,20 +121,28 @@ def validate(cfg: RisePathCfg, terrain: str) -> None:
     if cfg.episode_length_s < 0 or cfg.fall_drop < 0:
         raise ValueError("env.rise_path.episode_length_s and fall_drop must be >= 0 (0 turns each off).")
     if not 0.0 <= cfg.u_min <= cfg.u_max <= 1.0:
-        raise ValueError(f"env.rise_path.u_min/u_max must satisfy 0 <= u_min <= u_max <= 1, got {cfg.u_min}, {cfg.u_max}")
+        raise ValueError(
+            f"env.rise_path.u_min/u_max must satisfy 0 <= u_min <= u_max <= 1, got {cfg.u_min}, {cfg.u_max}"
+        )
     if cfg.reverse_curriculum:
         if cfg.source != "keyframes":
-            raise ValueError("env.rise_path.reverse_curriculum needs env.rise_path.source=keyframes (teacher states "
-                             "have no path coordinate).")
+            raise ValueError(
+                "env.rise_path.reverse_curriculum needs env.rise_path.source=keyframes (teacher states "
+                "have no path coordinate)."
+            )
         if not cfg.u_min <= cfg.curriculum_u_start <= cfg.u_max:
-            raise ValueError(f"env.rise_path.curriculum_u_start must lie in [u_min, u_max] = [{cfg.u_min}, "
-                             f"{cfg.u_max}], got {cfg.curriculum_u_start}")
+            raise ValueError(
+                f"env.rise_path.curriculum_u_start must lie in [u_min, u_max] = [{cfg.u_min}, "
+                f"{cfg.u_max}], got {cfg.curriculum_u_start}"
+            )
         if cfg.curriculum_step <= 0 or cfg.curriculum_band <= 0 or cfg.curriculum_min_episodes < 1:
-            raise ValueError("env.rise_path.curriculum_step and curriculum_band must be > 0 and "
-                             "curriculum_min_episodes >= 1.")
+            raise ValueError(
+                "env.rise_path.curriculum_step and curriculum_band must be > 0 and curriculum_min_episodes >= 1."
+            )
         if not 0 <= cfg.curriculum_frontier_share <= 1 or not 0 < cfg.curriculum_success <= 1:
-            raise ValueError("env.rise_path.curriculum_frontier_share must be in [0, 1] and curriculum_success in "
-                             "(0, 1].")
+            raise ValueError(
+                "env.rise_path.curriculum_frontier_share must be in [0, 1] and curriculum_success in (0, 1]."
+            )
     if cfg.fraction > 0 and terrain != "ground":
         raise ValueError(
             f"env.rise_path.fraction > 0 needs terrain=ground (got terrain={terrain}): the poses are placed on flat "
@@ -147,8 +156,14 @@ def _sym(name: str) -> list[int]:
 
 
 def ground_pose(
-    default_pose: np.ndarray, pitch: float, hip: float, knee: float, ankle: float | None = None,
-    shoulder_pitch: float = 0.0, elbow: float = 0.8, shoulder_roll: float = 0.0,
+    default_pose: np.ndarray,
+    pitch: float,
+    hip: float,
+    knee: float,
+    ankle: float | None = None,
+    shoulder_pitch: float = 0.0,
+    elbow: float = 0.8,
+    shoulder_roll: float = 0.0,
 ) -> tuple[float, np.ndarray]:
     """A symmetric pose: pelvis forward pitch (rad; −π/2 = supine) and 29 joint angles (rad).
 
@@ -179,7 +194,9 @@ def keyframes(model: mujoco.MjModel, default_pose: np.ndarray) -> list[tuple[flo
     ]
     for u, theta in ((0.8, 1.2), (0.9, 0.6), (1.0, 0.0)):
         pitch = float(balanced_pitch(kin, dp, np.array([theta]))[0])
-        joints = crouch_joints(dp, torch.tensor([theta], dtype=torch.float64), torch.tensor([pitch], dtype=torch.float64))
+        joints = crouch_joints(
+            dp, torch.tensor([theta], dtype=torch.float64), torch.tensor([pitch], dtype=torch.float64)
+        )
         frames.append((u, pitch, joints[0].numpy()))
     return frames
 
@@ -196,8 +213,15 @@ def interpolate(frames: list[tuple[float, float, np.ndarray]], u: float) -> tupl
 class RisePathStarts:
     """The bank of settled rise-path starts (see the module docstring) and draws from it."""
 
-    def __init__(self, cfg: RisePathCfg, model: mujoco.MjModel, default_pose: np.ndarray,
-                 policy_ids: np.ndarray, seed: int, device: torch.device | str = "cpu"):
+    def __init__(
+        self,
+        cfg: RisePathCfg,
+        model: mujoco.MjModel,
+        default_pose: np.ndarray,
+        policy_ids: np.ndarray,
+        seed: int,
+        device: torch.device | str = "cpu",
+    ):
         """Simulate the bank (native MuJoCo, one thread, float64).
 
         Args:
@@ -277,8 +301,10 @@ class RisePathStarts:
             return torch.randint(0, n, (m,), generator=rng).to(self.device)
         eligible = (self._u_bank >= self.u_low - 1e-6).nonzero().flatten()
         frontier = (
-            (self._u_bank >= self.u_low - 1e-6) & (self._u_bank < self.u_low + self.cfg.curriculum_band)
-        ).nonzero().flatten()
+            ((self._u_bank >= self.u_low - 1e-6) & (self._u_bank < self.u_low + self.cfg.curriculum_band))
+            .nonzero()
+            .flatten()
+        )
         if eligible.numel() == 0:  # a bank without starts above u_low: take the highest ones
             eligible = torch.argsort(self._u_bank, descending=True)[: max(1, n // 10)]
         if frontier.numel() == 0:
@@ -330,9 +356,7 @@ class RisePathStarts:
         already ``taken`` (M,) bool by another start kind)."""
         return (torch.rand(m, generator=rng) < self.cfg.fraction).to(taken.device) & ~taken
 
-    def sample(
-        self, m: int, rng: torch.Generator, xy: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def sample(self, m: int, rng: torch.Generator, xy: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Draw ``m`` starts from the bank: uniformly, or by the reverse curriculum (``reverse_curriculum``).
 
         Args:
@@ -350,8 +374,15 @@ class RisePathStarts:
         return qpos, self.qvel[idx].clone(), self._u_bank[idx]
 
 
-def settled_starts(model: mujoco.MjModel, kind: str, n: int, seed: int, settle_s: float | None = None,
-                   joint_noise: float = RisePathCfg.joint_noise, stand_u_min: float = 0.9) -> np.ndarray:
+def settled_starts(
+    model: mujoco.MjModel,
+    kind: str,
+    n: int,
+    seed: int,
+    settle_s: float | None = None,
+    joint_noise: float = RisePathCfg.joint_noise,
+    stand_u_min: float = 0.9,
+) -> np.ndarray:
     """(n, nq) float64 start qpos for teachers, tests and benchmarks, drawn from a :class:`RisePathStarts` bank.
 
     Args:
@@ -370,8 +401,9 @@ def settled_starts(model: mujoco.MjModel, kind: str, n: int, seed: int, settle_s
     info = g1.robot_info()
     u = (stand_u_min, 1.0) if kind == "stand" else (0.0, 0.0)
     t = settle_s if settle_s is not None else (0.0 if kind == "stand" else 0.4)
-    cfg = RisePathCfg(fraction=0.5, bank_size=n, u_min=u[0], u_max=u[1], settle_min=t, settle_max=t,
-                      joint_noise=joint_noise)
+    cfg = RisePathCfg(
+        fraction=0.5, bank_size=n, u_min=u[0], u_max=u[1], settle_min=t, settle_max=t, joint_noise=joint_noise
+    )
     return RisePathStarts(cfg, model, info.default_pose, info.policy_joint_ids, seed=seed).qpos.double().numpy()
 
 

@@ -55,13 +55,25 @@ def standup_spec(
     """
     spec = g1.g1_spec()
     spec.worldbody.add_light(pos=[0, 0, 3], dir=[0, 0, -1], type=mujoco.mjtLightType.mjLIGHT_DIRECTIONAL)
-    spec.add_texture(name="grid", type=mujoco.mjtTexture.mjTEXTURE_2D, builtin=mujoco.mjtBuiltin.mjBUILTIN_CHECKER,
-                     rgb1=[0.2, 0.3, 0.4], rgb2=[0.1, 0.2, 0.3], width=300, height=300)
+    spec.add_texture(
+        name="grid",
+        type=mujoco.mjtTexture.mjTEXTURE_2D,
+        builtin=mujoco.mjtBuiltin.mjBUILTIN_CHECKER,
+        rgb1=[0.2, 0.3, 0.4],
+        rgb2=[0.1, 0.2, 0.3],
+        width=300,
+        height=300,
+    )
     spec.add_material(name="grid", textures=["", "grid"], texrepeat=[5, 5], reflectance=0.1)
     spec.worldbody.add_geom(
-        name="floor", type=mujoco.mjtGeom.mjGEOM_PLANE, size=[0, 0, 0.05], material="grid",
-        friction=list(FLOOR_FRICTION), contype=g1.TERRAIN_CONTYPE, conaffinity=g1.TERRAIN_CONAFFINITY,
-    )  # fmt: skip
+        name="floor",
+        type=mujoco.mjtGeom.mjGEOM_PLANE,
+        size=[0, 0, 0.05],
+        material="grid",
+        friction=list(FLOOR_FRICTION),
+        contype=g1.TERRAIN_CONTYPE,
+        conaffinity=g1.TERRAIN_CONAFFINITY,
+    )
     add_terrain(spec, terrain)
     add_foot_contact_sensors(spec)
     set_position_gains(spec, kp_overrides)

@@ -34,7 +34,8 @@ class StandupState:
     last_last_action: torch.Tensor
     """(N, J) a_{t-2}."""
     q_soft_lower: torch.Tensor
-    """(J,) soft lower position limits (0.9 x the URDF lower limit, HoST; :func:`upright.robots.g1.soft_position_limits`), rad."""
+    """(J,) soft lower position limits (0.9 x the URDF lower limit, HoST;
+    :func:`upright.robots.g1.soft_position_limits`), rad."""
     q_soft_upper: torch.Tensor
     """(J,) soft upper position limits (0.9 x the URDF upper limit), rad."""
     dq_limit: torch.Tensor
@@ -95,15 +96,32 @@ class StandupState:
         n, j = num_envs, num_joints
         z = lambda *s: torch.zeros(*s, device=device)  # noqa: E731
         state = cls(
-            q=z(n, j), dq=z(n, j), ddq=z(n, j), tau=z(n, j), p_target=z(n, j),
-            action=z(n, j), last_action=z(n, j), last_last_action=z(n, j),
-            q_soft_lower=torch.full((j,), -2.0, device=device), q_soft_upper=torch.full((j,), 2.0, device=device),
+            q=z(n, j),
+            dq=z(n, j),
+            ddq=z(n, j),
+            tau=z(n, j),
+            p_target=z(n, j),
+            action=z(n, j),
+            last_action=z(n, j),
+            last_last_action=z(n, j),
+            q_soft_lower=torch.full((j,), -2.0, device=device),
+            q_soft_upper=torch.full((j,), 2.0, device=device),
             dq_limit=torch.full((j,), 30.0, device=device),
-            base_pos=z(n, 3), base_quat=z(n, 4), base_lin_vel=z(n, 3), base_ang_vel=z(n, 3),
-            projected_gravity=z(n, 3), head_pos=z(n, 3), feet_pos=z(n, 2, 3), knee_pos=z(n, 2, 3),
-            hip_pos=z(n, 2, 3), ankle_pos=z(n, 2, 3), ankle_points=z(n, 2, 5, 3), feet_contact_force=z(n, 2, 3),
-            beta=torch.ones(n, device=device), episode_step=torch.zeros(n, dtype=torch.int64, device=device),
-        )  # fmt: skip
+            base_pos=z(n, 3),
+            base_quat=z(n, 4),
+            base_lin_vel=z(n, 3),
+            base_ang_vel=z(n, 3),
+            projected_gravity=z(n, 3),
+            head_pos=z(n, 3),
+            feet_pos=z(n, 2, 3),
+            knee_pos=z(n, 2, 3),
+            hip_pos=z(n, 2, 3),
+            ankle_pos=z(n, 2, 3),
+            ankle_points=z(n, 2, 5, 3),
+            feet_contact_force=z(n, 2, 3),
+            beta=torch.ones(n, device=device),
+            episode_step=torch.zeros(n, dtype=torch.int64, device=device),
+        )
         state.base_quat[:, 0] = 1.0
         state.projected_gravity[:, 2] = -1.0
         return state

@@ -61,9 +61,7 @@ def validate(cfg: StateArchiveCfg) -> None:
             f"{cfg.num_bins}, {cfg.bin_capacity}, {cfg.record_every}, {cfg.record_per_step}"
         )
     if not cfg.height_max > cfg.height_min:
-        raise ValueError(
-            f"env.state_archive.height_max ({cfg.height_max}) must be above height_min ({cfg.height_min})"
-        )
+        raise ValueError(f"env.state_archive.height_max ({cfg.height_max}) must be above height_min ({cfg.height_min})")
 
 
 @dataclass
@@ -97,9 +95,14 @@ class StateArchive:
     """
 
     def __init__(
-        self, cfg: StateArchiveCfg, nq: int, nv: int, history_shape: tuple[int, int], num_actions: int,
+        self,
+        cfg: StateArchiveCfg,
+        nq: int,
+        nv: int,
+        history_shape: tuple[int, int],
+        num_actions: int,
         device: torch.device | str = "cpu",
-    ) -> None:  # fmt: skip
+    ) -> None:
         validate(cfg)
         self.cfg = cfg
         b, c = cfg.num_bins, cfg.bin_capacity
@@ -125,9 +128,16 @@ class StateArchive:
         return self.count.clamp(max=self.cfg.bin_capacity)
 
     def record(
-        self, eligible: torch.Tensor, head_height: torch.Tensor, qpos: torch.Tensor, qvel: torch.Tensor,
-        obs_history: torch.Tensor, actions: torch.Tensor, sub_terrain: torch.Tensor, rng: torch.Generator,
-    ) -> int:  # fmt: skip
+        self,
+        eligible: torch.Tensor,
+        head_height: torch.Tensor,
+        qpos: torch.Tensor,
+        qvel: torch.Tensor,
+        obs_history: torch.Tensor,
+        actions: torch.Tensor,
+        sub_terrain: torch.Tensor,
+        rng: torch.Generator,
+    ) -> int:
         """Maybe record some envs (every ``record_every`` calls). Returns the number of entries written.
 
         Args:
@@ -171,16 +181,24 @@ class StateArchive:
         b = nonempty[torch.randint(nonempty.numel(), (m,), generator=rng).to(dev)]
         slot = (torch.rand(m, generator=rng).to(dev) * filled[b]).long().clamp(max=self.cfg.bin_capacity - 1)
         return ArchivedStates(
-            qpos=self.qpos[b, slot], qvel=self.qvel[b, slot], obs_history=self.obs_history[b, slot],
-            actions=self.actions[b, slot], sub_terrain=self.sub_terrain[b, slot],
-        )  # fmt: skip
+            qpos=self.qpos[b, slot],
+            qvel=self.qvel[b, slot],
+            obs_history=self.obs_history[b, slot],
+            actions=self.actions[b, slot],
+            sub_terrain=self.sub_terrain[b, slot],
+        )
 
     def state_dict(self) -> dict[str, torch.Tensor | int]:
         """Everything, for checkpoints (a resumed run keeps its start states)."""
         return {
-            "qpos": self.qpos, "qvel": self.qvel, "obs_history": self.obs_history, "actions": self.actions,
-            "sub_terrain": self.sub_terrain, "count": self.count, "steps": self.steps,
-        }  # fmt: skip
+            "qpos": self.qpos,
+            "qvel": self.qvel,
+            "obs_history": self.obs_history,
+            "actions": self.actions,
+            "sub_terrain": self.sub_terrain,
+            "count": self.count,
+            "steps": self.steps,
+        }
 
     def load_state_dict(self, state: dict) -> None:
         """Restore :meth:`state_dict`; an archive of another shape (other settings) is ignored with a warning."""

@@ -21,18 +21,36 @@ import math
 
 import mujoco
 import numpy as np
+
 from upright.robots import g1
 
-PARAMS = ("rock_hip_pitch", "rock_knee", "rock_ankle_pitch", "rock_shoulder_pitch", "rock_elbow", "rock_waist_pitch",
-          "t_tuck", "t_rock", "t_squat", "t_stand")
+PARAMS = (
+    "rock_hip_pitch",
+    "rock_knee",
+    "rock_ankle_pitch",
+    "rock_shoulder_pitch",
+    "rock_elbow",
+    "rock_waist_pitch",
+    "t_tuck",
+    "t_rock",
+    "t_squat",
+    "t_stand",
+)
 """The searched numbers: the rock keyframe's joint angles (rad, both sides; clipped to the joint range) and the
 durations of the tucked-sit, rock, squat and standing segments (s, clipped to [t_min, 2])."""
 
 DEFAULT_PARAMS: dict[str, float] = {
-    "rock_hip_pitch": -3.0710, "rock_knee": 3.2123, "rock_ankle_pitch": -0.1336, "rock_shoulder_pitch": -2.3804,
-    "rock_elbow": 2.1747, "rock_waist_pitch": 0.4271,
-    "t_tuck": 0.0324, "t_rock": -0.5757, "t_squat": 0.5347, "t_stand": 0.4228,
-}  # fmt: skip
+    "rock_hip_pitch": -3.0710,
+    "rock_knee": 3.2123,
+    "rock_ankle_pitch": -0.1336,
+    "rock_shoulder_pitch": -2.3804,
+    "rock_elbow": 2.1747,
+    "rock_waist_pitch": 0.4271,
+    "t_tuck": 0.0324,
+    "t_rock": -0.5757,
+    "t_squat": 0.5347,
+    "t_stand": 0.4228,
+}
 """CEM result, seed 1, 12 generations x 32 samples, t_min 0.2 s (``docs/standup_learning/teacher_cem_s1.json``)."""
 
 
@@ -55,7 +73,9 @@ class KeyframeGetUp:
         self.lo, self.hi = model.jnt_range[jids, 0], model.jnt_range[jids, 1]
         self.q_adr = model.jnt_qposadr[jids]
         self.head = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_SITE, "head")
-        self.feet = {mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_BODY, f"{s}_ankle_roll_link") for s in ("left", "right")}
+        self.feet = {
+            mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_BODY, f"{s}_ankle_roll_link") for s in ("left", "right")
+        }
         self.policy_ids = np.asarray(policy_ids)
         self.q0 = settled_starts(model, "supine", 1, seed=0, settle_s=0.5, joint_noise=0.0)[0]
         """(nq,) settled supine start (pelvis at x = y = 0, yaw of the bank's first draw)."""
@@ -77,8 +97,15 @@ class KeyframeGetUp:
         times = np.concatenate([[0.0, 0.8], 0.8 + np.cumsum(dt)])
         return times, np.stack([interpolate(f, 0.0)[1], interpolate(f, 0.2)[1], tuck, rock, squat, stand])
 
-    def rollout(self, p: np.ndarray, grounded: bool = True, target_noise: np.ndarray | None = None,
-                yaw: float = 0.0, record_every: int = 0, tail_s: float = 1.0):
+    def rollout(
+        self,
+        p: np.ndarray,
+        grounded: bool = True,
+        target_noise: np.ndarray | None = None,
+        yaw: float = 0.0,
+        record_every: int = 0,
+        tail_s: float = 1.0,
+    ):
         """One open-loop get-up from the settled supine start.
 
         Args:
@@ -117,18 +144,31 @@ class KeyframeGetUp:
             if t <= ts[-3]:
                 continue
             if grounded:
-                foot = any(m.geom_bodyid[c.geom1] in self.feet or m.geom_bodyid[c.geom2] in self.feet
-                           for c in d.contact[: d.ncon])  # fmt: skip
+                foot = any(
+                    m.geom_bodyid[c.geom1] in self.feet or m.geom_bodyid[c.geom2] in self.feet
+                    for c in d.contact[: d.ncon]
+                )
                 if not (foot and abs(d.qvel[2]) < 0.5 and d.qpos[2] < 0.85):
                     continue
             best = max(best, h)
-        arrays = tuple(np.asarray(r) for r in rec) if record_every else (np.empty((0, m.nq)), np.empty((0, m.nv)), np.empty(0))
+        arrays = (
+            tuple(np.asarray(r) for r in rec)
+            if record_every
+            else (np.empty((0, m.nq)), np.empty((0, m.nv)), np.empty(0))
+        )
         return best, trace, arrays
 
 
-def teacher_states(model: mujoco.MjModel, default_pose: np.ndarray, policy_ids: np.ndarray, num_states: int,
-                   joint_noise: float, seed: int, params: dict[str, float] | None = None,
-                   record_every: int = 4) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def teacher_states(
+    model: mujoco.MjModel,
+    default_pose: np.ndarray,
+    policy_ids: np.ndarray,
+    num_states: int,
+    joint_noise: float,
+    seed: int,
+    params: dict[str, float] | None = None,
+    record_every: int = 4,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """States along noisy rollouts of the teacher get-up, until 0.3 s after its last keyframe.
 
     Each rollout gets a random yaw and U(±joint_noise) rad added to the targets of the policy joints; states are
@@ -148,6 +188,8 @@ def teacher_states(model: mujoco.MjModel, default_pose: np.ndarray, policy_ids: 
     while sum(len(h) for h in hs) < num_states:
         noise = np.zeros(len(g1.JOINT_NAMES))
         noise[teacher.policy_ids] = rng.uniform(-joint_noise, joint_noise, len(teacher.policy_ids))
-        _, _, (q, v, h) = teacher.rollout(p, True, noise, float(rng.uniform(-math.pi, math.pi)), record_every, tail_s=0.3)
+        _, _, (q, v, h) = teacher.rollout(
+            p, True, noise, float(rng.uniform(-math.pi, math.pi)), record_every, tail_s=0.3
+        )
         qs.append(q), vs.append(v), hs.append(h)
     return np.concatenate(qs)[:num_states], np.concatenate(vs)[:num_states], np.concatenate(hs)[:num_states]

@@ -4,9 +4,10 @@ HoST has no contact-based termination; on the ground an episode ends on a time-o
 bootstrapped by the PPO) or when the simulation blows up after the unactuated phase. Platform, wall
 and slope add height checks (:class:`TerrainTermination`, :func:`terrain_fall`).
 
-Source: HoST's ``check_termination`` in ``legged_gym/legged_gym/envs/base/host_ground.py`` (InternRobotics/HoST at commit 70bb580949a3), with
-the limits ``curriculum.dof_vel_limit`` / ``base_vel_limit`` of ``legged_gym/legged_gym/envs/g1/g1_config_ground.py``
-and the height checks of HoST's platform, wall and slope variants; Huang et al., "Learning Humanoid Standing-up Control across Diverse Postures", RSS 2025, arXiv 2502.08378.
+Source: HoST's ``check_termination`` in ``legged_gym/legged_gym/envs/base/host_ground.py`` (InternRobotics/HoST at
+commit 70bb580949a3), with the limits ``curriculum.dof_vel_limit`` / ``base_vel_limit`` of
+``legged_gym/legged_gym/envs/g1/g1_config_ground.py`` and the height checks of HoST's platform, wall and slope variants;
+Huang et al., "Learning Humanoid Standing-up Control across Diverse Postures", RSS 2025, arXiv 2502.08378.
 """
 
 from __future__ import annotations

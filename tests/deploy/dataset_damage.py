@@ -97,8 +97,11 @@ def fingerprint(path: pathlib.Path) -> dict[str, str]:
     must leave this unchanged (nothing written, created, converted or removed)."""
     if path.is_file():
         return {".": hashlib.sha256(path.read_bytes()).hexdigest()}
-    return {str(p.relative_to(path)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(path.rglob("*")) if p.is_file()}  # fmt: skip
+    return {
+        str(p.relative_to(path)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(path.rglob("*"))
+        if p.is_file()
+    }
 
 
 def refusal_line(proc: subprocess.CompletedProcess) -> str:

@@ -33,8 +33,9 @@ def wait_until(condition, what: str, timeout: float, every: float):
         time.sleep(every)
 
 
-def write_linear_policy(path: pathlib.Path, obs_dim: int, num_actions: int, metadata: dict | None, seed: int = 0,
-                        gain: float = 0.05) -> pathlib.Path:
+def write_linear_policy(
+    path: pathlib.Path, obs_dim: int, num_actions: int, metadata: dict | None, seed: int = 0, gain: float = 0.05
+) -> pathlib.Path:
     """An ONNX graph ``actions = tanh(obs @ W + b)`` (random W, fixed seed) with ``metadata`` attached."""
     rng = np.random.default_rng(seed)
     w = (rng.standard_normal((obs_dim, num_actions)) * gain).astype(np.float32)
@@ -66,8 +67,9 @@ def small_robot() -> RobotConfig:
         MotorConfig(joint=name, motor_id=i, lower=-1.0, upper=1.0, torque_limit=20.0, velocity_limit=20.0)
         for i, name in enumerate(JOINTS + HELD)
     )
-    return RobotConfig(name="small", buses=(BusConfig(name="bus0", port="", motors=motors, has_imu=True),),
-                       reply_timeout_s=0.002)
+    return RobotConfig(
+        name="small", buses=(BusConfig(name="bus0", port="", motors=motors, has_imu=True),), reply_timeout_s=0.002
+    )
 
 
 def small_spec(history: int = 2, action_mode: str = "relative") -> PolicySpec:
@@ -113,8 +115,9 @@ class KinematicModel:
 
     def imu_sample(self, tick: int) -> imu_frame.ImuSample:
         self.seq += 1
-        return imu_frame.ImuSample(imu_frame.DEFAULT_ADDRESS, self.seq, tick * 2000, (1.0, 0.0, 0.0, 0.0),
-                                   (0.0, 0.0, 0.0), (0.0, 0.0, 9.81))
+        return imu_frame.ImuSample(
+            imu_frame.DEFAULT_ADDRESS, self.seq, tick * 2000, (1.0, 0.0, 0.0, 0.0), (0.0, 0.0, 0.0), (0.0, 0.0, 9.81)
+        )
 
     def idle(self):
         return None
@@ -175,12 +178,15 @@ class DeviceTimedBus(MotorBus):
         dev, b = self.device, self.index
         with dev.progress:
             if not dev.progress.wait_for(lambda: dev.consumed[b] >= self.sent, DEVICE_STUCK_S):
-                raise RuntimeError(f"the fake device read {dev.consumed[b]} of the {self.sent} bytes sent to "
-                                   f"{self.name} in {DEVICE_STUCK_S:g} s: its thread is stuck or stopped")  # fmt: skip
+                raise RuntimeError(
+                    f"the fake device read {dev.consumed[b]} of the {self.sent} bytes sent to "
+                    f"{self.name} in {DEVICE_STUCK_S:g} s: its thread is stuck or stopped"
+                )
             due_by = (deadline_ns + max(0, dev.answered_ns[b] - self.sent_ns)) / 1e9  # s, monotonic
             if not dev.progress.wait_for(lambda: not [d for d in dev.pending_due(b) if d <= due_by], DEVICE_STUCK_S):
-                raise RuntimeError(f"the fake device did not write its delayed replies to {self.name} in "
-                                   f"{DEVICE_STUCK_S:g} s")  # fmt: skip
+                raise RuntimeError(
+                    f"the fake device did not write its delayed replies to {self.name} in {DEVICE_STUCK_S:g} s"
+                )
         return super().receive(size, header, 0)  # the deadline is past: only what is in the pty already
 
 
@@ -219,36 +225,55 @@ class Harness:
     because the machine is loaded. The daemon's checks read the wall clock, or with ``tick_clock`` one I/O period
     per cycle (:class:`RecordingRobot`; for ``run_loop(pace=False)``: the checks of age then count cycles)."""
 
-    def __init__(self, policy, faults=(), cfg: ControllerConfig | None = None, temperature: int = 35,
-                 dataset: pathlib.Path | None = None, socket: pathlib.Path | None = None, tick_clock: bool = False):
+    def __init__(
+        self,
+        policy,
+        faults=(),
+        cfg: ControllerConfig | None = None,
+        temperature: int = 35,
+        dataset: pathlib.Path | None = None,
+        socket: pathlib.Path | None = None,
+        tick_clock: bool = False,
+    ):
         self.robot_cfg = small_robot()
         self.model = KinematicModel(self.robot_cfg, temperature)
-        self.server = FakeDeviceServer(["bus0"], [{m.motor_id: m.joint for m in self.robot_cfg.motors}], self.model,
-                                       faults=list(faults))
+        self.server = FakeDeviceServer(
+            ["bus0"], [{m.motor_id: m.joint for m in self.robot_cfg.motors}], self.model, faults=list(faults)
+        )
         self.server.record_commands = True
         self.robot_cfg = self.robot_cfg.with_ports(self.server.ports)
         self._stop = False
         self.thread = threading.Thread(target=self.server.serve, args=(lambda: self._stop,), daemon=True)
         self.thread.start()
         self.spec = small_spec()
-        self.cfg = cfg or ControllerConfig(ramp_s=0.1, policy_ramp_s=0.0, auto_start=True, auto_engage_s=0.04,
-                                           stop_damping_s=0.02, exit_after_damping_s=0.1)
-        self.robot = RecordingRobot(self.robot_cfg, device=self.server,
-                                    tick_period_s=1.0 / self.cfg.io_rate_hz if tick_clock else None)  # fmt: skip
+        self.cfg = cfg or ControllerConfig(
+            ramp_s=0.1,
+            policy_ramp_s=0.0,
+            auto_start=True,
+            auto_engage_s=0.04,
+            stop_damping_s=0.02,
+            exit_after_damping_s=0.1,
+        )
+        self.robot = RecordingRobot(
+            self.robot_cfg, device=self.server, tick_period_s=1.0 / self.cfg.io_rate_hz if tick_clock else None
+        )
         self.robot.connect()
         self.logger = self.operator = None
         if dataset is not None:
             from upright.deploy.logger_process import LoggerClient, frame_features
 
-            names = [f"{n}.{i}" for n, d in zip(self.spec.observation_names, self.spec.observation_dims) for i in range(d)]
+            names = [
+                f"{n}.{i}" for n, d in zip(self.spec.observation_names, self.spec.observation_dims) for i in range(d)
+            ]
             self.logger = LoggerClient(dataset, frame_features(self.spec.joint_names, names), fps=50,
                                        robot_type="small", task="test", flush_every=1)  # fmt: skip
         if socket is not None:
             from upright.deploy.operator import OperatorServer
 
             self.operator = OperatorServer(str(socket))
-        self.controller = Controller(self.spec, self.robot_cfg, policy, self.cfg, logger=self.logger,
-                                     operator=self.operator)  # fmt: skip
+        self.controller = Controller(
+            self.spec, self.robot_cfg, policy, self.cfg, logger=self.logger, operator=self.operator
+        )
 
     def close(self):
         if self.logger is not None or self.operator is not None:
@@ -280,7 +305,9 @@ class Harness:
             for k, v in c.items():
                 assert np.isfinite(v).all(), f"non-finite {k} sent at tick {tick}"
             if i_damp is not None and i >= i_damp:
-                assert (c["kp"] == 0).all() and (c["kd"] > 0).all() and (c["tau"] == 0).all(), f"tick {tick}: not damping"
+                assert (c["kp"] == 0).all() and (c["kd"] > 0).all() and (c["tau"] == 0).all(), (
+                    f"tick {tick}: not damping"
+                )
                 continue
             if (c["kp"] > 0).any():
                 assert ((c["q"] >= lower - 1e-9) & (c["q"] <= upper + 1e-9)).all(), f"tick {tick}: target out of limits"
@@ -289,7 +316,7 @@ class Harness:
                 prev_q = c["q"].copy()
         # bytes on the wire: the last command of each motor is damping (kp = 0, kd > 0)
         last = {}
-        for _, bus, cmd in self.server.commands:
+        for _, _bus, cmd in self.server.commands:
             last[cmd.motor_id] = cmd
         assert set(last) == {m.motor_id for m in self.robot_cfg.motors}
         for cmd in last.values():
@@ -299,8 +326,15 @@ class Harness:
 class ConstantPolicy:
     """Returns a constant action; NaN from tick ``nan_after`` on; raises or sleeps when asked to."""
 
-    def __init__(self, value: float = 0.05, nan_after: int | None = None, sleep_s: float = 0.0,
-                 sleep_after: int = 0, raise_after: int | None = None, n: int = 3):
+    def __init__(
+        self,
+        value: float = 0.05,
+        nan_after: int | None = None,
+        sleep_s: float = 0.0,
+        sleep_after: int = 0,
+        raise_after: int | None = None,
+        n: int = 3,
+    ):
         self.value, self.nan_after, self.sleep_s, self.sleep_after = value, nan_after, sleep_s, sleep_after
         self.raise_after, self.n, self.calls = raise_after, n, 0
 
@@ -372,8 +406,15 @@ def goal_seeking_tiny_vla(goal, contract: dict, gain: float = 2.0, chunk_size: i
     return model.eval()
 
 
-__all__ = ["Fault", "Harness", "ConstantPolicy", "write_linear_policy", "small_robot", "small_spec",
-           "goal_seeking_tiny_vla"]
+__all__ = [
+    "Fault",
+    "Harness",
+    "ConstantPolicy",
+    "write_linear_policy",
+    "small_robot",
+    "small_spec",
+    "goal_seeking_tiny_vla",
+]
 
 
 # ------------------------------------------------------------------ processes: sim-robot and the daemon
@@ -415,8 +456,10 @@ def start_sim_robot(tmp: pathlib.Path, *extra: str, buses: int = 5) -> tuple[_su
     log = open(tmp / "sim_robot.log", "w")
     proc = _subprocess.Popen(
         [*_e2e_nice(), _sys.executable, "-m", "upright.deploy.cli", "sim-robot", "--link-dir", str(links), *extra],
-        stdout=log, stderr=_subprocess.STDOUT, start_new_session=True,
-    )  # fmt: skip
+        stdout=log,
+        stderr=_subprocess.STDOUT,
+        start_new_session=True,
+    )
     deadline = time.monotonic() + 60
     while not all((links / f"bus{i}").exists() for i in range(buses)):
         if proc.poll() is not None or time.monotonic() > deadline:
@@ -446,16 +489,25 @@ def stop(proc: _subprocess.Popen, sig=_signal.SIGTERM, timeout: float = 30) -> i
 
 def ctl(tmp: pathlib.Path, *args: str) -> dict:
     """`upright-deploy ctl ...` through the real CLI; returns the JSON reply."""
-    proc = _subprocess.run([_sys.executable, "-m", "upright.deploy.cli", "ctl", "--socket", str(tmp / "ctl.sock"), *args],
-                           capture_output=True, text=True, timeout=30)  # fmt: skip
+    proc = _subprocess.run(
+        [_sys.executable, "-m", "upright.deploy.cli", "ctl", "--socket", str(tmp / "ctl.sock"), *args],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     assert proc.returncode in (0, 1), proc.stderr
     return _json.loads(proc.stdout)
 
 
 def ctl_run(tmp: pathlib.Path, *args: str, env: dict | None = None) -> _subprocess.CompletedProcess:
     """`upright-deploy ctl ...` through the real CLI (any exit status); stdout/stderr as text."""
-    return _subprocess.run([_sys.executable, "-m", "upright.deploy.cli", "ctl", "--socket", str(tmp / "ctl.sock"), *args],
-                           capture_output=True, text=True, timeout=30, env=env)  # fmt: skip
+    return _subprocess.run(
+        [_sys.executable, "-m", "upright.deploy.cli", "ctl", "--socket", str(tmp / "ctl.sock"), *args],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        env=env,
+    )
 
 
 def wait_for_mode(tmp: pathlib.Path, mode: str, timeout: float = 60) -> dict:
@@ -502,8 +554,9 @@ def render_lift_camera(tmp: pathlib.Path, qpos: np.ndarray, camera: str, size: t
     sim-robot draws them (tasks/lift/camera.draw), in a subprocess (MuJoCo reads MUJOCO_GL once, at import)."""
     src, dst = tmp / "render_in.npz", tmp / "render_out.npy"
     np.savez(src, qpos=np.atleast_2d(qpos), camera=camera, size=np.array(size))
-    proc = _subprocess.run([_sys.executable, "-c", _RENDER, str(src), str(dst)], capture_output=True, text=True,
-                           timeout=120)  # fmt: skip
+    proc = _subprocess.run(
+        [_sys.executable, "-c", _RENDER, str(src), str(dst)], capture_output=True, text=True, timeout=120
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     return np.load(dst)
 

@@ -32,8 +32,9 @@ STEPS = 8
 
 def _env(mode: str) -> StandupEnv:
     curriculum = CurriculumCfg(enabled=False, beta_init=BETA, beta_min=BETA)
-    cfg = StandupEnvCfg(num_envs=1, obs_noise=False, action_mode=mode, curriculum=curriculum,
-                        domain_rand=DomainRandCfg(enabled=False))  # fmt: skip
+    cfg = StandupEnvCfg(
+        num_envs=1, obs_noise=False, action_mode=mode, curriculum=curriculum, domain_rand=DomainRandCfg(enabled=False)
+    )
     return StandupEnv(cfg, SimCfg(num_threads=1), seed=0)
 
 
@@ -48,8 +49,13 @@ def exported(request, tmp_path_factory):
     env = _env(mode)
     try:
         torch.manual_seed(0)
-        runner = UprightRunner(env, rsl_rl_config(OmegaConf.structured(TrainCfg())), log_dir=None, device="cpu",
-                               onnx_metadata=policy_metadata("standup", env))  # fmt: skip
+        runner = UprightRunner(
+            env,
+            rsl_rl_config(OmegaConf.structured(TrainCfg())),
+            log_dir=None,
+            device="cpu",
+            onnx_metadata=policy_metadata("standup", env),
+        )
         path = tmp_path_factory.mktemp(f"{mode}_policy") / "policy.onnx"
         runner.export_onnx(path)
     finally:

@@ -108,12 +108,16 @@ def test_sim_camera_keeps_the_newest_frame_with_its_capture_time(tmp_path, produ
 
 
 def test_sim_camera_refuses_a_missing_file_or_another_size_in_one_line(tmp_path, producer):
-    with pytest.raises(CameraError, match="no sim-robot camera at .*camera_wrist.frames; start sim-robot with "
-                                          "--camera wrist --link-dir") as err:  # fmt: skip
+    with pytest.raises(
+        CameraError,
+        match="no sim-robot camera at .*camera_wrist.frames; start sim-robot with --camera wrist --link-dir",
+    ) as err:
         SimCamera(tmp_path, "wrist", H, W)
     assert "\n" not in str(err.value)
-    with pytest.raises(CameraError, match=f"sim-robot renders {H}x{W} px, the policy reads 32x32: restart sim-robot "
-                                          "with --camera-size 32x32"):  # fmt: skip
+    with pytest.raises(
+        CameraError,
+        match=f"sim-robot renders {H}x{W} px, the policy reads 32x32: restart sim-robot with --camera-size 32x32",
+    ):
         SimCamera(tmp_path, "front", 32, 32)
 
 
@@ -135,18 +139,23 @@ def test_sim_camera_picks_up_a_restarted_sim_robot(tmp_path, producer):
 
 # ------------------------------------------------------------------ OpenCV camera and arguments
 def test_an_opencv_camera_without_opencv_names_the_package():
-    code = ("import sys; sys.modules['cv2'] = None\n"  # OpenCV not importable, whether or not it is installed
-            "from upright.deploy.camera import OpenCVCamera, CameraError\n"
-            "try:\n    OpenCVCamera('/dev/video0', 'wrist', 64, 64)\nexcept CameraError as e:\n    print(e)\n")
+    code = (
+        "import sys; sys.modules['cv2'] = None\n"  # OpenCV not importable, whether or not it is installed
+        "from upright.deploy.camera import OpenCVCamera, CameraError\n"
+        "try:\n    OpenCVCamera('/dev/video0', 'wrist', 64, 64)\nexcept CameraError as e:\n    print(e)\n"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.stdout.strip() == "camera wrist=/dev/video0 needs OpenCV: pip install opencv-python-headless", out
 
 
 @pytest.mark.parametrize(
     ("device", "match"),
-    [("video0", "expected /dev/videoN, a V4L2 index N, or a URL"), ("-1", "expected /dev/videoN"),
-     ("", "expected /dev/videoN")],
-)  # fmt: skip
+    [
+        ("video0", "expected /dev/videoN, a V4L2 index N, or a URL"),
+        ("-1", "expected /dev/videoN"),
+        ("", "expected /dev/videoN"),
+    ],
+)
 def test_an_opencv_camera_checks_its_device_argument_first(device, match):
     with pytest.raises(CameraError, match=match):
         OpenCVCamera(device, "wrist", 64, 64)
@@ -217,8 +226,11 @@ def test_the_runner_feeds_the_newest_frame_and_skips_stale_or_missing_ones(tmp_p
         # a corrupt frame (another shape than the source's) is a one-line fault, not a crash
         cam._latest = (np.zeros((H, W), np.float32), time.monotonic())
         r.reset()
-        with pytest.raises(PolicyFault, match=rf"camera front gave a corrupt frame: \({H}, {W}\) float32, expected "
-                                              rf"\({H}, {W}, 3\) uint8$"):  # fmt: skip
+        with pytest.raises(
+            PolicyFault,
+            match=rf"camera front gave a corrupt frame: \({H}, {W}\) float32, expected "
+            rf"\({H}, {W}, 3\) uint8$",
+        ):
             r(obs)
     finally:
         r.close()
@@ -232,8 +244,11 @@ def test_the_logger_stores_camera_frames_as_png_images(tmp_path):
     from upright.vla.dataset import load_dataset
 
     features = frame_features(("a", "b"), ["o0"], {"front": (H, W)})
-    assert features["observation.images.front"] == {"dtype": "image", "shape": [H, W, 3],
-                                                    "names": ["height", "width", "channel"]}  # fmt: skip
+    assert features["observation.images.front"] == {
+        "dtype": "image",
+        "shape": [H, W, 3],
+        "names": ["height", "width", "channel"],
+    }
     client = LoggerClient(tmp_path / "ds", features, fps=50, robot_type="small", task="t", flush_every=2)
     assert not client.images.path.exists()  # the ring is unlinked once the logger has mapped it
     for i in range(5):
@@ -261,7 +276,8 @@ def camera_vla(tmp_path_factory):
 
     folder = tmp_path_factory.mktemp("camera_vla")
     goal_seeking_tiny_vla(np.zeros(8), lift_deploy_contract(), cameras=("front",), image_size=(H, W)).save(
-        folder / "model.pt")
+        folder / "model.pt"
+    )
     return folder
 
 
@@ -274,8 +290,7 @@ def _refusal(capsys, *argv):
     return err[0]
 
 
-def test_the_cli_refuses_a_camera_policy_without_a_source_for_each_camera(tmp_path, capsys, camera_vla,
-                                                                          linear_policy):  # fmt: skip
+def test_the_cli_refuses_a_camera_policy_without_a_source_for_each_camera(tmp_path, capsys, camera_vla, linear_policy):
     common = ["--policy", str(camera_vla), "--instruction", "lift", "--socket", str(tmp_path / "ctl.sock")]
     msg = _refusal(capsys, *common)
     assert "reads cameras ['front']; no source for ['front']: add --camera front=sim" in msg
@@ -288,8 +303,17 @@ def test_the_cli_refuses_a_camera_policy_without_a_source_for_each_camera(tmp_pa
     assert f"no sim-robot camera at {tmp_path}/camera_front.frames; start sim-robot with --camera front" in msg
     msg = _refusal(capsys, *common, "--camera", "front")
     assert "--camera expects NAME=SOURCE" in msg
-    msg = _refusal(capsys, "--policy", str(linear_policy), "--robot", "unitree_g1_29dof", "--camera", "front=sim",
-                   "--socket", str(tmp_path / "ctl.sock"))  # fmt: skip
+    msg = _refusal(
+        capsys,
+        "--policy",
+        str(linear_policy),
+        "--robot",
+        "unitree_g1_29dof",
+        "--camera",
+        "front=sim",
+        "--socket",
+        str(tmp_path / "ctl.sock"),
+    )
     assert "--camera are for chunked (VLA) policies" in msg
 
 
@@ -302,8 +326,17 @@ def test_the_cli_starts_its_cameras_before_anything_moves_and_frees_them_on_a_re
     old = cli.CAMERA_START_TIMEOUT_S
     cli.CAMERA_START_TIMEOUT_S = 0.3
     try:
-        msg = _refusal(capsys, "--policy", str(camera_vla), "--instruction", "lift", "--camera",
-                       f"front=sim:{tmp_path}", "--socket", str(tmp_path / "ctl.sock"))  # fmt: skip
+        msg = _refusal(
+            capsys,
+            "--policy",
+            str(camera_vla),
+            "--instruction",
+            "lift",
+            "--camera",
+            f"front=sim:{tmp_path}",
+            "--socket",
+            str(tmp_path / "ctl.sock"),
+        )
     finally:
         cli.CAMERA_START_TIMEOUT_S = old
         files.close(unlink=True)

@@ -18,8 +18,13 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 from deploy_testlib import (
-    goal_seeking_tiny_vla, offscreen_gl_available, render_lift_camera, start_daemon, start_sim_robot, stop,
-)  # fmt: skip
+    goal_seeking_tiny_vla,
+    offscreen_gl_available,
+    render_lift_camera,
+    start_daemon,
+    start_sim_robot,
+    stop,
+)
 
 from upright.deploy.lerobot_dataset import load_frames
 from upright.deploy.safety import SafetyFlag
@@ -46,12 +51,42 @@ def run(tmp_path_factory):
     model = goal_seeking_tiny_vla(GOAL, lift_deploy_contract(), cameras=("front",), image_size=SIZE)
     assert export_onnx(model, vla, ["lift the cube"]) < 1e-4
     t0 = time.monotonic()
-    sim, links = start_sim_robot(tmp, "--robot", "franka_emika_panda", "--lockstep-dt", "0.002", "--record",
-                                 str(tmp / "trace.npz"), "--camera", "front", "--camera-size", "64x64",
-                                 "--fault", f"camera_stall:front:{STALL_TICK}", buses=1)  # fmt: skip
-    daemon = start_daemon(tmp, vla, links, "--robot", "franka_emika_panda", "--instruction", "lift the cube",
-                          "--camera", "front=sim", "--max-frame-age-s", str(MAX_FRAME_AGE_S), "--auto-start",
-                          "--ramp-s", "0.3", "--auto-engage", "0.1", "--exit-after-damping", "0.2")  # fmt: skip
+    sim, links = start_sim_robot(
+        tmp,
+        "--robot",
+        "franka_emika_panda",
+        "--lockstep-dt",
+        "0.002",
+        "--record",
+        str(tmp / "trace.npz"),
+        "--camera",
+        "front",
+        "--camera-size",
+        "64x64",
+        "--fault",
+        f"camera_stall:front:{STALL_TICK}",
+        buses=1,
+    )
+    daemon = start_daemon(
+        tmp,
+        vla,
+        links,
+        "--robot",
+        "franka_emika_panda",
+        "--instruction",
+        "lift the cube",
+        "--camera",
+        "front=sim",
+        "--max-frame-age-s",
+        str(MAX_FRAME_AGE_S),
+        "--auto-start",
+        "--ramp-s",
+        "0.3",
+        "--auto-engage",
+        "0.1",
+        "--exit-after-damping",
+        "0.2",
+    )
     try:
         code = daemon.wait(120)
     finally:
@@ -63,8 +98,17 @@ def run(tmp_path_factory):
     from upright.vla.dataset import load_dataset
 
     images = load_dataset(tmp / "dataset", cameras=("front",)).images["front"].numpy()  # (N, 3, H, W) uint8
-    return SimpleNamespace(tmp=tmp, vla=vla, code=code, log=log, frames=frames, ep=ep, images=images[ep],
-                           trace=np.load(tmp / "trace.npz"), wall_s=time.monotonic() - t0)  # fmt: skip
+    return SimpleNamespace(
+        tmp=tmp,
+        vla=vla,
+        code=code,
+        log=log,
+        frames=frames,
+        ep=ep,
+        images=images[ep],
+        trace=np.load(tmp / "trace.npz"),
+        wall_s=time.monotonic() - t0,
+    )
 
 
 def _col(run, name):
@@ -117,8 +161,9 @@ def test_the_policy_reads_sim_camera_frames_of_the_driven_arm_and_they_are_logge
     gray = policy.predict_action_chunk({**batch, "observation.images.front": np.full_like(imgs[:n], 128)}).numpy()
     assert np.abs(chunks - gray).max() > 1e-3
     used = [t for t in pre[1:] if fresh[t]]
-    match = [any(np.allclose(proposal[t], chunks[s, t - s], atol=1e-5) for s in range(max(0, t - 9), t + 1))
-             for t in used]  # fmt: skip
+    match = [
+        any(np.allclose(proposal[t], chunks[s, t - s], atol=1e-5) for s in range(max(0, t - 9), t + 1)) for t in used
+    ]
     assert np.mean(match) > 0.9, np.mean(match)
 
     # the actions were executed: the simulated arm settled at the policy's goal (the image term moves the equilibrium
@@ -126,16 +171,21 @@ def test_the_policy_reads_sim_camera_frames_of_the_driven_arm_and_they_are_logge
     end = _qpos_at(run, t_us[last])[:8]
     np.testing.assert_allclose(end[:7], GOAL[:7], atol=0.01)
     assert abs(end[7] - GOAL[7]) < 0.003
-    print(f"camera run: {run.wall_s:.1f} s, {len(run.ep)} frames, render error {err}, moved {moved:.1f}, "
-          f"matched {np.mean(match):.3f}, finger {end[7] - GOAL[7]:+.4f} m")
+    print(
+        f"camera run: {run.wall_s:.1f} s, {len(run.ep)} frames, render error {err}, moved {moved:.1f}, "
+        f"matched {np.mean(match):.3f}, finger {end[7] - GOAL[7]:+.4f} m"
+    )
 
 
 def test_a_stalled_camera_holds_the_arm_flags_and_damps_without_a_crash(run):
     assert run.code == 3, run.log[-3000:]
     assert "Traceback" not in run.log, run.log[-3000:]
     exit_line = [line for line in run.log.splitlines() if "upright-deploy: exit" in line][-1]
-    assert "DAMPING: chunked policy: no fresh action for 25 policy ticks in a row (queue empty: camera front: frame" \
-        in exit_line and "max_frame_age_s 0.5 s" in exit_line, exit_line
+    assert (
+        "DAMPING: chunked policy: no fresh action for 25 policy ticks in a row (queue empty: camera front: frame"
+        in exit_line
+        and "max_frame_age_s 0.5 s" in exit_line
+    ), exit_line
     t_us, flags = _col(run, "imu_time_us"), _col(run, "safety_flags")
     target, source = _col(run, "action.joint_target"), _col(run, "control_source")
     post = np.flatnonzero(t_us >= STALL_TICK * 2000)

@@ -78,7 +78,7 @@ def test_a_missing_contract_is_refused_in_one_line_and_a_json_file_completes_it(
         ({"state_names": tuple(f"s{i}" for i in range(22))}, "state_names"),
         ({"action_names": tuple(f"a{i}" for i in range(8))}, "action_names"),
     ],
-)  # fmt: skip
+)
 def test_a_policy_the_daemon_cannot_feed_is_refused(tmp_path, contract, change, match):
     from upright.vla.tiny import TinyVLA, TinyVLAConfig
 
@@ -91,8 +91,9 @@ def test_a_camera_policy_loads_with_its_cameras_and_image_size(tmp_path, contrac
     from upright.vla.tiny import TinyVLA, TinyVLAConfig
 
     base = goal_seeking_tiny_vla(np.zeros(8), contract).cfg.to_dict()
-    model = TinyVLA(TinyVLAConfig.from_dict({**base, "cameras": ("front", "wrist"), "image_height": 16,
-                                             "image_width": 24}))  # fmt: skip
+    model = TinyVLA(
+        TinyVLAConfig.from_dict({**base, "cameras": ("front", "wrist"), "image_height": 16, "image_width": 24})
+    )
     spec, policy = load_chunk_policy(str(_save(model, tmp_path / "vla")), PANDA)
     assert spec.metadata["cameras"] == ["front", "wrist"] and spec.metadata["image_size"] == [16, 24]
     assert policy.cfg.cameras == ("front", "wrist")
@@ -107,7 +108,7 @@ def test_a_camera_policy_loads_with_its_cameras_and_image_size(tmp_path, contrac
         ({"kp": [1.0] * 7}, "'kp' has 7 values"),
         ({"control_dt": 0.01}, "control_dt"),
     ],
-)  # fmt: skip
+)
 def test_a_contract_that_contradicts_the_policy_or_the_robot_is_refused(tmp_path, contract, change, match):
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps({**contract, **change}))
@@ -126,8 +127,10 @@ def test_the_cli_wants_an_instruction_for_a_chunked_policy(tmp_path, contract, c
     assert len(err) == 1 and "--instruction 'lift the cube'" in err[0], err
     assert main(["run", "--policy", str(linear_policy), "--instruction", "stand up", *common]) == 2
     assert "for chunked (VLA) policies" in capsys.readouterr().err
-    assert main(["run", "--policy", "ws://127.0.0.1:9", "--instruction", "lift", "--robot", "franka_emika_panda",
-                 *common]) == 2  # fmt: skip
+    assert (
+        main(["run", "--policy", "ws://127.0.0.1:9", "--instruction", "lift", "--robot", "franka_emika_panda", *common])
+        == 2
+    )
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "no openpi policy server at ws://127.0.0.1:9" in err[0], err
 

@@ -32,8 +32,15 @@ class TickPolicy(ChunkPolicy):
 
     action_convention = "delta"
 
-    def __init__(self, chunk_size: int = 8, action_dim: int = 3, latency_s: float = 0.0, slow_from: int = 1,
-                 fail_at: int | None = None, scale: float = 1.0):  # fmt: skip
+    def __init__(
+        self,
+        chunk_size: int = 8,
+        action_dim: int = 3,
+        latency_s: float = 0.0,
+        slow_from: int = 1,
+        fail_at: int | None = None,
+        scale: float = 1.0,
+    ):
         self.chunk_size, self.action_dim, self.scale = chunk_size, action_dim, scale
         self.latency_s, self.slow_from, self.fail_at = latency_s, slow_from, fail_at
         self.calls = 0
@@ -126,8 +133,9 @@ def test_prefetch_leaves_no_gap_while_latency_is_below_the_margin(runners, prefe
 def test_latency_compensation_drops_the_actions_of_elapsed_ticks(runners, ensemble):
     """Latency 0.05 s at dt 0.01 s: each chunk arrives about 5 ticks after its observation; the actions of those
     ticks are dropped, so the executed action is still the one for this tick (queue mode and ACT ensembling)."""
-    r = runners(TickPolicy(chunk_size=16, latency_s=0.05), control_dt=0.01, prefetch_below=16,
-                temporal_ensemble_coeff=ensemble)  # fmt: skip
+    r = runners(
+        TickPolicy(chunk_size=16, latency_s=0.05), control_dt=0.01, prefetch_below=16, temporal_ensemble_coeff=ensemble
+    )
     out = drive(r, 60, 0.01)
     got = served(out)
     assert len(got) >= 40 and on_time(got), got
@@ -179,8 +187,12 @@ def test_close_joins_the_worker_even_mid_inference(runners):
 # ------------------------------------------------------------------ inside the controller
 def _controller(policy, stale: int = 5) -> tuple[Controller, RobotReading]:
     safety = SafetyConfig(max_consecutive_stale=stale)
-    c = Controller(small_spec(action_mode="delta"), small_robot(), policy,
-                   ControllerConfig(policy_ramp_s=0.0, auto_engage_s=0.0, safety=safety))  # fmt: skip
+    c = Controller(
+        small_spec(action_mode="delta"),
+        small_robot(),
+        policy,
+        ControllerConfig(policy_ramp_s=0.0, auto_engage_s=0.0, safety=safety),
+    )
     now = time.monotonic_ns()
     c.start(now)
     c.sm.mode = Mode.HOLD  # holding the default pose, as after RAMP_TO_DEFAULT

@@ -41,10 +41,30 @@ def vla(tmp_path_factory):
 def test_daemon_runs_a_chunked_vla_on_the_simulated_panda_with_an_intervention(tmp_path, vla):
     from upright.vla.onnx_policy import OnnxChunkPolicy
 
-    sim, links = start_sim_robot(tmp_path, "--robot", "franka_emika_panda", "--lockstep-dt", "0.002",
-                                 "--record", str(tmp_path / "trace.npz"), buses=1)  # fmt: skip
-    daemon = start_daemon(tmp_path, vla, links, "--robot", "franka_emika_panda", "--instruction", "lift the cube",
-                          "--auto-start", "--ramp-s", "0.3", "--auto-engage", "0.1")  # fmt: skip
+    sim, links = start_sim_robot(
+        tmp_path,
+        "--robot",
+        "franka_emika_panda",
+        "--lockstep-dt",
+        "0.002",
+        "--record",
+        str(tmp_path / "trace.npz"),
+        buses=1,
+    )
+    daemon = start_daemon(
+        tmp_path,
+        vla,
+        links,
+        "--robot",
+        "franka_emika_panda",
+        "--instruction",
+        "lift the cube",
+        "--auto-start",
+        "--ramp-s",
+        "0.3",
+        "--auto-engage",
+        "0.1",
+    )
     try:
         wait_for_mode(tmp_path, "POLICY")
         time.sleep(1.2)

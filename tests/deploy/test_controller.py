@@ -16,8 +16,12 @@ from upright.deploy.state_machine import Mode
 
 
 def make(policy_ramp_s: float, action: float = 0.4, action_mode: str = "relative"):
-    c = Controller(small_spec(action_mode=action_mode), small_robot(), ConstantPolicy(action),
-                   ControllerConfig(policy_ramp_s=policy_ramp_s, auto_engage_s=0.0))  # fmt: skip
+    c = Controller(
+        small_spec(action_mode=action_mode),
+        small_robot(),
+        ConstantPolicy(action),
+        ControllerConfig(policy_ramp_s=policy_ramp_s, auto_engage_s=0.0),
+    )
     now = time.monotonic_ns()
     c.start(now)
     c.sm.mode = Mode.HOLD  # as after RAMP_TO_DEFAULT: holding the default pose
@@ -128,8 +132,9 @@ def test_absolute_mode_targets_still_pass_the_joint_limit_clamp():
     assert c.flags & SafetyFlag.TARGET_LIMIT_CLAMPED
     assert (c.command.q <= c.upper + 1e-12).all()
     # what was executed is the clamped target, in absolute-mode policy units; the proposal stays the policy's
-    np.testing.assert_allclose(c.executed, (c.command.q[c.pol] - c.spec.default_joint_pos) / c.spec.action_scale,
-                               atol=1e-6)  # fmt: skip
+    np.testing.assert_allclose(
+        c.executed, (c.command.q[c.pol] - c.spec.default_joint_pos) / c.spec.action_scale, atol=1e-6
+    )
     assert (c.executed < 3.0).all() and np.allclose(c.proposal, 3.0)
 
 

@@ -35,10 +35,23 @@ def policy_features(linear_policy) -> tuple[dict, int]:
 def run_daemon(tmp_path, policy, dataset) -> subprocess.CompletedProcess:
     """``upright-deploy run`` on ports that do not exist (a refusal of the ports comes after the dataset's)."""
     return subprocess.run(
-        [*CLI, "run", "--policy", str(policy), "--port-dir", str(tmp_path / "no_ports"), "--dataset", str(dataset),
-         "--socket", str(tmp_path / "ctl.sock"), "--no-keyboard"],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        [
+            *CLI,
+            "run",
+            "--policy",
+            str(policy),
+            "--port-dir",
+            str(tmp_path / "no_ports"),
+            "--dataset",
+            str(dataset),
+            "--socket",
+            str(tmp_path / "ctl.sock"),
+            "--no-keyboard",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 @pytest.mark.parametrize("damage", list(DAMAGES))
@@ -64,10 +77,11 @@ def test_run_refuses_a_damaged_dataset_before_anything_starts(tmp_path, damage, 
     """Here the ports do not exist, so before the fix each damage got past the start to `cannot open the robot's
     serial ports`. On ports that open (5 ptys, --duration 3), before: a damaged info.json or a cut episodes table failed
     the logger at its start (a KeyError traceback for the missing features; the client said `did not open the dataset
-    ... within 60 s` after ~2 s in 3 of these 4 runs); a missing info.json: the daemon ran and its new info.json numbered
-    its episodes from 0 again, overwriting the data files of episodes 0 and 1; a missing tasks table: the daemon ran
-    and the new tasks table held only its own task (the old episodes' task_index pointed at it or at nothing); a cut
-    data file: the daemon ran and added episodes beside it; a regular file: `[Errno 17] File exists` from the lock."""
+    ... within 60 s` after ~2 s in 3 of these 4 runs); a missing info.json: the daemon ran and its new info.json
+    numbered its episodes from 0 again, overwriting the data files of episodes 0 and 1; a missing tasks table: the
+    daemon ran and the new tasks table held only its own task (the old episodes' task_index pointed at it or at
+    nothing); a cut data file: the daemon ran and added episodes beside it; a regular file: `[Errno 17] File exists`
+    from the lock."""
     features, fps = policy_features
     root = make_dataset(tmp_path / "ds", journal=True, features=features, fps=fps)
     do, says = DAMAGES[damage]

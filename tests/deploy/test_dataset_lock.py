@@ -51,11 +51,19 @@ def recover(root: pathlib.Path, max_file_bytes: int | None = None) -> subprocess
     past it fail with EFBIG; Python ignores SIGXFSZ), set by a launcher (preexec_fn is unsafe in a threaded process)."""
     launcher = []
     if max_file_bytes is not None:
-        launcher = ["-c", "import os, resource, sys; n = int(sys.argv[1]); "
-                    "resource.setrlimit(resource.RLIMIT_FSIZE, (n, n)); os.execv(sys.executable, sys.argv[2:])",
-                    str(max_file_bytes), sys.executable]  # fmt: skip
-    return subprocess.run([sys.executable, *launcher, "-m", "upright.deploy.cli", "recover", str(root)],
-                          capture_output=True, text=True, timeout=120)  # fmt: skip
+        launcher = [
+            "-c",
+            "import os, resource, sys; n = int(sys.argv[1]); "
+            "resource.setrlimit(resource.RLIMIT_FSIZE, (n, n)); os.execv(sys.executable, sys.argv[2:])",
+            str(max_file_bytes),
+            sys.executable,
+        ]
+    return subprocess.run(
+        [sys.executable, *launcher, "-m", "upright.deploy.cli", "recover", str(root)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def one_line(proc: subprocess.CompletedProcess) -> str:
@@ -66,8 +74,9 @@ def one_line(proc: subprocess.CompletedProcess) -> str:
 
 def snapshot(root: pathlib.Path) -> dict[str, bytes]:
     """Every file of a dataset (the lock file aside) and its bytes."""
-    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*"))
-            if p.is_file() and p.name != LOCK_NAME}  # fmt: skip
+    return {
+        str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file() and p.name != LOCK_NAME
+    }
 
 
 def fill(client: LoggerClient, i: int) -> None:
@@ -106,8 +115,9 @@ def test_a_recording_dataset_refuses_every_second_writer_and_its_journal_is_unto
             DatasetLock.acquire(root, "test")
         proc = recover(root)
         line = one_line(proc)
-        assert proc.returncode == 2 and line.startswith(f"upright-deploy recover: refusing: {root} is being written "
-                                                        f"by another process ({holder};"), line  # fmt: skip
+        assert proc.returncode == 2 and line.startswith(
+            f"upright-deploy recover: refusing: {root} is being written by another process ({holder};"
+        ), line
         assert journal.read_bytes() == before and not (root / EPISODES_PATH).exists()
         for i in range(30, 40):  # and the logger goes on writing the same journal
             fill(client, i)
@@ -137,8 +147,10 @@ def journal_table(n: int, features=FEATURES) -> pa.Table:
     from upright.deploy.lerobot_dataset import column
 
     dt = {"float32": np.float32, "int64": np.int64, "bool": bool}
-    cols = {name: column(np.full((n, *f["shape"]) if f["shape"] != [1] else n, 1, dtype=dt[f["dtype"]]), f)
-            for name, f in features.items()}  # fmt: skip
+    cols = {
+        name: column(np.full((n, *f["shape"]) if f["shape"] != [1] else n, 1, dtype=dt[f["dtype"]]), f)
+        for name, f in features.items()
+    }
     return pa.table({**cols, "frame_index": pa.array(np.arange(n, dtype=np.int64))})
 
 
@@ -204,8 +216,9 @@ def test_recover_on_a_full_disk_fails_in_one_line_and_keeps_everything(tmp_path)
     before = snapshot(root)
     proc = recover(root, max_file_bytes=4096)
     line = one_line(proc)
-    assert proc.returncode == 1 and line.startswith(f"upright-deploy recover: cannot write {root}: [Errno 27] File "
-                                                    "too large (converting "), line  # fmt: skip
+    assert proc.returncode == 1 and line.startswith(
+        f"upright-deploy recover: cannot write {root}: [Errno 27] File too large (converting "
+    ), line
     assert "episode_000001.arrows, which is kept); nothing is lost: run recover again once there is room" in line
     assert snapshot(root) == before
     proc = recover(root)
@@ -235,8 +248,18 @@ def test_recover_and_a_second_daemon_refuse_the_dataset_a_daemon_records(tmp_pat
     journal, and so did the second daemon's logger before its ports refused it; the first logger then crashed at its
     episode's end and the later frames were lost.)"""
     sim, links = start_sim_robot(tmp_path)
-    daemon = start_daemon(tmp_path, linear_policy, links, "--auto-start", "--ramp-s", "0.2", "--auto-engage", "0.1",
-                          "--tilt-limit", "none")  # fmt: skip
+    daemon = start_daemon(
+        tmp_path,
+        linear_policy,
+        links,
+        "--auto-start",
+        "--ramp-s",
+        "0.2",
+        "--auto-engage",
+        "0.1",
+        "--tilt-limit",
+        "none",
+    )
     root = tmp_path / "dataset"
     journal = root / "journal" / "episode_000000.arrows"
     masters: list[int] = []
@@ -251,10 +274,24 @@ def test_recover_and_a_second_daemon_refuse_the_dataset_a_daemon_records(tmp_pat
         def second(port_dir: pathlib.Path, sock: pathlib.Path) -> subprocess.CompletedProcess:
             n = flushed(root)
             out = subprocess.run(
-                [*CLI, "run", "--policy", str(linear_policy), "--port-dir", str(port_dir), "--dataset", str(root),
-                 "--socket", str(sock), "--no-keyboard", "--sim"],
-                capture_output=True, text=True, timeout=120,
-            )  # fmt: skip
+                [
+                    *CLI,
+                    "run",
+                    "--policy",
+                    str(linear_policy),
+                    "--port-dir",
+                    str(port_dir),
+                    "--dataset",
+                    str(root),
+                    "--socket",
+                    str(sock),
+                    "--no-keyboard",
+                    "--sim",
+                ],
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
             assert out.returncode == 2 and journal.exists() and not (root / EPISODES_PATH).exists(), out.stderr
             assert load_journal(journal).num_rows >= n  # the journal still grows: the first logger writes it
             return out
@@ -267,8 +304,9 @@ def test_recover_and_a_second_daemon_refuse_the_dataset_a_daemon_records(tmp_pat
         port_dir, masters = fake_ports(tmp_path)
         out = second(port_dir, tmp_path / "third.sock")
         line = one_line(out)
-        assert line.startswith(f"upright-deploy: refusing to start: {root} is being written by another process "
-                               "(pid "), line  # fmt: skip
+        assert line.startswith(
+            f"upright-deploy: refusing to start: {root} is being written by another process (pid "
+        ), line
         assert line.endswith("one dataset has one writer: stop that daemon first, or use another --dataset")
         for m in masters:  # refused before a byte reached its ports
             with pytest.raises(BlockingIOError):

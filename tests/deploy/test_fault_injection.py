@@ -20,7 +20,6 @@ import logging
 import os
 import pathlib
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -45,8 +44,9 @@ IMU_AGE_CYCLES = round(SafetyConfig().max_imu_age_s * ControllerConfig().io_rate
 
 def run(policy=None, faults=(), cycles=320, temperature=35, dataset=None, tick_clock=True):
     """Cycles back to back, on the tick clock unless ``tick_clock`` is False (then the wall clock)."""
-    h = Harness(policy or ConstantPolicy(0.05), faults=faults, temperature=temperature, dataset=dataset,
-                tick_clock=tick_clock)  # fmt: skip
+    h = Harness(
+        policy or ConstantPolicy(0.05), faults=faults, temperature=temperature, dataset=dataset, tick_clock=tick_clock
+    )
     try:
         run_loop(h.controller, h.robot, max_cycles=cycles, pace=False, install_signals=False)
     finally:
@@ -260,7 +260,12 @@ def test_every_state_change_is_one_log_line_with_its_reason(caplog):
     ("faults", "cycles", "bits", "reason"),
     [
         ([Fault("drop", None, ONSET)], 320, SafetyFlag.LINK_FAULT | SafetyFlag.MOTOR_TIMEOUT, "motor link fault"),
-        ([Fault("corrupt", "j2", ONSET)], 320, SafetyFlag.LINK_FAULT | SafetyFlag.MOTOR_CRC, "motor link fault: ['j2']"),
+        (
+            [Fault("corrupt", "j2", ONSET)],
+            320,
+            SafetyFlag.LINK_FAULT | SafetyFlag.MOTOR_CRC,
+            "motor link fault: ['j2']",
+        ),
         ([Fault("stale_imu", None, ONSET)], 320, SafetyFlag.IMU_STALE, "IMU stale"),
         ([Fault("error_flag", "j1", ONSET, value=2)], 320, SafetyFlag.MOTOR_ERROR, "motor error flags: {'j1': 2}"),
         ([Fault("temperature", "h0", ONSET, value=90)], 320, SafetyFlag.OVERTEMP, "motor over 85.0 °C: ['h0']"),
@@ -411,8 +416,15 @@ def test_readme_sim_walkthrough_works_on_this_machine(tmp_path):
         procs.append(subprocess.Popen(argv(sim_line), env=env, stdout=open(tmp_path / "sim.log", "w"), cwd=REPO,
                                       stderr=subprocess.STDOUT, start_new_session=True))  # fmt: skip
         wait_for_text(tmp_path / "sim.log", "sim-robot ready", 60)
-        daemon = subprocess.Popen(argv(run_line), env=env, stdout=open(tmp_path / "daemon.log", "w"), cwd=REPO,
-                                  stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
+        daemon = subprocess.Popen(
+            argv(run_line),
+            env=env,
+            stdout=open(tmp_path / "daemon.log", "w"),
+            cwd=REPO,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
         procs.append(daemon)
         wait_for_text(tmp_path / "daemon.log", "upright-deploy: policy", 60)
         for line in ctl_lines:
@@ -464,8 +476,10 @@ def test_socket_path_checks_of_the_daemon(tmp_path):
 
 OTHER_UID = 65534  # nobody / nogroup
 SYSTEM_PYTHON = "/usr/bin/python3"  # the test's interpreter may live where nobody cannot enter (/root)
-needs_root = pytest.mark.skipif(os.geteuid() != 0 or not os.path.exists(SYSTEM_PYTHON),
-                                reason="needs root (to run a process as another user) and /usr/bin/python3")  # fmt: skip
+needs_root = pytest.mark.skipif(
+    os.geteuid() != 0 or not os.path.exists(SYSTEM_PYTHON),
+    reason="needs root (to run a process as another user) and /usr/bin/python3",
+)
 
 IMPOSTOR = r"""
 import socket, sys
@@ -549,8 +563,12 @@ def test_ctl_refuses_a_daemon_of_another_user(tmp_path, shared_dir):
     (it used to print the impostor's {"ok": true})."""
     impostor = start_impostor(shared_dir / "ctl.sock", shared_dir / "impostor.log")
     try:
-        out = subprocess.run([sys.executable, "-m", "upright.deploy.cli", "ctl", "--socket", str(shared_dir / "ctl.sock"),
-                              "estop"], capture_output=True, text=True, timeout=30)  # fmt: skip
+        out = subprocess.run(
+            [sys.executable, "-m", "upright.deploy.cli", "ctl", "--socket", str(shared_dir / "ctl.sock"), "estop"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
     finally:
         impostor.kill()
         impostor.wait()
@@ -564,8 +582,22 @@ def test_ctl_daemon_user_names_another_trusted_daemon_user(shared_dir):
     """Issue 13.4: ``--daemon-user`` trusts a daemon that runs as another user on purpose."""
     daemon = start_impostor(shared_dir / "ctl.sock", shared_dir / "requests.log")
     try:
-        out = subprocess.run([sys.executable, "-m", "upright.deploy.cli", "ctl", "--socket", str(shared_dir / "ctl.sock"),
-                              "--daemon-user", "nobody", "status"], capture_output=True, text=True, timeout=30)  # fmt: skip
+        out = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "upright.deploy.cli",
+                "ctl",
+                "--socket",
+                str(shared_dir / "ctl.sock"),
+                "--daemon-user",
+                "nobody",
+                "status",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
     finally:
         daemon.kill()
         daemon.wait()
@@ -621,8 +653,9 @@ def test_default_socket_is_private_and_a_hijacked_fallback_folder_is_refused(tmp
     out = subprocess.run([sys.executable, "-c", code], env={**env, "XDG_RUNTIME_DIR": str(xdg)}, capture_output=True,
                          text=True, check=True)  # fmt: skip
     assert out.stdout.strip() == str(xdg / "upright-deploy.sock")
-    out = subprocess.run([sys.executable, "-c", code], env={**env, "TMPDIR": str(shared_dir)}, capture_output=True,
-                         text=True, check=True)  # fmt: skip
+    out = subprocess.run(
+        [sys.executable, "-c", code], env={**env, "TMPDIR": str(shared_dir)}, capture_output=True, text=True, check=True
+    )
     assert out.stdout.strip() == str(shared_dir / "upright-deploy-0" / "ctl.sock")
     assert default_socket_path()  # and in this process, whatever its environment
     squatter = as_other_user("-c", f"import os; os.mkdir({str(shared_dir / 'upright-deploy-0')!r}, 0o777)")
@@ -632,7 +665,9 @@ def test_default_socket_is_private_and_a_hijacked_fallback_folder_is_refused(tmp
          str(tmp_path / "no-ports"), "--no-log", "--no-keyboard"],
         env={**env, "TMPDIR": str(shared_dir)}, capture_output=True, text=True, timeout=60,
     )  # fmt: skip
-    assert out.returncode == 2 and "belongs to uid 65534 (nobody)" in out.stderr and "serial" not in out.stderr, out.stderr
+    assert out.returncode == 2 and "belongs to uid 65534 (nobody)" in out.stderr and "serial" not in out.stderr, (
+        out.stderr
+    )
 
 
 @needs_root

@@ -67,9 +67,22 @@ def test_episodes_written_as_lerobot_v3(tmp_path):
     assert info["codebase_version"] == "v3.0" and info["fps"] == 50 and info["robot_type"] == "small"
     assert (info["total_episodes"], info["total_frames"], info["total_tasks"]) == (2, 15, 1)
     assert info["splits"] == {"train": "0:2"} and info["data_path"].startswith("data/chunk-")
-    for key in ("observation.state", "action", "observation.policy_action", "intervention", "control_source",
-                "safety_flags", "t_mono_ns", "next.reward", "next.done", "timestamp", "frame_index", "episode_index",
-                "index", "task_index"):  # fmt: skip
+    for key in (
+        "observation.state",
+        "action",
+        "observation.policy_action",
+        "intervention",
+        "control_source",
+        "safety_flags",
+        "t_mono_ns",
+        "next.reward",
+        "next.done",
+        "timestamp",
+        "frame_index",
+        "episode_index",
+        "index",
+        "task_index",
+    ):
         assert key in info["features"], key
     assert info["upright"]["control_source_codes"]["human"] == 1
     frames = load_frames(root)
@@ -84,7 +97,9 @@ def test_episodes_written_as_lerobot_v3(tmp_path):
     assert rows[9]["next.done"] and rows[9]["next.reward"] == 1.0
     episodes = pq.read_table(root / "meta" / "episodes" / "chunk-000" / "file-000.parquet").to_pylist()
     assert [(e["episode_index"], e["length"], e["dataset_from_index"], e["dataset_to_index"]) for e in episodes] == [
-        (0, 10, 0, 10), (1, 5, 10, 15)]  # fmt: skip
+        (0, 10, 0, 10),
+        (1, 5, 10, 15),
+    ]
     assert [e["upright/outcome"] for e in episodes] == ["success", "stopped"] and episodes[0]["tasks"] == ["stand up"]
     assert episodes[0]["stats/action/max"] == [9.0] * 3
     stats = json.loads((root / "meta" / "stats.json").read_text())
@@ -122,8 +137,9 @@ def test_sigkill_keeps_every_flushed_frame(tmp_path):
         check_frame(row, k)
 
     # the next logger (or `upright-deploy recover`) turns the journal into an episode
-    proc = subprocess.run([sys.executable, "-m", "upright.deploy.cli", "recover", str(root)], capture_output=True,
-                          text=True, timeout=60)  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, "-m", "upright.deploy.cli", "recover", str(root)], capture_output=True, text=True, timeout=60
+    )
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout) == {"recovered_episodes": [0], "total_episodes": 1, "quarantined": []}
     frames = load_frames(root).to_pylist()
@@ -137,8 +153,13 @@ def test_sigkill_keeps_every_flushed_frame(tmp_path):
 def test_existing_dataset_is_extended_not_overwritten(tmp_path):
     root = tmp_path / "ds"
     w = LeRobotV3Writer(root, FEATURES, 50, "small")
-    cols = {name: np.zeros((3, *f["shape"]) if f["shape"] != [1] else 3, dtype={"float32": np.float32, "int64": np.int64,
-            "bool": bool}[f["dtype"]]) for name, f in FEATURES.items()}  # fmt: skip
+    cols = {
+        name: np.zeros(
+            (3, *f["shape"]) if f["shape"] != [1] else 3,
+            dtype={"float32": np.float32, "int64": np.int64, "bool": bool}[f["dtype"]],
+        )
+        for name, f in FEATURES.items()
+    }
     from upright.deploy.lerobot_dataset import column
 
     table = pa.table({**{n: column(v, FEATURES[n]) for n, v in cols.items()}, "frame_index": pa.array([0, 1, 2])})

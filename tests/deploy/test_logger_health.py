@@ -41,11 +41,20 @@ def live_cfg(on_failure: str = "hold") -> ControllerConfig:
     """The live harness's timing (checks of the link and sensor age off: the loop shares this process with the device
     thread on a loaded machine; they are not what these tests are about)."""
     return ControllerConfig(
-        ramp_s=0.1, policy_ramp_s=0.0, auto_start=True, auto_engage_s=0.04, stop_damping_s=0.02,
+        ramp_s=0.1,
+        policy_ramp_s=0.0,
+        auto_start=True,
+        auto_engage_s=0.04,
+        stop_damping_s=0.02,
         on_logger_failure=on_failure,
-        safety=SafetyConfig(max_consecutive_overruns=None, watchdog_s=None, max_consecutive_link_errors=10**6,
-                            max_motor_age_s=5.0, max_imu_age_s=5.0),
-    )  # fmt: skip
+        safety=SafetyConfig(
+            max_consecutive_overruns=None,
+            watchdog_s=None,
+            max_consecutive_link_errors=10**6,
+            max_motor_age_s=5.0,
+            max_imu_age_s=5.0,
+        ),
+    )
 
 
 def wait_until(condition, what: str, timeout: float = DEADLINE_S, every: float = 0.01):
@@ -61,11 +70,19 @@ class LiveLogged:
         self.h = Harness(ConstantPolicy(0.05), cfg=live_cfg(on_failure), socket=tmp / "ctl.sock")
         spec = self.h.spec
         names = [f"{n}.{i}" for n, d in zip(spec.observation_names, spec.observation_dims) for i in range(d)]
-        self.logger = LoggerClient(self.root, frame_features(spec.joint_names, names), fps=50, robot_type="small",
-                                   task="test", flush_every=1, **logger_kw)  # fmt: skip
+        self.logger = LoggerClient(
+            self.root,
+            frame_features(spec.joint_names, names),
+            fps=50,
+            robot_type="small",
+            task="test",
+            flush_every=1,
+            **logger_kw,
+        )
         self.h.logger = self.logger
-        self.h.controller = Controller(spec, self.h.robot_cfg, self.h.controller.policy, self.h.cfg,
-                                       logger=self.logger, operator=self.h.operator)  # fmt: skip
+        self.h.controller = Controller(
+            spec, self.h.robot_cfg, self.h.controller.policy, self.h.cfg, logger=self.logger, operator=self.h.operator
+        )
         self.c = self.h.controller
         self.error: BaseException | None = None
         self.thread: threading.Thread | None = None
@@ -142,8 +159,9 @@ def test_a_failed_logger_ends_the_episode_and_holds_within_one_tick(tmp_path, ca
         # the control thread sets logger_error, then logs: wait for the record, then require exactly one
         wait_until(lambda: [r for r in caplog.records if r.levelno == logging.ERROR], "the ERROR line")
         errors = [r for r in caplog.records if r.name == "upright.deploy" and r.levelno == logging.ERROR]
-        assert len(errors) == 1 and errors[0].getMessage().startswith(f"logger failed: {d.c.logger_error}; "
-                                                                      "--on-logger-failure hold: episode 0 ends here")
+        assert len(errors) == 1 and errors[0].getMessage().startswith(
+            f"logger failed: {d.c.logger_error}; --on-logger-failure hold: episode 0 ends here"
+        )
         wait_until(lambda: d.c.sm.mode == Mode.HOLD, "HOLD")
         status = d.status()
         assert status["mode"] == "HOLD" and status["logger"]["state"] == "failed", status
@@ -156,8 +174,12 @@ def test_a_failed_logger_ends_the_episode_and_holds_within_one_tick(tmp_path, ca
         # what was flushed is intact, and the dataset is recoverable now (the dead logger's lock went with it)
         table = load_journal(d.root / "journal" / "episode_000000.arrows")
         assert table.num_rows >= flushed and table.column("frame_index").to_pylist() == list(range(table.num_rows))
-        rec = subprocess.run([sys.executable, "-m", "upright.deploy.cli", "recover", str(d.root)], capture_output=True,
-                             text=True, timeout=120)  # fmt: skip
+        rec = subprocess.run(
+            [sys.executable, "-m", "upright.deploy.cli", "recover", str(d.root)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert rec.returncode == 0 and json.loads(rec.stdout)["recovered_episodes"] == [0], rec
         assert load_frames(d.root).num_rows == table.num_rows
     finally:
@@ -181,8 +203,10 @@ def test_a_full_disk_is_found_and_holds(tmp_path, caplog):
     try:
         d.start()
         wait_until(lambda: d.c.logger_error is not None, "the failure to be found")
-        assert d.c.logger_error == (f"the logger process (pid {d.logger.proc.pid}) could not write {d.root}: "
-                                    "OSError: [Errno 28] No space left on device")
+        assert d.c.logger_error == (
+            f"the logger process (pid {d.logger.proc.pid}) could not write {d.root}: "
+            "OSError: [Errno 28] No space left on device"
+        )
         wait_until(lambda: d.c.sm.mode == Mode.HOLD, "HOLD")
         assert d.logger.proc.wait(30) == 3
         assert d.status()["logger"]["state"] == "failed"
@@ -236,8 +260,12 @@ def test_a_stopped_logger_is_a_failure_after_its_pipe_stays_full(tmp_path):
 def test_no_logger_no_check_and_status_says_off(tmp_path):
     h = Harness(ConstantPolicy(0.05), cfg=live_cfg())
     try:
-        assert h.controller.status()["logger"] == {"state": "off", "error": None, "failed_tick": None,
-                                                   "on_failure": "hold"}  # fmt: skip
+        assert h.controller.status()["logger"] == {
+            "state": "off",
+            "error": None,
+            "failed_tick": None,
+            "on_failure": "hold",
+        }
     finally:
         h.close()
     with pytest.raises(ValueError, match="on_logger_failure must be one of"):
@@ -267,26 +295,45 @@ def test_the_daemon_holds_when_its_logger_is_killed(tmp_path, linear_policy):
     ``ctl resume`` is refused, ``recover`` converts the flushed frames while the daemon still runs, and ``ctl quit``
     exits 0."""
     sim, links = start_sim_robot(tmp_path)
-    daemon = start_daemon(tmp_path, linear_policy, links, "--auto-start", "--ramp-s", "0.2", "--auto-engage", "0.1",
-                          "--tilt-limit", "none")  # fmt: skip
+    daemon = start_daemon(
+        tmp_path,
+        linear_policy,
+        links,
+        "--auto-start",
+        "--ramp-s",
+        "0.2",
+        "--auto-engage",
+        "0.1",
+        "--tilt-limit",
+        "none",
+    )
     log = tmp_path / "daemon.log"
     try:
         wait_until(lambda: "HOLD -> POLICY" in log.read_text(), "POLICY", timeout=120, every=0.1)
         progress = tmp_path / "dataset" / "journal" / "progress.json"
-        wait_until(lambda: progress.exists() and json.loads(progress.read_text())["frames_flushed"] >= 10,
-                   "10 flushed frames", timeout=120, every=0.1)  # fmt: skip
+        wait_until(
+            lambda: progress.exists() and json.loads(progress.read_text())["frames_flushed"] >= 10,
+            "10 flushed frames",
+            timeout=120,
+            every=0.1,
+        )
         pid = logger_pid_of(daemon)
         os.kill(pid, signal.SIGKILL)
-        text = wait_until(lambda: "logger failed:" in log.read_text() and log.read_text(), "the ERROR line",
-                          timeout=60, every=0.1)  # fmt: skip
+        text = wait_until(
+            lambda: "logger failed:" in log.read_text() and log.read_text(), "the ERROR line", timeout=60, every=0.1
+        )
         assert f"logger failed: the logger process (pid {pid}) was killed by SIGKILL; --on-logger-failure hold" in text
         assert daemon.poll() is None
         wait_until(lambda: json.loads(ctl_run(tmp_path, "status").stdout)["mode"] == "HOLD", "HOLD", every=0.2)
         status = json.loads(ctl_run(tmp_path, "status").stdout)
         assert status["logger"]["state"] == "failed" and "SIGKILL" in status["logger"]["error"], status
         assert ctl_run(tmp_path, "resume").returncode == 1
-        rec = subprocess.run([sys.executable, "-m", "upright.deploy.cli", "recover", str(tmp_path / "dataset")],
-                             capture_output=True, text=True, timeout=120)  # fmt: skip
+        rec = subprocess.run(
+            [sys.executable, "-m", "upright.deploy.cli", "recover", str(tmp_path / "dataset")],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert rec.returncode == 0 and json.loads(rec.stdout)["recovered_episodes"] == [0], rec
         assert ctl_run(tmp_path, "quit").returncode == 0
         assert daemon.wait(60) == 0, log.read_text()[-3000:]

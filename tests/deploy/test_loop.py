@@ -41,8 +41,15 @@ def test_pacer_skips_missed_deadlines():
 def _cfg(**safety) -> ControllerConfig:
     """Overruns are not what these tests are about (the machine may be loaded): K is huge unless asked."""
     safety = {"max_consecutive_overruns": 10**6, **safety}
-    return ControllerConfig(ramp_s=0.1, policy_ramp_s=0.0, auto_start=True, auto_engage_s=0.04, stop_damping_s=0.05,
-                            exit_after_damping_s=0.1, safety=SafetyConfig(**safety))  # fmt: skip
+    return ControllerConfig(
+        ramp_s=0.1,
+        policy_ramp_s=0.0,
+        auto_start=True,
+        auto_engage_s=0.04,
+        stop_damping_s=0.05,
+        exit_after_damping_s=0.1,
+        safety=SafetyConfig(**safety),
+    )
 
 
 def _last_is_damping(h: Harness) -> None:
@@ -90,7 +97,9 @@ def test_signals_send_damping_then_exit(sig):
 
 def test_consecutive_overruns_damp():
     """A policy that takes 10 ms per call at 50 Hz/500 Hz: each period overruns; K in a row -> damping."""
-    h = Harness(ConstantPolicy(sleep_s=0.01, sleep_after=8), cfg=_cfg(max_consecutive_overruns=4, overrun_threshold_s=0.004))
+    h = Harness(
+        ConstantPolicy(sleep_s=0.01, sleep_after=8), cfg=_cfg(max_consecutive_overruns=4, overrun_threshold_s=0.004)
+    )
     try:
         run_loop(h.controller, h.robot, max_cycles=3000, install_signals=False)
     finally:

@@ -23,7 +23,14 @@ def test_spec_from_exporter_metadata(linear_policy, standup_metadata):
     np.testing.assert_allclose(spec.default_joint_pos, standup_metadata["default_joint_pos"])
     assert spec.control_dt == pytest.approx(0.02) and spec.history_length == 6
     assert spec.frame_dim == 76 and spec.obs_dim == 456
-    assert spec.observation_names == ("base_ang_vel", "projected_gravity", "joint_pos", "joint_vel", "last_action", "action_scale")
+    assert spec.observation_names == (
+        "base_ang_vel",
+        "projected_gravity",
+        "joint_pos",
+        "joint_vel",
+        "last_action",
+        "action_scale",
+    )
     assert spec.action_scale == standup_metadata["action_scale"] and spec.observation_clip == 100.0
     # the daemon's reader and the exporter's agree on every value
     raw = onnx_export.read_metadata(linear_policy)
@@ -47,8 +54,14 @@ def test_refuses_a_file_that_is_not_onnx(tmp_path):
     ("change", "message"),
     [
         (lambda m: m.update(joint_names=["left_hip_pitch_joint_x", *m["joint_names"][1:]]), "does not have"),
-        (lambda m: m.update(held_joint_names=[], held_kp=[], held_kd=[], held_joint_pos=[]), "neither drives nor holds"),
-        (lambda m: m.update(held_joint_names=[m["joint_names"][0], *m["held_joint_names"][1:]]), "both policy-driven and held"),
+        (
+            lambda m: m.update(held_joint_names=[], held_kp=[], held_kd=[], held_joint_pos=[]),
+            "neither drives nor holds",
+        ),
+        (
+            lambda m: m.update(held_joint_names=[m["joint_names"][0], *m["held_joint_names"][1:]]),
+            "both policy-driven and held",
+        ),
         (lambda m: m.update(kp=m["kp"][:-1]), "'kp' has 22 values"),
         (lambda m: m.update(observation_names=["base_lin_vel", *m["observation_names"][1:]]), "unknown to this daemon"),
         (lambda m: m.update(observation_history_length=5), "input 'obs' has shape"),
@@ -57,7 +70,7 @@ def test_refuses_a_file_that_is_not_onnx(tmp_path):
         (lambda m: m.update(default_joint_pos=[9.0] * 23), "outside"),
         (lambda m: m.update(control_dt=0), "positive"),
     ],
-)  # fmt: skip
+)
 def test_refuses_inconsistent_or_mismatched_metadata(tmp_path, standup_metadata, change, message):
     meta = {k: (list(v) if isinstance(v, (list, tuple, np.ndarray)) else v) for k, v in standup_metadata.items()}
     meta = {k: (v.tolist() if isinstance(v, np.ndarray) else v) for k, v in meta.items()}
@@ -95,10 +108,24 @@ def test_cli_refuses_before_opening_any_port(tmp_path):
     """`run` with a bare ONNX file exits 2 with the metadata error; the (nonexistent) ports are never opened."""
     path = write_linear_policy(tmp_path / "bare.onnx", 456, 23, metadata=None)
     proc = subprocess.run(
-        [sys.executable, "-m", "upright.deploy.cli", "run", "--policy", str(path), "--port-dir", str(tmp_path / "nope"),
-         "--no-log", "--no-keyboard", "--socket", str(tmp_path / "s.sock")],
-        capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "upright.deploy.cli",
+            "run",
+            "--policy",
+            str(path),
+            "--port-dir",
+            str(tmp_path / "nope"),
+            "--no-log",
+            "--no-keyboard",
+            "--socket",
+            str(tmp_path / "s.sock"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 2, proc.stderr
     assert "refusing to start" in proc.stderr and "metadata keys" in proc.stderr
     assert "serial" not in proc.stderr.lower()

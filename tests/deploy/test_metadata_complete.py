@@ -36,12 +36,34 @@ def _drop_key(path, key: str) -> None:
 
 
 NEEDED = (
-    "joint_names", "kp", "kd", "torque_limit", "default_joint_pos", "held_joint_names", "held_kp", "held_kd",
-    "held_torque_limit", "held_joint_pos", "action_mode", "action_scale", "action_clip", "control_dt", "decimation",
-    "observation_names", "observation_dims", "observation_scales", "observation_descriptions", "observation_clip",
-    "observation_history_length", "history_layout", "unactuated_steps", "privileged_inputs", "training_assistance",
-    "input_name", "output_name",
-)  # fmt: skip
+    "joint_names",
+    "kp",
+    "kd",
+    "torque_limit",
+    "default_joint_pos",
+    "held_joint_names",
+    "held_kp",
+    "held_kd",
+    "held_torque_limit",
+    "held_joint_pos",
+    "action_mode",
+    "action_scale",
+    "action_clip",
+    "control_dt",
+    "decimation",
+    "observation_names",
+    "observation_dims",
+    "observation_scales",
+    "observation_descriptions",
+    "observation_clip",
+    "observation_history_length",
+    "history_layout",
+    "unactuated_steps",
+    "privileged_inputs",
+    "training_assistance",
+    "input_name",
+    "output_name",
+)
 """What a consumer needs to run the policy from the file alone: all of it must be required."""
 
 

@@ -21,7 +21,9 @@ STEPS = 14
 @pytest.fixture(scope="module")
 def recorded(linear_policy):
     """Roll a 2-env standup env with random actions; keep every state, frame and stacked observation."""
-    env = StandupEnv(StandupEnvCfg(num_envs=2, unactuated_steps=UNACTUATED, obs_noise=False), SimCfg(num_threads=1), seed=3)
+    env = StandupEnv(
+        StandupEnvCfg(num_envs=2, unactuated_steps=UNACTUATED, obs_noise=False), SimCfg(num_threads=1), seed=3
+    )
     gen = torch.Generator().manual_seed(0)
     steps = []
     try:
@@ -30,13 +32,20 @@ def recorded(linear_policy):
             obs, _, dones, _ = env.step(actions)
             assert not dones.any()
             s = env.state
-            steps.append({
-                "q": s.q.clone(), "dq": s.dq.clone(), "gyro": s.base_ang_vel.clone(), "quat": s.base_quat.clone(),
-                "action": s.action.clone(), "gravity": s.projected_gravity.clone(),
-                "env_frame": compute_frame(OBSERVATION_TERMS, s, clip=OBS_CLIP),
-                "history_last": env.obs_history.buffer[:, -1].clone(),
-                "obs": obs["actor"].clone(), "episode_step": env.episode_length_buf.clone(),
-            })  # fmt: skip
+            steps.append(
+                {
+                    "q": s.q.clone(),
+                    "dq": s.dq.clone(),
+                    "gyro": s.base_ang_vel.clone(),
+                    "quat": s.base_quat.clone(),
+                    "action": s.action.clone(),
+                    "gravity": s.projected_gravity.clone(),
+                    "env_frame": compute_frame(OBSERVATION_TERMS, s, clip=OBS_CLIP),
+                    "history_last": env.obs_history.buffer[:, -1].clone(),
+                    "obs": obs["actor"].clone(),
+                    "episode_step": env.episode_length_buf.clone(),
+                }
+            )
     finally:
         env.close()
     return steps, load_policy_spec(linear_policy, g1_29dof())
@@ -55,8 +64,13 @@ def test_frames_match_the_env_to_1e6(recorded):
     worst = 0.0
     for st in steps:
         for i in range(2):
-            frame = builder.frame(st["q"][i].numpy(), st["dq"][i].numpy(), st["gyro"][i].numpy(), st["quat"][i].numpy(),
-                                  st["action"][i].numpy())  # fmt: skip
+            frame = builder.frame(
+                st["q"][i].numpy(),
+                st["dq"][i].numpy(),
+                st["gyro"][i].numpy(),
+                st["quat"][i].numpy(),
+                st["action"][i].numpy(),
+            )
             worst = max(worst, float(np.abs(frame - st["env_frame"][i].numpy()).max()))
             if st["episode_step"][i] >= UNACTUATED:  # the env zeroes unactuated frames
                 np.testing.assert_allclose(frame, st["history_last"][i].numpy(), atol=1e-6, rtol=0)
@@ -74,8 +88,13 @@ def test_stacked_history_matches_the_env_from_the_first_actuated_step(recorded):
                 continue
             if st["episode_step"][i] == UNACTUATED:
                 builder.reset()
-            frame = builder.frame(st["q"][i].numpy(), st["dq"][i].numpy(), st["gyro"][i].numpy(), st["quat"][i].numpy(),
-                                  st["action"][i].numpy())  # fmt: skip
+            frame = builder.frame(
+                st["q"][i].numpy(),
+                st["dq"][i].numpy(),
+                st["gyro"][i].numpy(),
+                st["quat"][i].numpy(),
+                st["action"][i].numpy(),
+            )
             flat = builder.push(frame)
             assert flat.shape == (1, 456) and flat.dtype == np.float32
             np.testing.assert_allclose(flat[0], st["obs"][i].numpy(), atol=1e-6, rtol=0)
@@ -106,8 +125,13 @@ def test_a_getup_policy_file_gives_the_daemon_the_getup_actors_observation(tmp_p
             obs, _, _, _ = env.step(torch.randn(2, 23, generator=gen) * 0.5)
             s = env.state
             for i in range(2):
-                frame = builder.frame(s.q[i].numpy(), s.dq[i].numpy(), s.base_ang_vel[i].numpy(),
-                                      s.base_quat[i].numpy(), s.action[i].numpy())  # fmt: skip
+                frame = builder.frame(
+                    s.q[i].numpy(),
+                    s.dq[i].numpy(),
+                    s.base_ang_vel[i].numpy(),
+                    s.base_quat[i].numpy(),
+                    s.action[i].numpy(),
+                )
                 np.testing.assert_allclose(frame, obs["actor"][i].numpy(), atol=1e-6, rtol=0)
     finally:
         env.close()

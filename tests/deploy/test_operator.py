@@ -29,7 +29,7 @@ def test_socket_round_trip(tmp_path):
         if got:
             break
         threading.Event().wait(0.01)
-    (req, c), = got
+    ((req, c),) = got
     assert req == {"cmd": "pause"}
     server.reply(c, {"ok": True, "mode": "PAUSED"})
     t.join(5)
@@ -77,7 +77,7 @@ class RawClient:
     def pump(self) -> None:
         if self.outbox:
             try:
-                self.outbox = self.outbox[self.sock.send(self.outbox):]
+                self.outbox = self.outbox[self.sock.send(self.outbox) :]
             except BlockingIOError:
                 pass
             except OSError:  # the server closed the connection: the rest cannot go out
@@ -150,8 +150,14 @@ def test_deep_nesting_is_one_error_line_not_a_recursion_error(server):
     MAX_JSON_DEPTH, also inside a request, is refused before parsing."""
     c = RawClient(server.path)
     deep_target = b'{"cmd": "target", "targets": {"j0": ' + b"[" * 20 + b"1" + b"]" * 20 + b"}}\n"
-    assert_refused(server, c, b"[" * 3000 + b"\n", b'{"cmd": ' + b"{" * 5000 + b"\n", deep_target,
-                   error=f"nested deeper than {MAX_JSON_DEPTH} levels")
+    assert_refused(
+        server,
+        c,
+        b"[" * 3000 + b"\n",
+        b'{"cmd": ' + b"{" * 5000 + b"\n",
+        deep_target,
+        error=f"nested deeper than {MAX_JSON_DEPTH} levels",
+    )
     assert_still_serves(server, c)
     c.send(b'{"cmd": "target", "targets": {"j[[[[[[[[[[": 0.1}}\n')  # brackets inside a string do not count
     assert serve(server, [c], lambda: len(c.replies()) >= 5) == [{"cmd": "target", "targets": {"j[[[[[[[[[[": 0.1}}]
@@ -165,8 +171,10 @@ def test_over_long_line_is_one_error_line_and_a_disconnect(server):
     c.send(b"x" * (1 << 20))
     serve(server, [c], lambda: c.closed_by_server)
     (reply,) = c.replies()
-    assert reply == {"ok": False, "error": f"bad request: line longer than {MAX_LINE_BYTES} bytes (no newline); "
-                                           "connection closed"}  # fmt: skip
+    assert reply == {
+        "ok": False,
+        "error": f"bad request: line longer than {MAX_LINE_BYTES} bytes (no newline); connection closed",
+    }
     assert server.clients == []
     longest = b'{"cmd": "status"}'.ljust(MAX_LINE_BYTES) + b"\n"
     d = RawClient(server.path)
@@ -179,9 +187,16 @@ def test_bytes_that_are_not_utf8_are_one_error_line(server):
     """Before: invalid UTF-8 got a parser message, but UTF-16/32 with a byte-order mark was decoded and applied as a
     request. Now any line that is not UTF-8 is refused, naming the byte."""
     c = RawClient(server.path)
-    assert_refused(server, c, b'{"cmd": "\xff\xfe"}\n', b"\xc3\x28\n", b'{"cmd": "\xed\xa0\x80"}\n',
-                   b"\xff\xfe" + '{"cmd": "estop"}'.encode("utf-16-le") + b"\n",
-                   '{"cmd": "estop"}'.encode("utf-32") + b"\n", error="not UTF-8")
+    assert_refused(
+        server,
+        c,
+        b'{"cmd": "\xff\xfe"}\n',
+        b"\xc3\x28\n",
+        b'{"cmd": "\xed\xa0\x80"}\n',
+        b"\xff\xfe" + '{"cmd": "estop"}'.encode("utf-16-le") + b"\n",
+        '{"cmd": "estop"}'.encode("utf-32") + b"\n",
+        error="not UTF-8",
+    )
     assert_still_serves(server, c)
 
 
@@ -189,8 +204,9 @@ def test_json_that_is_not_an_object_is_one_error_line(server):
     """A request is one JSON object with a string ``cmd``; arrays, numbers, strings, null, booleans and text that is not
     JSON are refused here and never reach the controller."""
     c = RawClient(server.path)
-    assert_refused(server, c, b"[1]\n", b"5\n", b'"status"\n', b"null\n", b"true\n",
-                   error="a request is one JSON object")
+    assert_refused(
+        server, c, b"[1]\n", b"5\n", b'"status"\n', b"null\n", b"true\n", error="a request is one JSON object"
+    )
     assert_refused(server, c, b"{\n", b"status\n", b"\n", b"1" * 5000 + b"\n", error="not JSON")
     assert_refused(server, c, b"{}\n", b'{"cmd": 5}\n', b'{"cmd": ["status"]}\n', error="'cmd' must be a string")
     assert_still_serves(server, c)
@@ -200,8 +216,7 @@ def test_unknown_fields_are_one_error_line_and_nothing_is_applied(server):
     """Before: unknown fields were ignored and the command applied (``{"cmd": "estop", "force": true}`` stopped the
     robot). Now the whole request is refused, naming the field and the valid ones."""
     c = RawClient(server.path)
-    assert_refused(server, c, b'{"cmd": "estop", "force": true}\n', b'{"command": "status"}\n',
-                   error="unknown field")
+    assert_refused(server, c, b'{"cmd": "estop", "force": true}\n', b'{"command": "status"}\n', error="unknown field")
     assert c.replies()[0]["error"] == "bad request: unknown field 'force'; fields: cmd, targets"
     assert_refused(server, c, b'{"cmd": "pause", "targets": {"j0": 0.1}}\n', error="'targets' goes with cmd 'target'")
     assert_still_serves(server, c)
@@ -222,7 +237,10 @@ def test_unfinished_line_blocks_nobody_and_times_out(server):
     t0 = time.monotonic()
     served = serve(server, [slow, other], lambda: slow.closed_by_server)
     assert served == [] and time.monotonic() - t0 >= server.line_timeout_s
-    assert slow.replies()[-1] == {"ok": False, "error": "bad request: line left unfinished for more than 0.3 s (end "
-                                                        "each request with a newline); connection closed"}  # fmt: skip
+    assert slow.replies()[-1] == {
+        "ok": False,
+        "error": "bad request: line left unfinished for more than 0.3 s (end "
+        "each request with a newline); connection closed",
+    }
     assert len(server.clients) == 1  # only the other client is left
     assert_still_serves(server, other)

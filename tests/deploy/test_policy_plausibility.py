@@ -50,15 +50,22 @@ def _refusal(path: pathlib.Path, io_rate_hz: float = 500.0) -> str:
     return message
 
 
-def write_graph(path: pathlib.Path, nodes: list, initializers: list, out_dim: int, metadata: dict | None,
-                opsets: tuple[tuple[str, int], ...] = (("", 17),)) -> pathlib.Path:
+def write_graph(
+    path: pathlib.Path,
+    nodes: list,
+    initializers: list,
+    out_dim: int,
+    metadata: dict | None,
+    opsets: tuple[tuple[str, int], ...] = (("", 17),),
+) -> pathlib.Path:
     """A hand-made graph from input ``obs`` (1, 456) to output ``actions`` declared (1, ``out_dim``)."""
     graph = helper.make_graph(
-        nodes, "hand_made",
+        nodes,
+        "hand_made",
         [helper.make_tensor_value_info("obs", TensorProto.FLOAT, [1, 456])],
         [helper.make_tensor_value_info("actions", TensorProto.FLOAT, [1, out_dim])],
         initializers,
-    )  # fmt: skip
+    )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid(d, v) for d, v in opsets])
     model.ir_version = 8
     onnx.save(model, str(path))
@@ -81,7 +88,7 @@ def write_graph(path: pathlib.Path, nodes: list, initializers: list, out_dim: in
         ("held_kp", 2, 600.0, "left_wrist_pitch_joint", "0.01 rad error"),  # 4010, 5 N·m: 600 saturates at 8 mrad
         ("held_kd", 2, 60.0, "left_wrist_pitch_joint", "0.1 rad/s"),
     ],
-)  # fmt: skip
+)
 def test_implausible_gains_are_one_line_naming_the_key(tmp_path, standup_metadata, key, index, value, joint, why):
     meta = _meta(standup_metadata)
     meta[key] = _one_joint(meta[key], index, value)
@@ -95,9 +102,12 @@ def test_implausible_gains_are_one_line_naming_the_key(tmp_path, standup_metadat
 
 @pytest.mark.parametrize(
     ("key", "index", "value", "joint"),
-    [("torque_limit", 3, 1e9, "left_knee_joint"), ("held_torque_limit", 2, 6.0, "left_wrist_pitch_joint"),
-     ("torque_limit", 0, 0.0, "left_hip_pitch_joint")],
-)  # fmt: skip
+    [
+        ("torque_limit", 3, 1e9, "left_knee_joint"),
+        ("held_torque_limit", 2, 6.0, "left_wrist_pitch_joint"),
+        ("torque_limit", 0, 0.0, "left_hip_pitch_joint"),
+    ],
+)
 def test_a_torque_limit_above_the_motors_is_one_line(tmp_path, standup_metadata, key, index, value, joint):
     meta = _meta(standup_metadata)
     meta[key] = _one_joint(meta[key], index, value)
@@ -116,9 +126,13 @@ def test_an_implausible_action_scale_is_one_line(tmp_path, standup_metadata, val
 # ------------------------------------------------------------------ control_dt
 @pytest.mark.parametrize(
     ("value", "io_rate", "why"),
-    [(100.0, 500.0, "longer than"), (0.0123, 500.0, "not a whole number"), (0.001, 500.0, "shorter than"),
-     (0.02, 125.0, "not a whole number")],
-)  # fmt: skip
+    [
+        (100.0, 500.0, "longer than"),
+        (0.0123, 500.0, "not a whole number"),
+        (0.001, 500.0, "shorter than"),
+        (0.02, 125.0, "not a whole number"),
+    ],
+)
 def test_an_implausible_control_dt_is_one_line(tmp_path, standup_metadata, value, io_rate, why):
     path = write_linear_policy(tmp_path / "p.onnx", 456, 23, _meta(standup_metadata, control_dt=value))
     message = _refusal(path, io_rate)
@@ -134,8 +148,9 @@ def test_control_dt_of_whole_loop_periods_up_to_0_1_s_passes(tmp_path, standup_m
 # ------------------------------------------------------------------ the graph itself
 def test_a_graph_that_computes_another_width_than_it_declares_is_one_line(tmp_path, standup_metadata):
     w = numpy_helper.from_array(np.full((456, 22), 0.01, np.float32), "W")  # computes 22 actions, declares 23
-    path = write_graph(tmp_path / "p.onnx", [helper.make_node("MatMul", ["obs", "W"], ["actions"])], [w], 23,
-                       _meta(standup_metadata))  # fmt: skip
+    path = write_graph(
+        tmp_path / "p.onnx", [helper.make_node("MatMul", ["obs", "W"], ["actions"])], [w], 23, _meta(standup_metadata)
+    )
     message = _refusal(path)
     assert "output_name 'actions'" in message and "(1, 22)" in message and "(1, 23)" in message, message
 
@@ -143,16 +158,22 @@ def test_a_graph_that_computes_another_width_than_it_declares_is_one_line(tmp_pa
 def test_a_graph_that_is_not_finite_on_a_zero_observation_is_one_line(tmp_path, standup_metadata):
     w = numpy_helper.from_array(np.zeros((456, 23), np.float32), "W")
     b = numpy_helper.from_array(np.full(23, np.nan, np.float32), "b")
-    path = write_graph(tmp_path / "p.onnx", [helper.make_node("Gemm", ["obs", "W", "b"], ["actions"])], [w, b], 23,
-                       _meta(standup_metadata))  # fmt: skip
+    path = write_graph(
+        tmp_path / "p.onnx",
+        [helper.make_node("Gemm", ["obs", "W", "b"], ["actions"])],
+        [w, b],
+        23,
+        _meta(standup_metadata),
+    )
     message = _refusal(path)
     assert "output_name 'actions'" in message and "NaN/inf" in message, message
 
 
 def test_an_op_of_a_custom_domain_is_one_line(tmp_path, standup_metadata):
     node = helper.make_node("Mystery", ["obs"], ["actions"], name="mystery_0", domain="com.example")
-    path = write_graph(tmp_path / "p.onnx", [node], [], 23, _meta(standup_metadata),
-                       opsets=(("", 17), ("com.example", 1)))  # fmt: skip
+    path = write_graph(
+        tmp_path / "p.onnx", [node], [], 23, _meta(standup_metadata), opsets=(("", 17), ("com.example", 1))
+    )
     message = _refusal(path)
     assert "com.example" in message and "Mystery" in message and "onnxruntime" in message, message
 
@@ -160,12 +181,23 @@ def test_an_op_of_a_custom_domain_is_one_line(tmp_path, standup_metadata):
 # ------------------------------------------------------------------ types of every key
 @pytest.mark.parametrize(
     ("key", "value"),
-    [("joint_names", 5), ("joint_names", "left_hip_pitch_joint"), ("kp", "stiff"), ("kd", [[4.0] * 23]),
-     ("action_scale", "1.0"), ("action_scale", True), ("control_dt", "0.02"),
-     ("observation_dims", [3, 3, 23, 23, 23, 1.5]),
-     ("observation_history_length", 6.0), ("held_joint_names", {"a": 1}), ("task", 3), ("input_name", ["obs"]),
-     ("privileged_inputs", "none"), ("torque_limit", 88.0)],
-)  # fmt: skip
+    [
+        ("joint_names", 5),
+        ("joint_names", "left_hip_pitch_joint"),
+        ("kp", "stiff"),
+        ("kd", [[4.0] * 23]),
+        ("action_scale", "1.0"),
+        ("action_scale", True),
+        ("control_dt", "0.02"),
+        ("observation_dims", [3, 3, 23, 23, 23, 1.5]),
+        ("observation_history_length", 6.0),
+        ("held_joint_names", {"a": 1}),
+        ("task", 3),
+        ("input_name", ["obs"]),
+        ("privileged_inputs", "none"),
+        ("torque_limit", 88.0),
+    ],
+)
 def test_a_key_of_the_wrong_type_is_one_line_naming_it(tmp_path, standup_metadata, key, value):
     path = write_linear_policy(tmp_path / "p.onnx", 456, 23, _meta(standup_metadata, **{key: value}))
     message = _refusal(path)
@@ -235,10 +267,28 @@ def test_the_daemon_refuses_in_one_line_before_any_port_socket_or_dataset(tmp_pa
             fds += [master, slave]  # the slave kept open too: the master reads EIO once no one holds it
             (ports / bus.name).symlink_to(os.ttyname(slave))
         proc = subprocess.run(
-            [sys.executable, "-m", "upright.deploy.cli", "run", "--policy", str(path), "--port-dir", str(ports),
-             "--socket", str(socket), "--dataset", str(dataset), "--no-keyboard", "--auto-start", "--duration", "1"],
-            capture_output=True, text=True, timeout=120,
-        )  # fmt: skip
+            [
+                sys.executable,
+                "-m",
+                "upright.deploy.cli",
+                "run",
+                "--policy",
+                str(path),
+                "--port-dir",
+                str(ports),
+                "--socket",
+                str(socket),
+                "--dataset",
+                str(dataset),
+                "--no-keyboard",
+                "--auto-start",
+                "--duration",
+                "1",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         written = [m for m in fds[::2] if select.select([m], [], [], 0)[0]]
     finally:
         for fd in fds:

@@ -10,7 +10,9 @@ from upright.deploy import safety as S
 
 
 def test_finite():
-    assert S.all_finite(np.zeros(3)) and not S.all_finite(np.array([0.0, np.nan])) and not S.all_finite(np.array([np.inf]))
+    assert (
+        S.all_finite(np.zeros(3)) and not S.all_finite(np.array([0.0, np.nan])) and not S.all_finite(np.array([np.inf]))
+    )
 
 
 def test_limit_and_delta_clamps():

@@ -28,9 +28,19 @@ from upright.tasks.standup.env import StandupEnv
 from upright.tasks.standup.randomization import DomainRandCfg
 
 PARITY_ARGS = [
-    "--auto-start", "--ramp-s", "0.2", "--auto-engage", "0.1", "--policy-ramp-s", "0", "--max-target-delta", "none",
-    "--no-torque-clamp", "--tilt-limit", "none",
-]  # fmt: skip
+    "--auto-start",
+    "--ramp-s",
+    "0.2",
+    "--auto-engage",
+    "0.1",
+    "--policy-ramp-s",
+    "0",
+    "--max-target-delta",
+    "none",
+    "--no-torque-clamp",
+    "--tilt-limit",
+    "none",
+]
 """Training-equivalent settings: no entry blend, no delta or torque clamp (the motors' torque limits still
 apply, as in training). The joint-limit clamp of targets cannot be switched off; the env comparator applies it."""
 
@@ -45,8 +55,10 @@ def env_rollout(policy, qpos, qvel, steps):
     As on the robot: no pull force, β fixed at the policy's exported action scale."""
     beta = float(load_policy_spec(policy).action_scale)
     curriculum = CurriculumCfg(enabled=False, beta_init=beta, beta_min=beta)
-    env = StandupEnv(StandupEnvCfg(num_envs=1, obs_noise=False, curriculum=curriculum,
-                                   domain_rand=DomainRandCfg(enabled=False)), SimCfg(num_threads=1))  # nominal robot
+    env = StandupEnv(
+        StandupEnvCfg(num_envs=1, obs_noise=False, curriculum=curriculum, domain_rand=DomainRandCfg(enabled=False)),
+        SimCfg(num_threads=1),
+    )  # nominal robot
     step = env.sim.step
     lo, hi = env.joint_lower, env.joint_upper
     env.sim.step = lambda ctrl, n: step(torch.maximum(torch.minimum(ctrl, hi), lo), n)
@@ -85,9 +97,13 @@ def run_parity(tmp_path, policy, duration):
     idx = [int(np.argmin(np.abs(times - (t0 + 0.02 * (k + 1))))) for k in range(n)]
     env_head, env_actions, env_frame0 = env_rollout(policy, trace["qpos"][i0], trace["qvel"][i0], n)
     return {
-        "daemon_head": trace["head_height"][idx], "env_head": env_head, "n": n,
-        "daemon_frame0": np.array(frames["observation.policy_obs"][0]), "env_frame0": env_frame0,
-        "daemon_actions": np.array(frames["observation.policy_action"][:n]), "env_actions": env_actions,
+        "daemon_head": trace["head_height"][idx],
+        "env_head": env_head,
+        "n": n,
+        "daemon_frame0": np.array(frames["observation.policy_obs"][0]),
+        "env_frame0": env_frame0,
+        "daemon_actions": np.array(frames["observation.policy_action"][:n]),
+        "env_actions": env_actions,
     }
 
 
@@ -122,7 +138,9 @@ def test_head_rises_as_in_training_env_trained_policy(tmp_path, latest_policy):
     up (head above 0.8 m for the last 0.5 s), the daemon's robot must stand up too."""
     policy, source = latest_policy
     if source is None:
-        pytest.skip("no trained policy in assets/policies/ or logs/standup/ (the linear-policy test covers the pipeline)")
+        pytest.skip(
+            "no trained policy in assets/policies/ or logs/standup/ (the linear-policy test covers the pipeline)"
+        )
     r = run_parity(tmp_path, policy, duration=4.0)
     check_first_tick(r)
     err = np.abs(r["daemon_head"] - r["env_head"])
@@ -209,7 +227,9 @@ def test_sigkill_mid_episode_keeps_every_flushed_frame(tmp_path, linear_policy):
     assert table.num_rows >= flushed
     rows = table.to_pydict()
     assert rows["frame_index"] == list(range(table.num_rows))
-    assert all(np.isfinite(v).all() for v in rows["observation.state"]) and all(np.isfinite(v).all() for v in rows["action"])
+    assert all(np.isfinite(v).all() for v in rows["observation.state"]) and all(
+        np.isfinite(v).all() for v in rows["action"]
+    )
     assert np.all(np.diff(rows["t_mono_ns"]) > 0) and set(rows["control_source"]) == {0}
     from upright.deploy.cli import main
 

@@ -10,15 +10,31 @@ from upright.deploy.state_machine import ControlSource, Mode, StateMachine
 def test_nominal_path_and_interventions():
     sm = StateMachine()
     assert sm.mode == Mode.ZERO_TORQUE
-    for event, mode in [("start", Mode.RAMP_TO_DEFAULT), ("ramp_done", Mode.HOLD), ("resume", Mode.POLICY),
-                        ("takeover", Mode.HUMAN), ("release", Mode.POLICY), ("pause", Mode.PAUSED),
-                        ("takeover", Mode.HUMAN), ("pause", Mode.PAUSED), ("resume", Mode.POLICY)]:  # fmt: skip
+    for event, mode in [
+        ("start", Mode.RAMP_TO_DEFAULT),
+        ("ramp_done", Mode.HOLD),
+        ("resume", Mode.POLICY),
+        ("takeover", Mode.HUMAN),
+        ("release", Mode.POLICY),
+        ("pause", Mode.PAUSED),
+        ("takeover", Mode.HUMAN),
+        ("pause", Mode.PAUSED),
+        ("resume", Mode.POLICY),
+    ]:
         assert sm.handle(event) and sm.mode == mode, event
     assert sm.control_source == ControlSource.POLICY
 
 
-@pytest.mark.parametrize(("mode", "event"), [(Mode.ZERO_TORQUE, "resume"), (Mode.HOLD, "takeover"), (Mode.POLICY, "start"),
-                                             (Mode.PAUSED, "release"), (Mode.DAMPING, "resume")])  # fmt: skip
+@pytest.mark.parametrize(
+    ("mode", "event"),
+    [
+        (Mode.ZERO_TORQUE, "resume"),
+        (Mode.HOLD, "takeover"),
+        (Mode.POLICY, "start"),
+        (Mode.PAUSED, "release"),
+        (Mode.DAMPING, "resume"),
+    ],
+)
 def test_refused_transitions_leave_the_mode(mode, event):
     sm = StateMachine()
     sm.mode = mode

@@ -8,8 +8,13 @@ import pytest
 import torch
 
 from upright.managers.curriculum import (
-    CurriculumRule, LevelCurriculum, lerp, load_per_env, lower_on_failure, raise_on_success,
-)  # fmt: skip
+    CurriculumRule,
+    LevelCurriculum,
+    lerp,
+    load_per_env,
+    lower_on_failure,
+    raise_on_success,
+)
 from upright.managers.episode import EpisodeStats
 from upright.managers.observation import ObservationHistory, ObservationTerm, compute_frame, term_dims
 from upright.managers.randomization import ActionDelay, FieldTarget, ModelFieldRandomizer, ModelFieldTerm
@@ -27,7 +32,10 @@ class S:  # a minimal state
 
 def test_frame_scales_concatenates_clips_and_noises():
     state = S(torch.tensor([[1.0, -2.0], [300.0, 0.5]]))
-    terms = [ObservationTerm("a", lambda s: s.x, scale=2.0), ObservationTerm("b", lambda s, k: s.x[:, :1] * k, params={"k": 3.0})]
+    terms = [
+        ObservationTerm("a", lambda s: s.x, scale=2.0),
+        ObservationTerm("b", lambda s, k: s.x[:, :1] * k, params={"k": 3.0}),
+    ]
     frame = compute_frame(terms, state, clip=100.0)
     torch.testing.assert_close(frame, torch.tensor([[2.0, -4.0, 3.0], [100.0, 1.0, 100.0]]))
     assert term_dims(terms, state) == [2, 1]
@@ -68,8 +76,12 @@ def test_reward_groups_sum_with_dt_and_product():
         RewardTerm("d", lambda s, k: s.x * k, "g2", 1.0, {"k": 2.0}),
         RewardTerm("e", lambda s: s.x, "g3", 3.0),
     ]
-    groups = [RewardGroup("g1"), RewardGroup("g2", combine="product"), RewardGroup("g3", scale_by_dt=False),
-              RewardGroup("empty", combine="product")]  # fmt: skip
+    groups = [
+        RewardGroup("g1"),
+        RewardGroup("g2", combine="product"),
+        RewardGroup("g3", scale_by_dt=False),
+        RewardGroup("empty", combine="product"),
+    ]
     rewards, parts = RewardManager(terms, groups, dt=0.1).compute(state, 2, "cpu")
     # g1 = 0.1 * (2x - 1); g2 = x * 2x (never x dt); g3 = 3x; a product group without terms is 0, not 1
     torch.testing.assert_close(rewards, torch.tensor([[0.0, 0.5, 1.5, 0.0], [0.1, 2.0, 3.0, 0.0]]))
@@ -130,7 +142,10 @@ def test_rule_lower_on_failure():
 
 
 def test_level_curriculum_applies_rules_per_env_and_round_trips():
-    rules = [CurriculumRule("up", raise_on_success, {"step": 0.2}), CurriculumRule("down", lower_on_failure, {"step": 0.1})]
+    rules = [
+        CurriculumRule("up", raise_on_success, {"step": 0.2}),
+        CurriculumRule("down", lower_on_failure, {"step": 0.1}),
+    ]
     c = LevelCurriculum(4, rules, init=0.5)
     c.on_episode_end(torch.tensor([0, 2]), torch.tensor([True, False]))
     torch.testing.assert_close(c.level, torch.tensor([0.7, 0.5, 0.4, 0.5]))
@@ -169,9 +184,15 @@ def test_model_field_terms_write_each_env_and_keep_shared_fields_consistent():
     b = model.body("b").id
     terms = [
         ModelFieldTerm("mass", (FieldTarget("body_mass", (b,)),), 0.5, 1.5),
-        ModelFieldTerm("kp", (FieldTarget("actuator_gainprm", (slice(0, 1), 0)), FieldTarget("actuator_biasprm", (slice(0, 1), 1))), 0.8, 1.2, per_entry=True),
+        ModelFieldTerm(
+            "kp",
+            (FieldTarget("actuator_gainprm", (slice(0, 1), 0)), FieldTarget("actuator_biasprm", (slice(0, 1), 1))),
+            0.8,
+            1.2,
+            per_entry=True,
+        ),
         ModelFieldTerm("kd", (FieldTarget("actuator_biasprm", (slice(0, 1), 2)),), 0.8, 1.2, per_entry=True),
-    ]  # fmt: skip
+    ]
     r = ModelFieldRandomizer(sim, terms, torch.Generator().manual_seed(0))
     r.apply(torch.tensor([0, 2]), "reset")
     mass = sim.model_field("body_mass")[:, b]
@@ -183,7 +204,9 @@ def test_model_field_terms_write_each_env_and_keep_shared_fields_consistent():
     torch.testing.assert_close(bias[[0, 2], 0, 2].float(), -5.0 * r.last_draw["kd"][:, 0])  # Kd term kept Kp's write
     assert ((gain[[0, 2], 0, 0] >= 80) & (gain[[0, 2], 0, 0] <= 120)).all()
     with pytest.raises(ValueError, match="both at startup and at reset"):
-        ModelFieldRandomizer(sim, [terms[0], ModelFieldTerm("m2", terms[0].targets, 1, 1, when="startup")], torch.Generator())
+        ModelFieldRandomizer(
+            sim, [terms[0], ModelFieldTerm("m2", terms[0].targets, 1, 1, when="startup")], torch.Generator()
+        )
 
 
 def test_action_delay_shifts_the_control_stream_by_d_substeps():

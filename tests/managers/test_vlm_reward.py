@@ -17,8 +17,8 @@ import torch
 
 pytest.importorskip("transformers")
 
-from upright.managers.clip_embedder import ClipEmbedder, save_random_clip  # noqa: E402
-from upright.managers.vlm_reward import VLMRewardCfg, goal_baseline_reward, validate_vlm_reward  # noqa: E402
+from upright.managers.clip_embedder import ClipEmbedder, save_random_clip
+from upright.managers.vlm_reward import VLMRewardCfg, goal_baseline_reward, validate_vlm_reward
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 GOAL, BASELINE = "a humanoid robot kneeling", "a humanoid robot"
@@ -31,8 +31,9 @@ def clip_dir(tmp_path_factory) -> pathlib.Path:
     from transformers import CLIPConfig
 
     layers = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2)
-    config = CLIPConfig(text_config=layers, vision_config={**layers, "image_size": SIZE, "patch_size": 8},
-                        projection_dim=16)  # fmt: skip
+    config = CLIPConfig(
+        text_config=layers, vision_config={**layers, "image_size": SIZE, "patch_size": 8}, projection_dim=16
+    )
     return save_random_clip(tmp_path_factory.mktemp("clip"), config, seed=3)
 
 
@@ -90,11 +91,20 @@ def test_goal_equal_to_baseline_is_refused_with_alpha():
 
 @pytest.mark.parametrize(
     "change,key",
-    [({"goal_prompt": " "}, "goal_prompt"), ({"alpha": 1.5}, "alpha"), ({"every": 0}, "every"),
-     ({"baseline_prompt": GOAL, "alpha": 0.5}, "baseline_prompt"), ({"batch_size": 0}, "batch_size"),
-     ({"weight": math.nan}, "weight"), ({"width": 8}, "width"), ({"dtype": "float64"}, "dtype"),
-     ({"backend": "vulkan"}, "backend"), ({"group": ""}, "group"), ({"cpu_threads": -1}, "cpu_threads")],
-)  # fmt: skip
+    [
+        ({"goal_prompt": " "}, "goal_prompt"),
+        ({"alpha": 1.5}, "alpha"),
+        ({"every": 0}, "every"),
+        ({"baseline_prompt": GOAL, "alpha": 0.5}, "baseline_prompt"),
+        ({"batch_size": 0}, "batch_size"),
+        ({"weight": math.nan}, "weight"),
+        ({"width": 8}, "width"),
+        ({"dtype": "float64"}, "dtype"),
+        ({"backend": "vulkan"}, "backend"),
+        ({"group": ""}, "group"),
+        ({"cpu_threads": -1}, "cpu_threads"),
+    ],
+)
 def test_bad_settings_fail_in_one_line_naming_the_key(change, key):
     cfg = VLMRewardCfg(enabled=True, goal_prompt=GOAL, **{k: v for k, v in change.items() if k != "goal_prompt"})
     if "goal_prompt" in change:
@@ -135,8 +145,17 @@ def _env_cfg(clip_dir, **vlm):
 
     cfg = StandupEnvCfg(num_envs=2, mdp="getup")
     cfg.curriculum.enabled = False
-    cfg.vlm_reward = VLMRewardCfg(enabled=True, model=str(clip_dir), goal_prompt=GOAL, baseline_prompt=BASELINE,
-                                  alpha=0.5, width=SIZE, height=SIZE, backend="opengl", **vlm)  # fmt: skip
+    cfg.vlm_reward = VLMRewardCfg(
+        enabled=True,
+        model=str(clip_dir),
+        goal_prompt=GOAL,
+        baseline_prompt=BASELINE,
+        alpha=0.5,
+        width=SIZE,
+        height=SIZE,
+        backend="opengl",
+        **vlm,
+    )
     return cfg
 
 
@@ -164,7 +183,7 @@ def _expected_rewards(env, clip_dir, alpha: float) -> np.ndarray:
         x = model.get_image_features(pixel_values=pixels).pooler_output.numpy().astype(np.float64)
         t = model.get_text_features(**tok([GOAL, BASELINE], padding=True, return_tensors="pt")).pooler_output
     x /= np.linalg.norm(x, axis=1, keepdims=True)
-    g, b = (t.numpy().astype(np.float64) / np.linalg.norm(t.numpy(), axis=1, keepdims=True))
+    g, b = t.numpy().astype(np.float64) / np.linalg.norm(t.numpy(), axis=1, keepdims=True)
     d = g - b
     v = x - g
     pv = alpha * np.outer(v @ d, d) / (d @ d) + (1 - alpha) * v
@@ -205,9 +224,18 @@ def test_the_term_joins_a_group_of_the_lift_task(clip_dir):
     from upright.tasks.standup.config import SimCfg
 
     cfg = LiftEnvCfg(num_envs=2)
-    cfg.vlm_reward = VLMRewardCfg(enabled=True, model=str(clip_dir), goal_prompt="a robot arm lifting a green cube",
-                                  baseline_prompt="a robot arm", alpha=1.0, camera="front", width=40, height=36,
-                                  group="lift", backend="opengl")  # fmt: skip
+    cfg.vlm_reward = VLMRewardCfg(
+        enabled=True,
+        model=str(clip_dir),
+        goal_prompt="a robot arm lifting a green cube",
+        baseline_prompt="a robot arm",
+        alpha=1.0,
+        camera="front",
+        width=40,
+        height=36,
+        group="lift",
+        backend="opengl",
+    )
     env = LiftEnv(cfg, SimCfg(num_threads=1, timestep=0.005), seed=0)
     try:
         assert env.reward_group_names == ["reach", "lift", "regularization"]  # joined an existing group
@@ -255,13 +283,23 @@ def test_warp_batch_frames_are_each_envs_own(clip_dir):
 def _train(args: list[str], cwd: pathlib.Path, **env) -> subprocess.CompletedProcess:
     """``python train.py *args`` as a user starts it: MUJOCO_GL unset (train.py picks EGL or OSMesa itself)."""
     base = {k: v for k, v in os.environ.items() if k not in ("MUJOCO_GL", "PYOPENGL_PLATFORM")}
-    return subprocess.run([sys.executable, str(ROOT / "train.py"), *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=280, env={**base, "PYTHONUNBUFFERED": "1", **env})  # fmt: skip
+    return subprocess.run(
+        [sys.executable, str(ROOT / "train.py"), *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=280,
+        env={**base, "PYTHONUNBUFFERED": "1", **env},
+    )
 
 
 def test_offline_without_cached_weights_the_recipe_fails_in_one_line(tmp_path):
-    proc = _train(["recipe=vlm_kneel", "env.num_envs=2", "sim.num_threads=1", "run.root=runs"], tmp_path,
-                  HF_HOME=str(tmp_path / "hf"), HF_HUB_OFFLINE="1")  # fmt: skip
+    proc = _train(
+        ["recipe=vlm_kneel", "env.num_envs=2", "sim.num_threads=1", "run.root=runs"],
+        tmp_path,
+        HF_HOME=str(tmp_path / "hf"),
+        HF_HUB_OFFLINE="1",
+    )
     assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-2000:]
     errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
     assert len(errors) == 1 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
@@ -270,10 +308,21 @@ def test_offline_without_cached_weights_the_recipe_fails_in_one_line(tmp_path):
 
 
 def test_the_recipe_trains_with_a_small_clip(clip_dir, tmp_path):
-    small = ["recipe=vlm_kneel", f"env.vlm_reward.model={clip_dir}", f"env.vlm_reward.width={SIZE}",
-             f"env.vlm_reward.height={SIZE}", "env.vlm_reward.dtype=float32", "env.vlm_reward.backend=opengl",
-             "env.num_envs=4", "env.episode_length_s=0.5", "train.num_steps_per_env=4", "train.max_iterations=2",
-             "sim.num_threads=1", "run.root=runs", "run.name=vlm"]  # fmt: skip
+    small = [
+        "recipe=vlm_kneel",
+        f"env.vlm_reward.model={clip_dir}",
+        f"env.vlm_reward.width={SIZE}",
+        f"env.vlm_reward.height={SIZE}",
+        "env.vlm_reward.dtype=float32",
+        "env.vlm_reward.backend=opengl",
+        "env.num_envs=4",
+        "env.episode_length_s=0.5",
+        "train.num_steps_per_env=4",
+        "train.max_iterations=2",
+        "sim.num_threads=1",
+        "run.root=runs",
+        "run.name=vlm",
+    ]
     proc = _train(small, tmp_path)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     lines = [line for line in proc.stdout.splitlines() if line.startswith("it ")]

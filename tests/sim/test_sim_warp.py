@@ -137,8 +137,12 @@ def test_trajectories_match_native_lying_and_standing(rollouts):
 
 def test_all_state_fields_match_native_when_standing(rollouts, model):
     native, warp = rollouts
-    posvel = [c for s in range(model.nsensor) if model.sensor_needstage[s] <= mujoco.mjtStage.mjSTAGE_VEL.value
-              for c in range(model.sensor_adr[s], model.sensor_adr[s] + model.sensor_dim[s])]  # fmt: skip
+    posvel = [
+        c
+        for s in range(model.nsensor)
+        if model.sensor_needstage[s] <= mujoco.mjtStage.mjSTAGE_VEL.value
+        for c in range(model.sensor_adr[s], model.sensor_adr[s] + model.sensor_dim[s])
+    ]
     feet = FootContactReader(model)
     for env in (2, 3):
         diffs = {
@@ -146,9 +150,13 @@ def test_all_state_fields_match_native_when_standing(rollouts, model):
             "site_xpos": np.abs(warp["site_xpos"][:, env] - native["site_xpos"][:, env]).max(),
             "sensors": np.abs(warp["sensordata"][:, env, posvel] - native["sensordata"][:, env, posvel]).max(),
             "actuator_force": np.abs(warp["actuator_force"][:, env] - native["actuator_force"][:, env]).max(),
-            "foot_force": (feet(torch.tensor(warp["sensordata"][:, env]))
-                           - feet(torch.tensor(native["sensordata"][:, env]))).abs().max().item(),
-        }  # fmt: skip
+            "foot_force": (
+                feet(torch.tensor(warp["sensordata"][:, env])) - feet(torch.tensor(native["sensordata"][:, env]))
+            )
+            .abs()
+            .max()
+            .item(),
+        }
         print(f"env {env}: max |Δ| {diffs}")
         assert diffs["qvel"] < 0.1 and diffs["site_xpos"] < 5e-4 and diffs["sensors"] < 0.1, diffs
         assert diffs["actuator_force"] < 0.5 and diffs["foot_force"] < 25.0, diffs
@@ -195,8 +203,12 @@ def test_contact_and_constraint_counts_match_native(model, rollouts, warp_sim):
 def test_state_is_current_at_the_new_state(rollouts, model):
     """Sites and position/velocity sensors are those of the returned qpos/qvel, not of the step's start."""
     _, warp = rollouts
-    cols = [c for s in range(model.nsensor) if model.sensor_needstage[s] <= mujoco.mjtStage.mjSTAGE_VEL.value
-            for c in range(model.sensor_adr[s], model.sensor_adr[s] + model.sensor_dim[s])]  # fmt: skip
+    cols = [
+        c
+        for s in range(model.nsensor)
+        if model.sensor_needstage[s] <= mujoco.mjtStage.mjSTAGE_VEL.value
+        for c in range(model.sensor_adr[s], model.sensor_adr[s] + model.sensor_dim[s])
+    ]
     d = mujoco.MjData(model)
     for i in range(N):
         d.qpos[:], d.qvel[:] = warp["qpos"][-1, i], warp["qvel"][-1, i]
@@ -229,8 +241,9 @@ def test_state_tensors_are_snapshots_and_fields_are_zero_copy(warp_sim, model):
     native = _native(model)
     for name in PER_ENV_FIELDS:  # same per-env shape as the native backend's (MjModel's) field
         assert warp_sim.model_field(name).shape == native.model_field(name).shape, name
-        np.testing.assert_allclose(warp_sim.model_field(name).cpu().numpy(), native.model_field(name).numpy(),
-                                   rtol=1e-6, atol=1e-6)  # fmt: skip
+        np.testing.assert_allclose(
+            warp_sim.model_field(name).cpu().numpy(), native.model_field(name).numpy(), rtol=1e-6, atol=1e-6
+        )
 
 
 def test_reset_any_subset_touches_only_its_rows(warp_sim, model):
@@ -264,8 +277,14 @@ def test_reset_any_subset_touches_only_its_rows(warp_sim, model):
 def _randomise(sim, rng: np.random.Generator, model) -> None:
     """Different values of every PER_ENV_FIELDS field in each env, written with set_model_field."""
     ids = torch.arange(N)
-    scale = {"geom_friction": (0.5, 1.5), "geom_solref": (0.8, 1.2), "body_inertia": (0.8, 1.2),
-             "actuator_gainprm": (0.8, 1.2), "dof_damping": (0.5, 2.0), "dof_armature": (0.5, 2.0)}  # fmt: skip
+    scale = {
+        "geom_friction": (0.5, 1.5),
+        "geom_solref": (0.8, 1.2),
+        "body_inertia": (0.8, 1.2),
+        "actuator_gainprm": (0.8, 1.2),
+        "dof_damping": (0.5, 2.0),
+        "dof_armature": (0.5, 2.0),
+    }
     base = {f: np.broadcast_to(getattr(model, f), (N, *getattr(model, f).shape)) for f in PER_ENV_FIELDS}
     for name, (lo, hi) in scale.items():
         sim.set_model_field(name, ids, torch.tensor(base[name] * rng.uniform(lo, hi, base[name].shape)))

@@ -35,11 +35,21 @@ from upright.tasks.standup.env import StandupEnv
 N = 4
 STANDUP_STEPS, UNACTUATED = 40, 10
 OBS_TOL = {"ang_vel": 0.3, "gravity": 0.02, "q": 0.1, "dq": 0.2, "action": 0.0, "beta": 0.0}
-OBS_SLICES = {"ang_vel": slice(0, 3), "gravity": slice(3, 6), "q": slice(6, 29), "dq": slice(29, 52),
-              "action": slice(52, 75), "beta": slice(75, 76)}  # fmt: skip
+OBS_SLICES = {
+    "ang_vel": slice(0, 3),
+    "gravity": slice(3, 6),
+    "q": slice(6, 29),
+    "dq": slice(29, 52),
+    "action": slice(52, 75),
+    "beta": slice(75, 76),
+}
 LIFT_STEPS = 110
-LIFT_SLICES = {"joint_pos": (slice(0, 9), 5e-3), "joint_vel": (slice(9, 18), 0.03),
-               "gripper_to_cube": (slice(29, 32), 2e-3), "cube_to_target": (slice(32, 35), 2e-3)}  # fmt: skip
+LIFT_SLICES = {
+    "joint_pos": (slice(0, 9), 5e-3),
+    "joint_vel": (slice(9, 18), 0.03),
+    "gripper_to_cube": (slice(29, 32), 2e-3),
+    "cube_to_target": (slice(32, 35), 2e-3),
+}
 
 
 @pytest.fixture(scope="module")
@@ -119,8 +129,11 @@ def test_lift_lockstep_matches_native_and_lifts():
             warp.state = warp._read_state()
             warp.reached.copy_(native.reached)
         same = float(np.mean(same_contacts))
-        print("lift on warp, largest per-step differences: " + ", ".join(f"{k} {v:.3g}" for k, v in worst.items())
-              + f"; contact counts equal in {100 * same:.1f} % of (env, step)")
+        print(
+            "lift on warp, largest per-step differences: "
+            + ", ".join(f"{k} {v:.3g}" for k, v in worst.items())
+            + f"; contact counts equal in {100 * same:.1f} % of (env, step)"
+        )
         assert same >= 0.95
         assert native.state.cube_pos[:, 2].min() > 0.15 and warp.state.cube_pos[:, 2].min() > 0.15
     finally:

@@ -56,9 +56,15 @@ def test_crouches_are_balanced_under_a_pd_hold():
     theta = torch.linspace(0.0, 1.2, 7)
     pitch = env._assisted_starts.pitch(theta)
     joints = crouch_joints(env.default_pose, theta, pitch)
-    z = torch.tensor([-env._assisted_starts.kin.pose(
-        torch.tensor([torch.cos(p / 2), 0, torch.sin(p / 2), 0]).double().numpy(), j.double().numpy())[1] + 0.01
-        for p, j in zip(pitch, joints)])
+    z = torch.tensor(
+        [
+            -env._assisted_starts.kin.pose(
+                torch.tensor([torch.cos(p / 2), 0, torch.sin(p / 2), 0]).double().numpy(), j.double().numpy()
+            )[1]
+            + 0.01
+            for p, j in zip(pitch, joints)
+        ]
+    )
     qpos = torch.zeros(7, env.model.nq)
     qpos[:, 2], qpos[:, 3], qpos[:, 5], qpos[:, env._q_adr] = z, torch.cos(pitch / 2), torch.sin(pitch / 2), joints
     env.sim.reset_envs(torch.arange(7), qpos, torch.zeros(7, env.model.nv))

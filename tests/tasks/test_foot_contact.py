@@ -18,10 +18,21 @@ BOX_GAP = 0.01
 def _scene_with_box() -> mujoco.MjModel:
     """G1 + floor + a 0.1 m high box left (+y) of the left foot (moved in place by :func:`_stand`)."""
     spec = g1.g1_spec()
-    spec.worldbody.add_geom(name="floor", type=mujoco.mjtGeom.mjGEOM_PLANE, size=[0, 0, 0.05],
-                            contype=g1.TERRAIN_CONTYPE, conaffinity=g1.TERRAIN_CONAFFINITY)  # fmt: skip
-    spec.worldbody.add_geom(name="box", type=mujoco.mjtGeom.mjGEOM_BOX, size=[0.4, 0.1, 0.05], pos=[0.0, 0.0, 0.05],
-                            contype=g1.TERRAIN_CONTYPE, conaffinity=g1.TERRAIN_CONAFFINITY)  # fmt: skip
+    spec.worldbody.add_geom(
+        name="floor",
+        type=mujoco.mjtGeom.mjGEOM_PLANE,
+        size=[0, 0, 0.05],
+        contype=g1.TERRAIN_CONTYPE,
+        conaffinity=g1.TERRAIN_CONAFFINITY,
+    )
+    spec.worldbody.add_geom(
+        name="box",
+        type=mujoco.mjtGeom.mjGEOM_BOX,
+        size=[0.4, 0.1, 0.05],
+        pos=[0.0, 0.0, 0.05],
+        contype=g1.TERRAIN_CONTYPE,
+        conaffinity=g1.TERRAIN_CONAFFINITY,
+    )
     add_foot_contact_sensors(spec)
     apply_physics_options(spec, PhysicsOptions())
     return spec.compile()

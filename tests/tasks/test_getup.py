@@ -52,9 +52,14 @@ def state(n: int = 2) -> GetupState:
     from upright.tasks.standup.state import StandupState
 
     b = StandupState.zeros(n)
-    return GetupState(**{k: getattr(b, k) for k in b.field_names()}, torso_pos=s(n, 3),
-                      torso_projected_gravity=torch.tensor([[0.0, 0.0, -1.0]]).repeat(n, 1),
-                      q_encoder=s(n, 23), default_q=default_q, self_collision_force=s(n))  # fmt: skip
+    return GetupState(
+        **{k: getattr(b, k) for k in b.field_names()},
+        torso_pos=s(n, 3),
+        torso_projected_gravity=torch.tensor([[0.0, 0.0, -1.0]]).repeat(n, 1),
+        q_encoder=s(n, 23),
+        default_q=default_q,
+        self_collision_force=s(n),
+    )
 
 
 # ---------------------------------------------------------------------------------------- gains
@@ -242,8 +247,9 @@ def test_recipe_getup_composes_the_getup_env_and_one_reward_group():
 
     register_configs()
     with initialize(version_base=None, config_path=None):
-        cfg = compose("config", overrides=["task=standup", "recipe=getup", "posture=prone", "env.num_envs=2",
-                                           "sim.num_threads=1"])  # fmt: skip
+        cfg = compose(
+            "config", overrides=["task=standup", "recipe=getup", "posture=prone", "env.num_envs=2", "sim.num_threads=1"]
+        )
     assert cfg.env.mdp == "getup" and list(cfg.train.group_weights) == [1.0] and cfg.train.actor_tanh is False
     env = make_env("standup", cfg.env, cfg.sim, "cpu", 0)
     assert isinstance(env, GetupEnv) and env.reward_group_names == ("getup",)

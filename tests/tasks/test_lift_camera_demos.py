@@ -31,8 +31,11 @@ def test_demo_dataset_reads_back_with_the_daemon_schema(tmp_path):
     assert summary["episodes"] == 3 and summary["frames"] == 3 * 150
     info = json.loads((tmp_path / "ds" / "meta" / "info.json").read_text())
     assert info["codebase_version"] == "v3.0" and info["fps"] == 50 and info["total_episodes"] == 3
-    explicit = {k: v for k, v in info["features"].items() if k not in ("timestamp", "frame_index", "episode_index",
-                                                                       "index", "task_index")}  # fmt: skip
+    explicit = {
+        k: v
+        for k, v in info["features"].items()
+        if k not in ("timestamp", "frame_index", "episode_index", "index", "task_index")
+    }
     joints = ("joint1", "joint2", "joint3", "joint4", "joint5", "joint6", "joint7", "finger_joint1")
     assert explicit == json.loads(json.dumps(frame_features(joints, explicit["observation.policy_obs"]["names"])))
     table = pq.read_table(tmp_path / "ds" / "data" / "chunk-000" / "file-001.parquet")
@@ -51,8 +54,11 @@ def test_demo_dataset_reads_back_with_the_daemon_schema(tmp_path):
 
 def test_image_feature_spec():
     features = demo_features(("front", "wrist"), 64, 96)
-    assert features["observation.images.front"] == {"dtype": "image", "shape": [64, 96, 3],
-                                                     "names": ["height", "width", "channel"]}  # fmt: skip
+    assert features["observation.images.front"] == {
+        "dtype": "image",
+        "shape": [64, 96, 3],
+        "names": ["height", "width", "channel"],
+    }
 
 
 CAMERA_CODE = """
@@ -86,6 +92,7 @@ def test_rgb_group_and_recorded_images(tmp_path):
     if gl is None:
         pytest.skip("no offscreen OpenGL (EGL or OSMesa) on this machine")
     env = {**os.environ, "MUJOCO_GL": gl, "PYOPENGL_PLATFORM": gl}
-    proc = subprocess.run([sys.executable, "-c", CAMERA_CODE, str(tmp_path / "img")], env=env, capture_output=True,
-                          text=True, timeout=280)  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, "-c", CAMERA_CODE, str(tmp_path / "img")], env=env, capture_output=True, text=True, timeout=280
+    )
     assert proc.returncode == 0 and "ok" in proc.stdout, proc.stdout[-2000:] + proc.stderr[-3000:]

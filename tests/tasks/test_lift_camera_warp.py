@@ -37,7 +37,7 @@ def scene():
     moved[0] += 0.6  # joint1: the arm swings to its left
     moved[3] += 0.5  # joint4
     cube = model.jnt_qposadr[model.body(panda.CUBE_BODY).jntadr[0]]  # the cube's free joint: x, y, z, quaternion
-    moved[cube:cube + 2] += (0.08, -0.1)  # the cube slides on the table
+    moved[cube : cube + 2] += (0.08, -0.1)  # the cube slides on the table
     return model, np.stack([home, moved])
 
 

@@ -84,7 +84,9 @@ def test_ik_workspace_floor_raises_only_the_steps_that_would_go_below_it():
     z0 = ik.site_frames(q)[0][:, 2]  # ~0.38 m at home
     down = torch.tensor([[0.0, 0.0, -0.01]] * 3)
     floors = [None, z0[1] - 0.004, z0[2] + 0.02]  # no floor; 4 mm below the site; 2 cm above it
-    steps = [ik.joint_step(torch.tensor(q[i : i + 1], dtype=torch.float32), down[i : i + 1], floors[i]) for i in range(3)]
+    steps = [
+        ik.joint_step(torch.tensor(q[i : i + 1], dtype=torch.float32), down[i : i + 1], floors[i]) for i in range(3)
+    ]
     z1 = [ik.site_frames(q[i : i + 1] + steps[i].double().numpy())[0][0, 2] for i in range(3)]
     assert abs(z1[0] - (z0[0] - 0.01)) < 2e-3  # the full 1 cm down
     assert abs(z1[1] - floors[1]) < 1e-3  # stopped at the floor
@@ -148,14 +150,14 @@ def test_max_lead_stops_the_command_winding_up_into_the_table():
         env = LiftEnv(cfg, SimCfg(backend="native", num_threads=1))
         env.reset_envs(torch.arange(1), torch.tensor([[0.5, 0.25, 0.03]]), torch.tensor([[0.5, 0.25, 0.3]]))
         env.state = env._read_state()
-        site = lambda q: env.ik.site_frames(q[:, :7].double().numpy())[0][0]  # noqa: E731
+        site = lambda q, env=env: env.ik.site_frames(q[:, :7].double().numpy())[0][0]  # noqa: E731
         worst = 0.0
         for _ in range(40):
             env.step(torch.tensor([[0.0, 0.0, -1.0, 0.0]]))
             worst = max(worst, float(np.linalg.norm(site(env.ctrl) - site(env.last_state.q))))
         pressed = site(env.last_state.q)[2]
         assert pressed < 0.06, (lead, pressed)  # the hand is down on the table
-        for step in range(1, 41):
+        for step in range(1, 41):  # noqa: B007  read after the loop: the step the hand rose
             env.step(torch.tensor([[0.0, 0.0, 1.0, 0.0]]))
             if site(env.last_state.q)[2] > pressed + 0.03:
                 break
@@ -192,7 +194,7 @@ def test_max_lead_down_stops_the_command_winding_up_into_the_table():
     pressed = site(env.last_state.q)[2]
     assert pressed < 0.06, pressed  # the hand is down on the table
     assert sink < 0.05 + 0.016, sink  # one step may land past the bound
-    for step in range(1, 41):
+    for step in range(1, 41):  # noqa: B007  read after the loop: the step the hand rose
         env.step(torch.tensor([[0.0, 0.0, 1.0, 0.0]]))
         if site(env.last_state.q)[2] > pressed + 0.03:
             break
@@ -212,7 +214,7 @@ def test_max_lead_down_waits_for_the_gate_level_in_training_and_always_applies_i
         env.curriculum.level[:] = torch.tensor([0.0, 1.0])
         env.reset_envs(torch.arange(2), torch.tensor([[0.5, 0.25, 0.03]] * 2), torch.tensor([[0.5, 0.25, 0.3]] * 2))
         env.state = env._read_state()
-        sites = lambda q: env.ik.site_frames(q[:, :7].double().numpy())[0]  # noqa: E731
+        sites = lambda q, env=env: env.ik.site_frames(q[:, :7].double().numpy())[0]  # noqa: E731
         sink = np.zeros(2)
         for _ in range(40):
             env.step(torch.tensor([[0.0, 0.0, -1.0, 0.0]] * 2))

@@ -24,6 +24,8 @@ whole run did not finish within 13 min there.
 
 from __future__ import annotations
 
+import os
+
 import pytest
 import torch
 
@@ -31,8 +33,6 @@ from upright.tasks.lift.config import LiftEnvCfg
 from upright.tasks.lift.env import LiftEnv
 from upright.tasks.lift.expert import ScriptedExpert
 from upright.tasks.standup.config import SimCfg
-
-import os
 
 pytest.importorskip("jax")  # CI installs the [mjx] extra; without jax this module skips
 if os.environ.get("UPRIGHT_LIFT_MJX_PARITY") != "1":
@@ -46,8 +46,12 @@ pytestmark = pytest.mark.timeout(1200)  # MJX compiles the lift step for ~2.5 mi
 N, STEPS = 4, 110
 DEVICE = os.environ.get("UPRIGHT_LIFT_MJX_DEVICE", "cpu")
 """Torch device of the MJX env (``cuda``: MJX on the GPU); the native env is on the CPU."""
-SLICES = {"joint_pos": (slice(0, 9), 5e-3), "joint_vel": (slice(9, 18), 0.3 * 0.1), "gripper_to_cube": (slice(29, 32), 2e-3),
-          "cube_to_target": (slice(32, 35), 2e-3)}  # fmt: skip
+SLICES = {
+    "joint_pos": (slice(0, 9), 5e-3),
+    "joint_vel": (slice(9, 18), 0.3 * 0.1),
+    "gripper_to_cube": (slice(29, 32), 2e-3),
+    "cube_to_target": (slice(32, 35), 2e-3),
+}
 GROUP_REL_TOL, MAX_OUTLIER_FRACTION = 0.05, 0.02
 
 
@@ -98,8 +102,11 @@ def test_lockstep_observations_and_rewards_agree(envs):
     gn, gx = torch.stack(groups_n), torch.stack(groups_x)
     scale = gn.abs().amax(dim=(0, 1), keepdim=True) + 1e-6
     outliers = ((gn - gx).abs() > GROUP_REL_TOL * scale).float().mean().item()
-    print(f"lift MJX parity on {DEVICE}, largest per-step differences: "
-          + ", ".join(f"{k} {v:.3g}" for k, v in worst.items()) + f"; reward-group outliers {100 * outliers:.2f} %")
+    print(
+        f"lift MJX parity on {DEVICE}, largest per-step differences: "
+        + ", ".join(f"{k} {v:.3g}" for k, v in worst.items())
+        + f"; reward-group outliers {100 * outliers:.2f} %"
+    )
     assert outliers <= MAX_OUTLIER_FRACTION, f"{100 * outliers:.1f} % of reward-group entries differ by > 5 %"
 
 

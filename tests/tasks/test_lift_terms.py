@@ -66,12 +66,23 @@ def test_action_rate():
 def test_reward_terms_use_config_weights_and_groups():
     terms = rewards.lift_reward_terms(LiftRewardsCfg(gripper_box=1.5))
     by_key = {t.key: t.weight for t in terms}
-    assert by_key == {"reach/gripper_box": 1.5, "lift/box_target": 8.0, "regularization/no_floor_collision": 0.25,
-                      "regularization/robot_target_qpos": 0.3, "regularization/action_rate": 0.0,
-                      "reach/grasp": 4.0, "lift/lifted": 8.0, "lift/at_target": 0.0, "lift/carry": 0.0, "lift/box_target_fine": 0.0}  # fmt: skip
+    assert by_key == {
+        "reach/gripper_box": 1.5,
+        "lift/box_target": 8.0,
+        "regularization/no_floor_collision": 0.25,
+        "regularization/robot_target_qpos": 0.3,
+        "regularization/action_rate": 0.0,
+        "reach/grasp": 4.0,
+        "lift/lifted": 8.0,
+        "lift/at_target": 0.0,
+        "lift/carry": 0.0,
+        "lift/box_target_fine": 0.0,
+    }
     lifted = next(t for t in rewards.lift_reward_terms(LiftRewardsCfg(lift_height=0.05)) if t.name == "lifted")
     assert lifted.params == {"min_height": 0.05}
-    fine = next(t for t in rewards.lift_reward_terms(LiftRewardsCfg(fine_sharpness=30.0)) if t.name == "box_target_fine")
+    fine = next(
+        t for t in rewards.lift_reward_terms(LiftRewardsCfg(fine_sharpness=30.0)) if t.name == "box_target_fine"
+    )
     assert fine.func is rewards.box_target and fine.params == {"sharpness": 30.0}
 
 

@@ -10,12 +10,14 @@ from upright.tasks.standup import metrics
 
 
 def test_success_requires_rise_and_no_fall_afterwards():
-    h = torch.tensor([
-        [0.1, 0.3, 0.75, 0.72, 0.71],   # stands, stays above 0.5 -> success
-        [0.1, 0.3, 0.75, 0.45, 0.75],   # stands then falls below 0.5 -> fail
-        [0.1, 0.3, 0.6, 0.65, 0.69],    # never above 0.7 -> fail
-        [0.4, 0.45, 0.71, 0.55, 0.51],  # dips before rising don't count -> success
-    ])  # fmt: skip
+    h = torch.tensor(
+        [
+            [0.1, 0.3, 0.75, 0.72, 0.71],  # stands, stays above 0.5 -> success
+            [0.1, 0.3, 0.75, 0.45, 0.75],  # stands then falls below 0.5 -> fail
+            [0.1, 0.3, 0.6, 0.65, 0.69],  # never above 0.7 -> fail
+            [0.4, 0.45, 0.71, 0.55, 0.51],  # dips before rising don't count -> success
+        ]
+    )
     assert metrics.success(h).tolist() == [True, False, False, True]
     assert metrics.first_standing_step(h).tolist() == [2, 2, 5, 2]
 

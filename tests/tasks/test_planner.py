@@ -5,6 +5,7 @@ from __future__ import annotations
 import mujoco
 import numpy as np
 import pytest
+
 from upright.robots import g1
 from upright.tasks.standup.planner import DECIMATION, PlannerCfg, PredictiveSampler
 from upright.tasks.standup.rise_path import settled_starts

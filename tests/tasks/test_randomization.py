@@ -106,9 +106,15 @@ def test_structured_config_overrides_select_each_knob():
     from omegaconf import OmegaConf
 
     cfg = OmegaConf.structured(StandupEnvCfg)
-    dotlist = ["domain_rand.enabled=false", "disturbance.obs_noise_scale=2", "disturbance.action_delay_substeps=16",
-               "disturbance.push_velocity=1.0", "disturbance.payload_kg=8", "disturbance.torque_dropout=0.1",
-               "disturbance.friction=0.3"]  # fmt: skip
+    dotlist = [
+        "domain_rand.enabled=false",
+        "disturbance.obs_noise_scale=2",
+        "disturbance.action_delay_substeps=16",
+        "disturbance.push_velocity=1.0",
+        "disturbance.payload_kg=8",
+        "disturbance.torque_dropout=0.1",
+        "disturbance.friction=0.3",
+    ]
     cfg = OmegaConf.merge(cfg, OmegaConf.from_dotlist(dotlist))
     d = cfg.disturbance
     assert (cfg.domain_rand.enabled, d.obs_noise_scale, d.action_delay_substeps) == (False, 2.0, 16)
@@ -125,10 +131,15 @@ def test_samples_lie_in_hosts_ranges_differ_across_envs_and_reach_the_model(env1
     limit = torch.tensor(info.torque_limit[info.policy_joint_ids], dtype=torch.float32)
     # contact coefficients: the robot's sample averaged with HoST's ground (0.8, 0.3), as PhysX combines them
     for values, lo, hi in (
-        (r.friction, 0.45, 0.9), (r.restitution, 0.15, 0.65), (r.link_mass_scale, 0.8, 1.2),
-        (r.kp_factor, 0.85, 1.15), (r.kd_factor, 0.85, 1.15), (r.motor_strength, 0.9, 1.1),
-        (r.torque_offset / limit, -0.05, 0.05), (r.delay.delay.float(), 0, 4),
-    ):  # fmt: skip
+        (r.friction, 0.45, 0.9),
+        (r.restitution, 0.15, 0.65),
+        (r.link_mass_scale, 0.8, 1.2),
+        (r.kp_factor, 0.85, 1.15),
+        (r.kd_factor, 0.85, 1.15),
+        (r.motor_strength, 0.9, 1.1),
+        (r.torque_offset / limit, -0.05, 0.05),
+        (r.delay.delay.float(), 0, 4),
+    ):
         assert values.min() >= lo and values.max() <= hi, (lo, hi, values)
         assert values.reshape(n, -1)[:, 0].unique().numel() > 1  # differ across envs
     half = torch.tensor([0.12, 0.12, 0.06])
@@ -142,8 +153,9 @@ def test_samples_lie_in_hosts_ranges_differ_across_envs_and_reach_the_model(env1
     col = int((r._robot_bodies == torso).nonzero()[0, 0])
     expected = nominal_torso * r.link_mass_scale[:, col].double() + r.payload.double()
     torch.testing.assert_close(f["body_mass"][:, torso], expected, rtol=1e-6, atol=1e-6)
-    torch.testing.assert_close(f["body_ipos"][:, torso] - torch.tensor(m.body_ipos[torso]), r.com_offset.double(),
-                               rtol=0, atol=1e-6)  # fmt: skip
+    torch.testing.assert_close(
+        f["body_ipos"][:, torso] - torch.tensor(m.body_ipos[torso]), r.com_offset.double(), rtol=0, atol=1e-6
+    )
     pelvis = body(env, "pelvis")
     ratio = f["body_mass"][:, pelvis] / float(m.body_mass[pelvis])
     inertia_ratio = f["body_inertia"][:, pelvis] / torch.tensor(m.body_inertia[pelvis])
@@ -297,14 +309,18 @@ def test_delayed_joints_respond_d_substeps_later():
     onset = moved.float().argmax(0)  # first substep whose end state differs from the unchanged env
     t0 = change_step * dec
     assert onset.tolist() == (t0 + delays[:4]).tolist()
-    assert not moved[: t0].any()
+    assert not moved[:t0].any()
 
 
 def test_env_passes_delayed_per_substep_targets_to_the_sim():
     """A fixed 6-substep delay (longer than an env step): substeps 0-1 get the target of two env steps ago,
     2-3 the target of the previous one; with no delay anywhere the sim gets the held (N, nu) control."""
-    env = make_env(2, unactuated_steps=0, domain_rand=DomainRandCfg(enabled=False),
-                   disturbance=DisturbanceCfg(action_delay_substeps=6))  # fmt: skip
+    env = make_env(
+        2,
+        unactuated_steps=0,
+        domain_rand=DomainRandCfg(enabled=False),
+        disturbance=DisturbanceCfg(action_delay_substeps=6),
+    )
     received = []
     step = env.sim.step
     env.sim.step = lambda ctrl, n: (received.append(ctrl.clone()), step(ctrl, n))[1]
@@ -342,7 +358,6 @@ def test_fixed_payload_adds_to_the_torso_mass_only():
     torch.testing.assert_close(env.randomizer.robot_mass.double(), total)
 
 
-
 def test_randomised_masses_carry_their_subtree_masses_and_centre_of_mass(env16):
     """Each env's ``body_subtreemass`` is what ``mj_setConst`` computes for its randomised masses, and with the
     env's two fields MuJoCo's whole-body centre of mass (``subtree_com`` of the pelvis) is the mass-weighted mean
@@ -365,6 +380,7 @@ def test_randomised_masses_carry_their_subtree_masses_and_centre_of_mass(env16):
         mujoco.mj_forward(env_model, data)
         w = env_model.body_mass[pelvis:, None]
         np.testing.assert_allclose(data.subtree_com[pelvis], (w * data.xipos[pelvis:]).sum(0) / w.sum(), atol=1e-9)
+
 
 def _ball_model() -> mujoco.MjModel:
     xml = """<mujoco><option timestep="0.005" integrator="implicitfast"/><worldbody>
@@ -405,8 +421,12 @@ def test_disabled_randomisation_leaves_the_model_and_the_reset_pose_untouched():
     received = []
     step = env.sim.step
     env.sim.step = lambda ctrl, n: (received.append(ctrl.shape), step(ctrl, n))[1]
-    torch.testing.assert_close(env.sim.state.qpos[:, env._q_adr].double(),
-                               torch.tensor(g1.robot_info().default_pose).expand(3, -1), rtol=0, atol=1e-6)  # fmt: skip
+    torch.testing.assert_close(
+        env.sim.state.qpos[:, env._q_adr].double(),
+        torch.tensor(g1.robot_info().default_pose).expand(3, -1),
+        rtol=0,
+        atol=1e-6,
+    )
     for _ in range(3):
         env.step(0.2 * torch.randn(3, 23))
     env.reset_envs(torch.tensor([0, 2]))
@@ -444,7 +464,7 @@ def test_pushes_kick_the_pelvis_by_the_set_velocity():
     kw = dict(unactuated_steps=3, domain_rand=DomainRandCfg(enabled=False), init_height=1.5)
     pushed = make_env(2, seed=1, disturbance=DisturbanceCfg(push_velocity=1.0, push_interval_s=0.01), **kw)
     calm = make_env(2, seed=1, **kw)
-    for k in range(3):
+    for _ in range(3):
         pushed.step(torch.zeros(2, 23))
         calm.step(torch.zeros(2, 23))
         assert torch.all(pushed.randomizer.push_force == 0)
@@ -491,8 +511,9 @@ def test_mjx_backend_gets_the_same_samples_and_pd_law():
         torch.testing.assert_close(getattr(mjx.randomizer, name), getattr(native.randomizer, name))
     assert torch.equal(mjx.randomizer.delay.delay, native.randomizer.delay.delay)
     for name in CREATION_FIELDS + RESET_FIELDS:
-        torch.testing.assert_close(mjx.sim.model_field(name).double(), native.sim.model_field(name).double(),
-                                   rtol=1e-6, atol=1e-5)  # fmt: skip
+        torch.testing.assert_close(
+            mjx.sim.model_field(name).double(), native.sim.model_field(name).double(), rtol=1e-6, atol=1e-5
+        )
     _check_actuator_law(mjx, tol=2e-3)
     mjx.reset_all()
     mjx.randomizer.delay.delay[:] = torch.tensor([0, 1, 3, 4])

@@ -232,19 +232,34 @@ def test_feet_height_diff():
 def test_standup_reward_terms_weights():
     weights = {t.key: t.weight for t in standup_reward_terms()}
     assert weights == {
-        "task/head_height": 1.0, "task/orientation": 1.0,
-        "regularization/joint_acc": -2.5e-7, "regularization/action_rate": -0.01,
-        "regularization/action_smoothness": -0.01, "regularization/torques": -2.5e-6,
-        "regularization/joint_power": -2.5e-5, "regularization/joint_vel": -1e-3,
-        "regularization/target_pos_error": -2.5e-4, "regularization/joint_pos_limits": -100.0,
+        "task/head_height": 1.0,
+        "task/orientation": 1.0,
+        "regularization/joint_acc": -2.5e-7,
+        "regularization/action_rate": -0.01,
+        "regularization/action_smoothness": -0.01,
+        "regularization/torques": -2.5e-6,
+        "regularization/joint_power": -2.5e-5,
+        "regularization/joint_vel": -1e-3,
+        "regularization/target_pos_error": -2.5e-4,
+        "regularization/joint_pos_limits": -100.0,
         "regularization/joint_vel_limits": -1.0,
-        "style/waist_yaw_deviation": -10.0, "style/hip_yaw_deviation": -10.0, "style/hip_roll_deviation": -10.0,
-        "style/knee_deviation": -0.25, "style/shoulder_roll_deviation": -2.5, "style/foot_displacement": 2.5,
-        "style/ankle_parallel": 20.0, "style/feet_distance": -10.0, "style/shank_orientation": 10.0,
+        "style/waist_yaw_deviation": -10.0,
+        "style/hip_yaw_deviation": -10.0,
+        "style/hip_roll_deviation": -10.0,
+        "style/knee_deviation": -0.25,
+        "style/shoulder_roll_deviation": -2.5,
+        "style/foot_displacement": 2.5,
+        "style/ankle_parallel": 20.0,
+        "style/feet_distance": -10.0,
+        "style/shank_orientation": 10.0,
         "style/base_ang_vel": 1.0,
-        "post_task/ang_vel_xy": 10.0, "post_task/lin_vel_xy": 10.0, "post_task/orientation": 10.0,
-        "post_task/base_height": 10.0, "post_task/upper_body_posture": 10.0, "post_task/feet_height_diff": 2.5,
-    }  # fmt: skip
+        "post_task/ang_vel_xy": 10.0,
+        "post_task/lin_vel_xy": 10.0,
+        "post_task/orientation": 10.0,
+        "post_task/base_height": 10.0,
+        "post_task/upper_body_posture": 10.0,
+        "post_task/feet_height_diff": 2.5,
+    }
     assert REWARD_GROUPS == ("task", "regularization", "style", "post_task")
     assert GROUP_WEIGHTS == (2.5, 0.1, 1.0, 1.0)
 

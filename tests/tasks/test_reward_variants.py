@@ -4,8 +4,8 @@ env and the PPO (group weights, Kp/Kd ranges, ungated pull force)."""
 import pytest
 import torch
 
-from upright.tasks.standup.curriculum import CurriculumCfg, StandupCurriculum
 from upright.managers.reward import RewardManager
+from upright.tasks.standup.curriculum import CurriculumCfg, StandupCurriculum
 from upright.tasks.standup.rewards import GROUPS, standup_reward_terms
 from upright.tasks.standup.state import StandupState
 from upright.tasks.standup.terrains import standup_env_cfg
@@ -22,16 +22,42 @@ GROUND = set(_terms("ground"))
     ("terrain", "posture", "added", "removed", "knee", "target", "h1", "h2", "relative"),
     [
         ("ground", "supine", set(), set(), -0.25, 0.75, 0.45, 0.65, False),
-        ("platform", "supine", {"style/feet_stumble", "style/lower_body_deviation"}, set(), -10.0, 0.75, 0.45, 0.65,
-         False),
-        ("wall", "supine", {"style/feet_stumble", "style/lower_body_deviation"}, set(), -10.0, 0.725, 0.45, 0.65,
-         False),
+        (
+            "platform",
+            "supine",
+            {"style/feet_stumble", "style/lower_body_deviation"},
+            set(),
+            -10.0,
+            0.75,
+            0.45,
+            0.65,
+            False,
+        ),
+        (
+            "wall",
+            "supine",
+            {"style/feet_stumble", "style/lower_body_deviation"},
+            set(),
+            -10.0,
+            0.725,
+            0.45,
+            0.65,
+            False,
+        ),
         ("slope", "supine", {"style/feet_stumble"}, set(), -10.0, 0.70, 0.4, 0.6, True),
-        ("ground", "prone",
-         {"style/hip_pitch_deviation", "style/thigh_orientation", "post_task/lower_body_deviation"},
-         {"style/shank_orientation", "style/ankle_parallel"}, -0.25, 0.75, 0.45, 0.65, False),
+        (
+            "ground",
+            "prone",
+            {"style/hip_pitch_deviation", "style/thigh_orientation", "post_task/lower_body_deviation"},
+            {"style/shank_orientation", "style/ankle_parallel"},
+            -0.25,
+            0.75,
+            0.45,
+            0.65,
+            False,
+        ),
     ],
-)  # fmt: skip
+)
 def test_terms_per_variant(terrain, posture, added, removed, knee, target, h1, h2, relative):
     terms = _terms(terrain, posture)
     assert set(terms) == (GROUND | added) - removed
@@ -65,8 +91,14 @@ def test_prone_weights_and_thresholds():
 
 
 def test_every_variant_computes_on_a_zero_state():
-    for terrain, posture in [("ground", "supine"), ("ground", "prone"), ("platform", "supine"),
-                             ("wall", "supine"), ("slope", "supine"), ("slope", "prone")]:  # fmt: skip
+    for terrain, posture in [
+        ("ground", "supine"),
+        ("ground", "prone"),
+        ("platform", "supine"),
+        ("wall", "supine"),
+        ("slope", "supine"),
+        ("slope", "prone"),
+    ]:
         rewards, parts = RewardManager(standup_reward_terms(terrain, posture), GROUPS, 0.02).compute(
             StandupState.zeros(2), 2, "cpu"
         )

@@ -8,6 +8,7 @@ import mujoco
 import numpy as np
 import pytest
 import torch
+
 from upright.robots import g1
 from upright.tasks.standup.config import SimCfg, StandupEnvCfg
 from upright.tasks.standup.env import StandupEnv
@@ -29,7 +30,9 @@ def scene() -> mujoco.MjModel:
 @pytest.fixture(scope="module")
 def bank(scene) -> RisePathStarts:
     info = g1.robot_info()
-    return RisePathStarts(RisePathCfg(fraction=0.5, bank_size=96), scene, info.default_pose, info.policy_joint_ids, seed=3)
+    return RisePathStarts(
+        RisePathCfg(fraction=0.5, bank_size=96), scene, info.default_pose, info.policy_joint_ids, seed=3
+    )
 
 
 def test_keyframes_run_from_supine_to_the_default_standing_pose(scene):
@@ -170,9 +173,18 @@ def test_teacher_source_fills_the_bank_with_moving_states_along_the_get_up(scene
 @pytest.fixture(scope="module")
 def curriculum_bank(scene) -> RisePathStarts:
     info = g1.robot_info()
-    cfg = RisePathCfg(fraction=0.5, bank_size=200, settle_max=0.05, reverse_curriculum=True, curriculum_u_start=0.8,
-                      curriculum_step=0.1, curriculum_band=0.1, curriculum_frontier_share=0.5,
-                      curriculum_success=0.5, curriculum_min_episodes=10)  # fmt: skip
+    cfg = RisePathCfg(
+        fraction=0.5,
+        bank_size=200,
+        settle_max=0.05,
+        reverse_curriculum=True,
+        curriculum_u_start=0.8,
+        curriculum_step=0.1,
+        curriculum_band=0.1,
+        curriculum_frontier_share=0.5,
+        curriculum_success=0.5,
+        curriculum_min_episodes=10,
+    )
     return RisePathStarts(cfg, scene, info.default_pose, info.policy_joint_ids, seed=4)
 
 
@@ -215,8 +227,15 @@ def test_reverse_curriculum_settings_are_checked():
 
 
 def test_env_keeps_the_reverse_curriculum_in_its_checkpoint_state_and_logs_it():
-    cfg = RisePathCfg(fraction=0.6, bank_size=48, episode_length_s=0.1, reverse_curriculum=True,
-                      curriculum_u_start=0.7, curriculum_min_episodes=1, curriculum_success=0.01)  # fmt: skip
+    cfg = RisePathCfg(
+        fraction=0.6,
+        bank_size=48,
+        episode_length_s=0.1,
+        reverse_curriculum=True,
+        curriculum_u_start=0.7,
+        curriculum_min_episodes=1,
+        curriculum_success=0.01,
+    )
     env = _env(rise_path=cfg)
     on = env.on_path
     assert (env.path_u[on] >= 0.7 - 1e-6).all() and env.path_u[~on].isnan().all()

@@ -66,7 +66,7 @@ def test_episode_times_out_after_10_s_and_resets():
     env = StandupEnv(cfg, SimCfg(num_threads=1), seed=4)
     assert env.max_episode_length == 10 and math.isclose(env.step_dt, 0.02)
     assert StandupEnv.__init__  # default episode: 500 steps
-    for k in range(10):
+    for _ in range(10):
         _, _, dones, extras = env.step(torch.zeros(2, 23))
     assert dones.tolist() == [1, 1] and extras["time_outs"].all()
     assert env.episode_length_buf.tolist() == [0, 0]

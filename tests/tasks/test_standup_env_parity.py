@@ -34,9 +34,13 @@ pytest.importorskip("jax")  # CI installs the [mjx] extra; without jax this modu
 N, STEPS, UNACTUATED = 4, 40, 10
 OBS_TOL = {"ang_vel": 1.0, "gravity": 0.05, "q": 0.1, "dq": 0.2, "action": 0.0, "beta": 0.0}
 OBS_SLICES = {
-    "ang_vel": slice(0, 3), "gravity": slice(3, 6), "q": slice(6, 29),
-    "dq": slice(29, 52), "action": slice(52, 75), "beta": slice(75, 76),
-}  # fmt: skip
+    "ang_vel": slice(0, 3),
+    "gravity": slice(3, 6),
+    "q": slice(6, 29),
+    "dq": slice(29, 52),
+    "action": slice(52, 75),
+    "beta": slice(75, 76),
+}
 TERM_REL_TOL, MAX_OUTLIERS = 0.05, 3
 
 

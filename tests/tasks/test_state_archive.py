@@ -17,8 +17,16 @@ def _archive(**kw) -> StateArchive:
 def _record(arch, heights, rng):
     n = heights.numel()
     qpos = torch.arange(n, dtype=torch.float32).unsqueeze(1).expand(n, 3)
-    return arch.record(torch.ones(n, dtype=torch.bool), heights, qpos, torch.zeros(n, 2), torch.zeros(n, 2, 4),
-                       torch.zeros(n, 3, 1), torch.zeros(n, dtype=torch.long), rng)  # fmt: skip
+    return arch.record(
+        torch.ones(n, dtype=torch.bool),
+        heights,
+        qpos,
+        torch.zeros(n, 2),
+        torch.zeros(n, 2, 4),
+        torch.zeros(n, 3, 1),
+        torch.zeros(n, dtype=torch.long),
+        rng,
+    )
 
 
 def test_bins_are_drawn_evenly_whatever_their_counts():
@@ -42,14 +50,23 @@ def test_bins_are_rings_and_record_only_eligible_envs_every_k_steps():
     for _ in range(4):
         _record(arch, h, rng)
     assert arch.count.tolist() == [9, 0] and arch.filled.tolist() == [4, 0]
-    none = arch.record(torch.zeros(10, dtype=torch.bool), h, torch.zeros(10, 3), torch.zeros(10, 2),
-                       torch.zeros(10, 2, 4), torch.zeros(10, 3, 1), torch.zeros(10, dtype=torch.long), rng)  # fmt: skip
+    none = arch.record(
+        torch.zeros(10, dtype=torch.bool),
+        h,
+        torch.zeros(10, 3),
+        torch.zeros(10, 2),
+        torch.zeros(10, 2, 4),
+        torch.zeros(10, 3, 1),
+        torch.zeros(10, dtype=torch.long),
+        rng,
+    )
     assert none == 0
     assert _archive().sample(5, rng) is None  # empty archive: nothing to draw
 
 
-@pytest.mark.parametrize("bad", [dict(fraction=1.0), dict(fraction=-0.1), dict(num_bins=0),
-                                 dict(height_min=1.0, height_max=0.5)])  # fmt: skip
+@pytest.mark.parametrize(
+    "bad", [dict(fraction=1.0), dict(fraction=-0.1), dict(num_bins=0), dict(height_min=1.0, height_max=0.5)]
+)
 def test_bad_settings_are_refused(bad):
     with pytest.raises(ValueError, match="env.state_archive"):
         validate(StateArchiveCfg(**bad))

@@ -55,8 +55,15 @@ def _geom_axes(m: mujoco.MjModel, gid: int) -> np.ndarray:
 
 def _exact_start(terrain: str, posture: str = "supine", num_envs: int = 4, **overrides) -> StandupEnvCfg:
     """The terrain's config with the reset pose unscattered and domain randomisation off (deterministic starts)."""
-    cfg = standup_env_cfg(terrain, posture, num_envs=num_envs, obs_noise=False, init_joint_scale=(1.0, 1.0),
-                          init_joint_offset=(0.0, 0.0), **overrides)  # fmt: skip
+    cfg = standup_env_cfg(
+        terrain,
+        posture,
+        num_envs=num_envs,
+        obs_noise=False,
+        init_joint_scale=(1.0, 1.0),
+        init_joint_offset=(0.0, 0.0),
+        **overrides,
+    )
     if hasattr(cfg, "domain_rand"):
         import dataclasses
 
@@ -159,8 +166,12 @@ def test_mjx_bounding_sphere_cull_keeps_every_pair_with_the_own_sub_terrain(terr
         own = {_geom(m, g) for g in layout.sub_terrains[int(env.sub_terrain[i])].geoms}
         for gtype in {int(m.geom_type[g]) for g in robot}:
             pairs = [(r, b) for r in robot if m.geom_type[r] == gtype for b in boxes]
-            dist = np.array([np.linalg.norm(d.geom_xpos[r] - d.geom_xpos[b]) - m.geom_rbound[r] - m.geom_rbound[b]
-                             for r, b in pairs])  # fmt: skip
+            dist = np.array(
+                [
+                    np.linalg.norm(d.geom_xpos[r] - d.geom_xpos[b]) - m.geom_rbound[r] - m.geom_rbound[b]
+                    for r, b in pairs
+                ]
+            )
             kept = {pairs[j] for j in np.argsort(dist, kind="stable")[:k]} if len(pairs) > k else set(pairs)
             assert {(r, b) for r, b in pairs if b in own} <= kept
 
@@ -244,8 +255,11 @@ def test_terrain_reset_pose_and_slope_gains():
     assert wall.default_pose[names.index("left_elbow_joint")] == pytest.approx(0.8)  # held/default pose unchanged
     slope = StandupEnv(standup_env_cfg("slope", num_envs=1), SIM, seed=0)
     ground = StandupEnv(StandupEnvCfg(num_envs=1), SIM, seed=0)
-    for joint, kp, kp_ground in [("left_hip_pitch_joint", 100.0, 150.0), ("right_knee_joint", 150.0, 200.0),
-                                 ("left_ankle_pitch_joint", 40.0, 40.0)]:  # fmt: skip
+    for joint, kp, kp_ground in [
+        ("left_hip_pitch_joint", 100.0, 150.0),
+        ("right_knee_joint", 150.0, 200.0),
+        ("left_ankle_pitch_joint", 40.0, 40.0),
+    ]:
         a = names.index(joint)
         assert slope.model.actuator_gainprm[a, 0] == kp and slope.model.actuator_biasprm[a, 1] == -kp
         assert slope.robot.kp[a] == kp and ground.robot.kp[a] == kp_ground
@@ -339,8 +353,23 @@ def test_success_criteria_per_terrain():
 def test_evaluate_builds_the_terrain_and_uses_its_criterion(tmp_path, capsys):
     from upright.training import evaluate
 
-    evaluate.main(["--policy", "zero", "--terrain", "wall", "--episodes", "2", "--num-envs", "2",
-                   "--episode-length-s", "0.4", "--out", str(tmp_path), "sim.num_threads=1"])  # fmt: skip
+    evaluate.main(
+        [
+            "--policy",
+            "zero",
+            "--terrain",
+            "wall",
+            "--episodes",
+            "2",
+            "--num-envs",
+            "2",
+            "--episode-length-s",
+            "0.4",
+            "--out",
+            str(tmp_path),
+            "sim.num_threads=1",
+        ]
+    )
     rows = list(csv.DictReader(open(tmp_path / "eval.csv")))
     assert rows[0]["terrain"] == "wall" and float(rows[0]["E_succ"]) == 0.0
     md = (tmp_path / "eval.md").read_text()
@@ -351,8 +380,11 @@ def test_evaluate_builds_the_terrain_and_uses_its_criterion(tmp_path, capsys):
 def test_run_episodes_uses_the_env_terrain_criterion():
     from upright.training.evaluate import run_episodes
 
-    env = StandupEnv(standup_env_cfg("platform", num_envs=2, obs_noise=False, episode_length_s=0.8,
-                                     **{"curriculum.enabled": False}), SIM, seed=0)  # fmt: skip
+    env = StandupEnv(
+        standup_env_cfg("platform", num_envs=2, obs_noise=False, episode_length_s=0.8, **{"curriculum.enabled": False}),
+        SIM,
+        seed=0,
+    )
     assert env.terrain.success is metrics.SUCCESS_CRITERIA["platform"]
     # the start (0.5 m above a 0.22-0.46 m box) is above 0.7 m, but heights count from the first actuated step
     assert torch.all(env.state.base_pos[:, 2] > 0.7)

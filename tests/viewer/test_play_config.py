@@ -17,7 +17,9 @@ def _compose(overrides: list[str]):
 def test_play_config_has_task_and_play_keys():
     from upright.viewer.config import ViewerKind
 
-    cfg = _compose(["task=standup", "policy=zero", "viewer=web", "env.episode_length_s=3", "render.width=320", "beta=0.5"])
+    cfg = _compose(
+        ["task=standup", "policy=zero", "viewer=web", "env.episode_length_s=3", "render.width=320", "beta=0.5"]
+    )
     assert cfg.task_name == "standup" and cfg.env.episode_length_s == 3 and cfg.train.actor_hidden_dims[0] == 512
     assert cfg.viewer == ViewerKind.web and cfg.policy == "zero" and cfg.render.width == 320 and cfg.beta == 0.5
     assert cfg.web.port == 8080 and cfg.randomize is False

@@ -14,7 +14,6 @@ import numpy as np
 import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
-
 from viewer_testlib import PLAY, free_port, play_env, run_play
 
 
@@ -40,9 +39,22 @@ def start_web(tmp_path, *extra: str):
     while status_port == port:
         status_port = free_port()
     log = open(tmp_path / "play.log", "w")
-    proc = subprocess.Popen([sys.executable, str(PLAY), "task=standup", "policy=zero", "viewer=web", f"web.port={port}",
-                             f"web.status_port={status_port}", *extra], cwd=tmp_path, stdout=log, stderr=subprocess.STDOUT,
-                            env=play_env())  # fmt: skip
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            str(PLAY),
+            "task=standup",
+            "policy=zero",
+            "viewer=web",
+            f"web.port={port}",
+            f"web.status_port={status_port}",
+            *extra,
+        ],
+        cwd=tmp_path,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env=play_env(),
+    )
     deadline = time.monotonic() + 120
     while True:
         try:
@@ -66,7 +78,9 @@ def stop(proc):
         proc.wait()
 
 
-@pytest.mark.parametrize("opt_in", [None, "web.host=0.0.0.0", "viewer.host=0.0.0.0"], ids=["default", "web.host", "alias"])
+@pytest.mark.parametrize(
+    "opt_in", [None, "web.host=0.0.0.0", "viewer.host=0.0.0.0"], ids=["default", "web.host", "alias"]
+)
 def test_web_viewer_is_local_unless_opted_in_with_a_warning(tmp_path, opt_in):
     """Issue 13.5: by default neither the page nor the status port answers on a non-loopback address of this machine;
     ``web.host=0.0.0.0`` (or ``viewer.host=0.0.0.0``) opens both, and says it has no authentication."""
@@ -93,14 +107,19 @@ def write_nan_policy(path, obs_dim: int, metadata: dict):
     from upright.training.onnx_export import attach_metadata
 
     graph = helper.make_graph(
-        [helper.make_node("MatMul", ["obs", "W"], ["z"]), helper.make_node("Sub", ["z", "one"], ["m"]),
-         helper.make_node("Sqrt", ["m"], ["actions"])],
+        [
+            helper.make_node("MatMul", ["obs", "W"], ["z"]),
+            helper.make_node("Sub", ["z", "one"], ["m"]),
+            helper.make_node("Sqrt", ["m"], ["actions"]),
+        ],
         "nan_policy",
         [helper.make_tensor_value_info("obs", TensorProto.FLOAT, [1, obs_dim])],
         [helper.make_tensor_value_info("actions", TensorProto.FLOAT, [1, 23])],
-        [numpy_helper.from_array(np.zeros((obs_dim, 23), np.float32), "W"),
-         numpy_helper.from_array(np.ones(23, np.float32), "one")],
-    )  # fmt: skip
+        [
+            numpy_helper.from_array(np.zeros((obs_dim, 23), np.float32), "W"),
+            numpy_helper.from_array(np.ones(23, np.float32), "one"),
+        ],
+    )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 8
     onnx.save(model, str(path))
@@ -111,8 +130,10 @@ def write_nan_policy(path, obs_dim: int, metadata: dict):
 def test_nan_policy_stops_play_naming_the_step(tmp_path, standup_env, standup_meta):
     """Issue 13.8: a policy that outputs NaN used to give a video and exit 0 (only MuJoCo's warning)."""
     write_nan_policy(tmp_path / "nan.onnx", int(standup_env.get_observations()["actor"].shape[-1]), standup_meta)
-    proc = run_play(["task=standup", "policy=nan.onnx", "video=out.mp4", "duration=1", "render.width=160",
-                     "render.height=120"], tmp_path)  # fmt: skip
+    proc = run_play(
+        ["task=standup", "policy=nan.onnx", "video=out.mp4", "duration=1", "render.width=160", "render.height=120"],
+        tmp_path,
+    )
     assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-2000:]
     lines = proc.stderr.strip().splitlines()
     assert lines[-1].startswith("error: the policy's action has NaN/inf (23 of 23 values) at step 1 (t = 0.02 s"), lines

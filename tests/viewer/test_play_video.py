@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from viewer_testlib import run_play
 
 SMALL = ["task=standup", "render.width=320", "render.height=240", "render.fps=25"]

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 import torch
-
 from viewer_testlib import run_play, write_onnx_policy
 
 
@@ -93,8 +92,9 @@ def test_play_session_runs_an_absolute_policy_in_absolute_mode(tmp_path, standup
     path = write_onnx_policy(tmp_path / "policy.onnx", 456, 23, meta, gain=0.01)
     register_play_config()
     with initialize(version_base=None, config_path=None):
-        cfg = compose(config_name="play", overrides=["task=standup", f"policy={path}", "beta=0.6",
-                                                     "env.unactuated_steps=0"])  # fmt: skip
+        cfg = compose(
+            config_name="play", overrides=["task=standup", f"policy={path}", "beta=0.6", "env.unactuated_steps=0"]
+        )
     s = PolicySession(cfg)
     try:
         assert s.env.cfg.action_mode == "absolute" and "env.action_mode=absolute" in capsys.readouterr().out

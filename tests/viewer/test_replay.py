@@ -12,7 +12,8 @@ import torch
 
 
 def _rollout(env, steps: int, seed: int = 0):
-    """Random-action steps of env 0: qpos, and what the deploy daemon logs (q, dq, gyro, gravity of the policy joints)."""
+    """Random-action steps of env 0: qpos, and what the deploy daemon logs (q, dq, gyro, gravity of the policy
+    joints)."""
     gen = torch.Generator().manual_seed(seed)
     qpos, state = [], []
     for _ in range(steps):
@@ -29,8 +30,15 @@ def test_npz_roundtrip_and_replay_session(tmp_path, standup_env):
 
     qpos, _ = _rollout(standup_env, 40)
     episode = np.r_[np.zeros(20, np.int64), np.ones(20, np.int64)]
-    traj = Trajectory(qpos, 0.02, episode, np.r_[np.arange(20), np.arange(20)] * 0.02, "standup", "unitree_g1_29dof",
-                      model_joint_names(standup_env.model))  # fmt: skip
+    traj = Trajectory(
+        qpos,
+        0.02,
+        episode,
+        np.r_[np.arange(20), np.arange(20)] * 0.02,
+        "standup",
+        "unitree_g1_29dof",
+        model_joint_names(standup_env.model),
+    )
     path = save_trajectory(tmp_path / "eval.npz", traj, source="test")
     loaded = load_replay(path, standup_env.model)
     assert np.array_equal(loaded.qpos, qpos) and loaded.dt == 0.02 and loaded.task == "standup"

@@ -53,8 +53,10 @@ def test_variant_switch_rebuilds_the_env(monkeypatch):
     from upright.viewer import variants
     from upright.viewer.session import PolicySession
 
-    two = (variants.Variant("ground/supine", "supine", "ground"),
-           variants.Variant("ground/high-drop", "supine", "ground", {"init_height": 0.8}))  # fmt: skip
+    two = (
+        variants.Variant("ground/supine", "supine", "ground"),
+        variants.Variant("ground/high-drop", "supine", "ground", {"init_height": 0.8}),
+    )
     monkeypatch.setitem(variants.TASK_VARIANTS, "standup", two)
     s = PolicySession(_cfg(["policy=zero"]))
     try:

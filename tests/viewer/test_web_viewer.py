@@ -17,7 +17,6 @@ import urllib.request
 
 import numpy as np
 import pytest
-
 from viewer_testlib import PLAY, free_port, play_env
 
 SUPINE_QUAT = (math.sqrt(0.5), 0.0, -math.sqrt(0.5), 0.0)
@@ -49,10 +48,18 @@ def web_viewer(tmp_path_factory):
     while status_port == port:
         status_port = free_port()
     cwd = tmp_path_factory.mktemp("web")
-    args = ["task=standup", "policy=random", "viewer=web", "web.host=127.0.0.1", f"web.port={port}",
-            f"web.status_port={status_port}"]  # fmt: skip
+    args = [
+        "task=standup",
+        "policy=random",
+        "viewer=web",
+        "web.host=127.0.0.1",
+        f"web.port={port}",
+        f"web.status_port={status_port}",
+    ]
     log = open(cwd / "play.log", "w")
-    proc = subprocess.Popen([sys.executable, str(PLAY), *args], cwd=cwd, stdout=log, stderr=subprocess.STDOUT, env=play_env())
+    proc = subprocess.Popen(
+        [sys.executable, str(PLAY), *args], cwd=cwd, stdout=log, stderr=subprocess.STDOUT, env=play_env()
+    )
     status_url = f"http://127.0.0.1:{status_port}/status"
     deadline = time.monotonic() + 90
     while True:
@@ -96,8 +103,10 @@ def test_web_viewer_page_canvas_and_reset(web_viewer):
             " return [r.x, r.y, r.width, r.height]; })()"
         )
         panel_left = browser.evaluate(
-            "(() => { const b = Array.from(document.querySelectorAll('button')).find(b => b.textContent.trim() === 'Reset');"
-            " let e = b; while (e.parentElement && e.parentElement.getBoundingClientRect().width < 600) e = e.parentElement;"
+            "(() => { const b = Array.from(document.querySelectorAll('button'))"
+            ".find(b => b.textContent.trim() === 'Reset');"
+            " let e = b; while (e.parentElement && e.parentElement.getBoundingClientRect().width < 600)"
+            " e = e.parentElement;"
             " return e.getBoundingClientRect().x; })()"
         )
         x, y, w, h = (int(v) for v in canvas)
@@ -113,7 +122,9 @@ def test_web_viewer_page_canvas_and_reset(web_viewer):
                 break
             time.sleep(0.5)
         (cwd / "screenshot.png").write_bytes(png)
-        assert std > 12.0 and colors > 200, f"canvas looks blank (std {std:.1f}, {colors} colours); see {cwd / 'screenshot.png'}"
+        assert std > 12.0 and colors > 200, (
+            f"canvas looks blank (std {std:.1f}, {colors} colours); see {cwd / 'screenshot.png'}"
+        )
 
         # the sim runs; Pause stops it, Reset starts a new episode at the reset state
         running = _wait_status(status_url, lambda s: s["episode_time"] > 0.3)

@@ -16,7 +16,9 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 PLAY = ROOT / "play.py"
 
 
-def write_onnx_policy(path: pathlib.Path, obs_dim: int, num_actions: int, metadata: dict | None, gain: float = 0.0) -> pathlib.Path:
+def write_onnx_policy(
+    path: pathlib.Path, obs_dim: int, num_actions: int, metadata: dict | None, gain: float = 0.0
+) -> pathlib.Path:
     """A linear + tanh policy ``obs`` (1, obs_dim) -> ``actions`` (1, num_actions), with upright metadata if given."""
     from upright.training.onnx_export import attach_metadata
 
@@ -51,5 +53,6 @@ def play_env() -> dict:
 
 def run_play(args: list[str], cwd: pathlib.Path, timeout: float = 120) -> subprocess.CompletedProcess:
     """Run ``python play.py ARGS`` to completion (no display: headless paths)."""
-    return subprocess.run([sys.executable, str(PLAY), *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=timeout, env=play_env())  # fmt: skip
+    return subprocess.run(
+        [sys.executable, str(PLAY), *args], cwd=cwd, capture_output=True, text=True, timeout=timeout, env=play_env()
+    )

@@ -23,10 +23,19 @@ def tiny_dataset(tmp_path_factory):
 
     root = tmp_path_factory.mktemp("vla") / "demos"
     cameras = _gl_works()
-    overrides = ["sim.num_threads=1", f"env.episode_length_s={EPISODE_STEPS * 0.02}", "env.camera.width=64",
-                 "env.camera.height=64"]  # fmt: skip
-    summary = record(root, episodes=2, num_envs=2, seed=3, cameras=cameras, overrides=overrides,
-                     instructions=INSTRUCTIONS)  # fmt: skip
+    overrides = [
+        "sim.num_threads=1",
+        f"env.episode_length_s={EPISODE_STEPS * 0.02}",
+        "env.camera.width=64",
+        "env.camera.height=64",
+    ]
+    summary = record(
+        root, episodes=2, num_envs=2, seed=3, cameras=cameras, overrides=overrides, instructions=INSTRUCTIONS
+    )
     assert summary["episodes"] == 2 and summary["frames"] == 2 * EPISODE_STEPS, summary
-    return {"root": root, "cameras": ("front",) if cameras else (), "steps": EPISODE_STEPS,
-            "instructions": INSTRUCTIONS}
+    return {
+        "root": root,
+        "cameras": ("front",) if cameras else (),
+        "steps": EPISODE_STEPS,
+        "instructions": INSTRUCTIONS,
+    }

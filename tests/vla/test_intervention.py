@@ -11,8 +11,13 @@ import torch
 
 from upright.vla.dataset import load_dataset
 from upright.vla.intervention import (
-    WeightingCfg, add_lora, finetune, load_intervention_flags, merge_lora, sample_weights,
-)  # fmt: skip
+    WeightingCfg,
+    add_lora,
+    finetune,
+    load_intervention_flags,
+    merge_lora,
+    sample_weights,
+)
 from upright.vla.train_bc import TrainBCConfig, train
 
 pytest.importorskip("peft")
@@ -94,8 +99,22 @@ def test_finetune_cli_writes_an_evaluable_policy(base, tiny_dataset, tmp_path):
     model, _ = base
     model.save(tmp_path / "base.pt")
     out = tmp_path / "ft"
-    main(["--base", str(tmp_path / "base.pt"), "--dataset", str(tiny_dataset["root"]), "--weighting", "intervention",
-          "--lora-rank", "2", "--steps", "10", "--out", str(out)])  # fmt: skip
+    main(
+        [
+            "--base",
+            str(tmp_path / "base.pt"),
+            "--dataset",
+            str(tiny_dataset["root"]),
+            "--weighting",
+            "intervention",
+            "--lora-rank",
+            "2",
+            "--steps",
+            "10",
+            "--out",
+            str(out),
+        ]
+    )
     report = json.loads((out / "finetune.json").read_text())
     assert report["weighting"] == "intervention" and report["lora_rank"] == 2 and report["trainable_parameters"] > 0
     policy, spec = load_chunk_policy(out / "policy.onnx")
@@ -129,14 +148,21 @@ def test_simulated_operator_logs_takeovers_with_the_daemons_columns(untrained_ba
         return made[0]
 
     out = tmp_path / "int"
-    record(out, episodes=2, num_envs=2, seed=1, overrides=["sim.num_threads=1", "env.episode_length_s=0.3"],
-           controller=factory)  # fmt: skip
+    record(
+        out,
+        episodes=2,
+        num_envs=2,
+        seed=1,
+        overrides=["sim.num_threads=1", "env.episode_length_s=0.3"],
+        controller=factory,
+    )
     assert made[0].takeovers == 2  # an untrained base grasps nothing by step 5
     import pyarrow as pa
 
     files = sorted(out.glob("data/chunk-*/file-*.parquet"))
-    table = pa.concat_tables([pq.read_table(f, columns=["index", "frame_index", "intervention", "control_source"])
-                              for f in files]).sort_by("index")  # fmt: skip
+    table = pa.concat_tables(
+        [pq.read_table(f, columns=["index", "frame_index", "intervention", "control_source"]) for f in files]
+    ).sort_by("index")
     assert table.num_rows == 2 * 15
     frame = np.asarray(table.column("frame_index"))
     human = np.asarray(table.column("intervention"))
@@ -171,13 +197,20 @@ def test_simulated_operator_hands_back_after_the_correction(untrained_base, tmp_
         return made[0]
 
     out = tmp_path / "int"
-    record(out, episodes=2, num_envs=2, seed=1, overrides=["sim.num_threads=1", "env.domain_rand.enabled=false"],
-           controller=factory)  # fmt: skip
+    record(
+        out,
+        episodes=2,
+        num_envs=2,
+        seed=1,
+        overrides=["sim.num_threads=1", "env.domain_rand.enabled=false"],
+        controller=factory,
+    )
     op = made[0]
     assert op.takeovers >= 2 and op.handbacks >= 1
     files = sorted(out.glob("data/chunk-*/file-*.parquet"))
-    table = pa.concat_tables([pq.read_table(f, columns=["episode_index", "frame_index", "intervention"])
-                              for f in files]).sort_by([("episode_index", "ascending"), ("frame_index", "ascending")])
+    table = pa.concat_tables(
+        [pq.read_table(f, columns=["episode_index", "frame_index", "intervention"]) for f in files]
+    ).sort_by([("episode_index", "ascending"), ("frame_index", "ascending")])
     ep = np.asarray(table.column("episode_index"))
     human = np.asarray(table.column("intervention"))
     handed = 0
@@ -210,12 +243,19 @@ def test_a_policy_can_play_the_operator(untrained_base, tmp_path):
         return made[0]
 
     out = tmp_path / "int"
-    record(out, episodes=2, num_envs=2, seed=1, overrides=["sim.num_threads=1", "env.episode_length_s=0.2"],
-           controller=factory)  # fmt: skip
+    record(
+        out,
+        episodes=2,
+        num_envs=2,
+        seed=1,
+        overrides=["sim.num_threads=1", "env.episode_length_s=0.2"],
+        controller=factory,
+    )
     assert made[0].expert is None and made[0].takeovers == 2
     files = sorted(out.glob("data/chunk-*/file-*.parquet"))
-    t = pa.concat_tables([pq.read_table(f, columns=["index", "intervention", "observation.policy_obs", "action"])
-                          for f in files]).sort_by("index")  # fmt: skip
+    t = pa.concat_tables(
+        [pq.read_table(f, columns=["index", "intervention", "observation.policy_obs", "action"]) for f in files]
+    ).sort_by("index")
     human = np.asarray(t.column("intervention"))
     obs = np.stack(t.column("observation.policy_obs").to_numpy(zero_copy_only=False)).astype(np.float32)
     act = np.stack(t.column("action").to_numpy(zero_copy_only=False)).astype(np.float32)

@@ -31,7 +31,9 @@ def _env(n: int = 2) -> LiftEnv:
 
 
 def test_is_vla_tells_vla_files_from_rl_policies(tmp_path):
-    assert is_vla(str(RESIDUAL)) and is_vla(str(RESIDUAL / "policy.onnx")) and is_vla(str(RESIDUAL / "base_policy.onnx"))
+    assert (
+        is_vla(str(RESIDUAL)) and is_vla(str(RESIDUAL / "policy.onnx")) and is_vla(str(RESIDUAL / "base_policy.onnx"))
+    )
     torch.manual_seed(0)
     TinyVLA(TinyVLAConfig(cameras=())).save(tmp_path / "model.pt")
     assert is_vla(str(tmp_path)) and is_vla(str(tmp_path / "model.pt"))
@@ -95,7 +97,20 @@ def test_camera_vla_on_an_env_without_cameras_is_refused_in_one_line(tmp_path):
 def test_play_cli_runs_the_residual_vla_with_an_instruction(tmp_path):
     video = tmp_path / "vla.mp4"
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    proc = subprocess.run([sys.executable, str(ROOT / "play.py"), "task=lift", f"policy={RESIDUAL}",
-                           "instruction=lift the red cube", f"video={video}", "duration=0.4"],
-                          capture_output=True, text=True, timeout=280, env=env, cwd=tmp_path)  # fmt: skip
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "play.py"),
+            "task=lift",
+            f"policy={RESIDUAL}",
+            "instruction=lift the red cube",
+            f"video={video}",
+            "duration=0.4",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=280,
+        env=env,
+        cwd=tmp_path,
+    )
     assert proc.returncode == 0 and video.stat().st_size > 1000, proc.stdout[-2000:] + proc.stderr[-3000:]

@@ -35,26 +35,39 @@ def _policy() -> LinearChunkPolicy:
 
 def _obs(rng: np.random.Generator, prompt: str = "pick up the red cube") -> dict:
     """One openpi observation (openpi's LIBERO keys and layout: (H, W, 3) uint8 images)."""
-    return {"observation/image": rng.integers(0, 256, (12, 10, 3), dtype=np.uint8),
-            "observation/wrist_image": rng.integers(0, 256, (8, 8, 3), dtype=np.uint8),
-            "observation/state": rng.normal(size=S), "prompt": prompt}
+    return {
+        "observation/image": rng.integers(0, 256, (12, 10, 3), dtype=np.uint8),
+        "observation/wrist_image": rng.integers(0, 256, (8, 8, 3), dtype=np.uint8),
+        "observation/state": rng.normal(size=S),
+        "prompt": prompt,
+    }
 
 
 def _expected(policy: LinearChunkPolicy, obs: dict) -> np.ndarray:
     """(H, A): the linear map computed here with numpy from the openpi observation (independent of the key map)."""
-    f = np.concatenate([obs["observation/state"], obs["observation/image"][0, 1] / 255.0,
-                        obs["observation/wrist_image"][0, 1] / 255.0, [len(obs["prompt"]) / 100.0]])
+    f = np.concatenate(
+        [
+            obs["observation/state"],
+            obs["observation/image"][0, 1] / 255.0,
+            obs["observation/wrist_image"][0, 1] / 255.0,
+            [len(obs["prompt"]) / 100.0],
+        ]
+    )
     return (policy.weight.double().numpy() @ f + policy.bias.double().numpy()).reshape(H, A)
 
 
 def _to_batch(obs_list: list[dict]) -> dict:
     """A LeRobot batch (B, ...) of the observations, CHW images."""
-    return {"observation.state": torch.tensor(np.stack([o["observation/state"] for o in obs_list]), dtype=torch.float32),
-            "observation.images.front": torch.from_numpy(np.stack([o["observation/image"] for o in obs_list])
-                                                         ).permute(0, 3, 1, 2).contiguous(),
-            "observation.images.wrist": torch.from_numpy(np.stack([o["observation/wrist_image"] for o in obs_list])
-                                                         ).permute(0, 3, 1, 2).contiguous(),
-            "task": [o["prompt"] for o in obs_list]}
+    return {
+        "observation.state": torch.tensor(np.stack([o["observation/state"] for o in obs_list]), dtype=torch.float32),
+        "observation.images.front": torch.from_numpy(np.stack([o["observation/image"] for o in obs_list]))
+        .permute(0, 3, 1, 2)
+        .contiguous(),
+        "observation.images.wrist": torch.from_numpy(np.stack([o["observation/wrist_image"] for o in obs_list]))
+        .permute(0, 3, 1, 2)
+        .contiguous(),
+        "task": [o["prompt"] for o in obs_list],
+    }
 
 
 def test_remote_policy_gets_the_served_policys_chunks_for_a_batch():
@@ -106,8 +119,9 @@ def test_bad_request_gets_an_error_naming_the_key_and_the_server_goes_on():
         with pytest.raises(RuntimeError, match="binary msgpack-numpy frames"):
             wire.actions_from_reply(remote._ws.recv(timeout=60))
         # the same connection serves the next request
-        np.testing.assert_allclose(remote.predict_action_chunk(_to_batch([o]))[0].numpy(), _expected(policy, o),
-                                   rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(
+            remote.predict_action_chunk(_to_batch([o]))[0].numpy(), _expected(policy, o), rtol=1e-5, atol=1e-5
+        )
         ws_client = pytest.importorskip("openpi_client.websocket_client_policy", reason=OPENPI_SKIP)
         client = ws_client.WebsocketClientPolicy("127.0.0.1", server.port)
         with pytest.raises(RuntimeError, match="observation lacks 'observation/state'"):
@@ -128,8 +142,11 @@ def test_policy_error_is_one_line_closes_that_connection_like_openpi_and_keeps_s
     batch = {"observation.state": torch.zeros(1, 3)}
     with BackgroundServer(_Crashing()) as server:
         remote = RemotePolicy(port=server.port, timeout=60)
-        with pytest.raises(RuntimeError, match=r"policy error: ZeroDivisionError: policy bug \(the traceback is in "
-                                               r"the server's log\)$") as e:  # fmt: skip
+        with pytest.raises(
+            RuntimeError,
+            match=r"policy error: ZeroDivisionError: policy bug \(the traceback is in "
+            r"the server's log\)$",
+        ) as e:
             remote.predict_action_chunk(batch)
         assert "Traceback" not in str(e.value) and "\n" not in str(e.value)
         assert any(r.exc_info and r.exc_info[0] is ZeroDivisionError for r in caplog.records)  # logged in full
@@ -161,8 +178,21 @@ def test_remote_policy_settings_must_agree_with_the_server():
 def test_console_server_process_serves_the_openpi_client():
     """``upright-policy-server`` as its own process (``python -m``), bound to a free port, loaded by MODULE:FACTORY."""
     ws_client = pytest.importorskip("openpi_client.websocket_client_policy", reason=OPENPI_SKIP)
-    cmd = [sys.executable, "-m", "upright.vla.server", "--policy", "upright.vla.linear:make_linear_policy",
-           "--arg", f"state_dim={S}", "--arg", f"chunk_size={H}", "--arg", f"action_dim={A}", "--port", "0"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "upright.vla.server",
+        "--policy",
+        "upright.vla.linear:make_linear_policy",
+        "--arg",
+        f"state_dim={S}",
+        "--arg",
+        f"chunk_size={H}",
+        "--arg",
+        f"action_dim={A}",
+        "--port",
+        "0",
+    ]
     proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
     try:
         deadline, port = time.monotonic() + 240, None
@@ -217,11 +247,25 @@ def test_answer_many_batches_alike_requests_and_gives_each_bad_one_its_own_error
     obs = [_obs(rng, "a"), _obs(rng, "refuse"), _obs(rng, "b"), _obs(rng, "c")]
     small = _obs(rng, "d")
     small["observation/wrist_image"] = small["observation/wrist_image"][:4]  # another shape: a call of its own
-    messages = [wire.packb(obs[0]), wire.packb({"prompt": "no state"}), wire.packb(obs[1]), "text frame",
-                wire.packb(obs[2]), wire.packb(small), wire.packb(obs[3])]  # fmt: skip
+    messages = [
+        wire.packb(obs[0]),
+        wire.packb({"prompt": "no state"}),
+        wire.packb(obs[1]),
+        "text frame",
+        wire.packb(obs[2]),
+        wire.packb(small),
+        wire.packb(obs[3]),
+    ]
     replies = PolicyServer(policy, max_batch=8).answer_many(messages, prev_total_ms=1.5)
-    assert [type(r).__name__ for r in replies] == ["dict", "ValueError", "ValueError", "ValueError", "dict", "dict",
-                                                   "dict"]  # fmt: skip
+    assert [type(r).__name__ for r in replies] == [
+        "dict",
+        "ValueError",
+        "ValueError",
+        "ValueError",
+        "dict",
+        "dict",
+        "dict",
+    ]
     assert "lacks 'observation/state'" in str(replies[1]) and "refuses" in str(replies[2])
     assert "binary msgpack-numpy" in str(replies[3])
     for i, o in ((0, obs[0]), (4, obs[2]), (5, small), (6, obs[3])):
@@ -243,8 +287,10 @@ def test_pipelined_rows_come_back_in_order(max_batch, max_in_flight, connections
     answers one request at a time (openpi's way), one round trip per row: the same chunks, row i for row i."""
     policy, rng = _Recording(), np.random.default_rng(5)
     obs = [_obs(rng, f"task {i}" * (i % 3)) for i in range(11)]
-    with BackgroundServer(policy, max_batch=max_batch) as server, RemotePolicy(
-            port=server.port, timeout=60, max_in_flight=max_in_flight, connections=connections) as remote:  # fmt: skip
+    with (
+        BackgroundServer(policy, max_batch=max_batch) as server,
+        RemotePolicy(port=server.port, timeout=60, max_in_flight=max_in_flight, connections=connections) as remote,
+    ):
         assert remote.metadata["max_batch"] == max_batch
         for _ in range(2):
             chunk = remote.predict_action_chunk(_to_batch(obs))

@@ -69,8 +69,9 @@ def test_zero_residual_reproduces_the_base_and_obs_carry_the_base_action():
 
 
 def test_residual_share_is_bounded_by_alpha_and_ramps():
-    env = ResidualEnv(_env(2), _base(), SPEC, ResidualCfg(alpha=0.4, alpha_start=0.1, alpha_ramp_iterations=2),
-                      steps_per_iteration=5)  # fmt: skip
+    env = ResidualEnv(
+        _env(2), _base(), SPEC, ResidualCfg(alpha=0.4, alpha_start=0.1, alpha_ramp_iterations=2), steps_per_iteration=5
+    )
     assert env.alpha == pytest.approx(0.1)
     big = torch.full((2, 8), 7.0)  # clipped to 1 before scaling
     torch.testing.assert_close(env.combine(big), (env.base_action + 0.1).clamp(-1, 1))
@@ -86,10 +87,12 @@ def test_residual_share_is_bounded_by_alpha_and_ramps():
 
 @pytest.mark.parametrize(
     ("cfg", "task", "message"),
-    [(ResidualCfg(alpha=0.0), "lift", "policy.alpha must be in (0, 1]"),
-     (ResidualCfg(alpha=0.3, alpha_start=0.5), "lift", "policy.alpha_start"),
-     (ResidualCfg(alpha=0.3), "standup", "supports task=lift only")],
-)  # fmt: skip
+    [
+        (ResidualCfg(alpha=0.0), "lift", "policy.alpha must be in (0, 1]"),
+        (ResidualCfg(alpha=0.3, alpha_start=0.5), "lift", "policy.alpha_start"),
+        (ResidualCfg(alpha=0.3), "standup", "supports task=lift only"),
+    ],
+)
 def test_bad_settings_refused(cfg, task, message):
     with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")):
         check_residual_cfg(cfg, task)
@@ -117,9 +120,20 @@ def test_train_cli_trains_a_residual_keeps_the_base_and_exports_the_pair(tmp_pat
     base_dir = tmp_path / "base"
     base_dir.mkdir()
     _base().save(base_dir / "model.pt")
-    args = ["task=lift", "env.num_envs=8", "train.num_steps_per_env=8", "train.max_iterations=2", "train.save_interval=1",
-            "sim.num_threads=1", "train.update_threads=1", f"policy.base={base_dir}", "policy.alpha=0.2",
-            f"run.root={tmp_path / 'logs'}", "run.name=res", "train.onnx_snapshots=true"]  # fmt: skip
+    args = [
+        "task=lift",
+        "env.num_envs=8",
+        "train.num_steps_per_env=8",
+        "train.max_iterations=2",
+        "train.save_interval=1",
+        "sim.num_threads=1",
+        "train.update_threads=1",
+        f"policy.base={base_dir}",
+        "policy.alpha=0.2",
+        f"run.root={tmp_path / 'logs'}",
+        "run.name=res",
+        "train.onnx_snapshots=true",
+    ]
     proc = run_train(args, tmp_path)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
     run_dir = tmp_path / "logs" / "lift" / "res"
@@ -141,15 +155,29 @@ def test_train_cli_trains_a_residual_keeps_the_base_and_exports_the_pair(tmp_pat
 
     pair = ResidualChunkPolicy(run_dir / "policy.onnx")
     base = TinyVLA.load(base_dir / "model.pt")
-    batch = {"observation.state": torch.randn(2, 49), "observation.policy_obs": torch.randn(2, 49),
-             "task": ["lift it"] * 2}  # fmt: skip
+    batch = {
+        "observation.state": torch.randn(2, 49),
+        "observation.policy_obs": torch.randn(2, 49),
+        "task": ["lift it"] * 2,
+    }
     a_base = base.select_action(batch)
     x = torch.cat([batch["observation.policy_obs"], a_base], dim=1).numpy()
     r = np.concatenate([session.run(None, {meta["input_name"]: x[i : i + 1]})[0] for i in range(2)])
     expected = (a_base + 0.2 * torch.from_numpy(r).clamp(-1, 1)).clamp(-1, 1)
     torch.testing.assert_close(pair.select_action(batch), expected)
-    evaluate(["--policy", str(run_dir), "--episodes", "2", "--num-envs", "2", "--out", str(tmp_path / "ev"),
-              "sim.num_threads=1"])  # fmt: skip
+    evaluate(
+        [
+            "--policy",
+            str(run_dir),
+            "--episodes",
+            "2",
+            "--num-envs",
+            "2",
+            "--out",
+            str(tmp_path / "ev"),
+            "sim.num_threads=1",
+        ]
+    )
     assert "residual alpha 0.2" in (tmp_path / "ev" / "eval.md").read_text()
     # the learning-curve script evaluates a residual run from its policy_<it>.onnx snapshots
     import csv
@@ -159,8 +187,20 @@ def test_train_cli_trains_a_residual_keeps_the_base_and_exports_the_pair(tmp_pat
     import lift_learning
 
     assert [i for i, _ in lift_learning.checkpoints(run_dir, 1)] == [1, 2]
-    lift_learning.main(["--run-dir", str(run_dir), "--every", "1", "--episodes", "2", "--num-envs", "2",
-                        "--out", str(tmp_path / "curve")])  # fmt: skip
+    lift_learning.main(
+        [
+            "--run-dir",
+            str(run_dir),
+            "--every",
+            "1",
+            "--episodes",
+            "2",
+            "--num-envs",
+            "2",
+            "--out",
+            str(tmp_path / "curve"),
+        ]
+    )
     rows = list(csv.DictReader(open(tmp_path / "curve.csv")))
     assert [int(r["iteration"]) for r in rows] == [1, 2] and int(rows[1]["env_steps"]) == 2 * 8 * 8
     (run_dir / "base_model.pt").write_bytes(b"not the base")
@@ -187,14 +227,25 @@ def _check_batch_of_7_matches_rows(residual_onnx, batched: bool) -> None:
 
 
 def test_train_cli_refuses_a_missing_base(tmp_path):
-    proc = run_train(["task=lift", f"policy.base={tmp_path / 'nothing'}", "env.num_envs=4", "train.max_iterations=1",
-                      f"run.root={tmp_path}"], tmp_path)  # fmt: skip
+    proc = run_train(
+        [
+            "task=lift",
+            f"policy.base={tmp_path / 'nothing'}",
+            "env.num_envs=4",
+            "train.max_iterations=1",
+            f"run.root={tmp_path}",
+        ],
+        tmp_path,
+    )
     assert proc.returncode == 2 and "train a base with python -m upright.vla.train_bc" in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
-    for base, message in (("ws://127.0.0.1:1", "no openpi policy server at ws://127.0.0.1:1.*upright-policy-server"),
-                          ("ws://localhost", "expected ws://HOST:PORT")):  # fmt: skip
-        proc = run_train(["task=lift", f"policy.base={base}", "train.max_iterations=1", f"run.root={tmp_path}"],
-                         tmp_path)  # fmt: skip
+    for base, message in (
+        ("ws://127.0.0.1:1", "no openpi policy server at ws://127.0.0.1:1.*upright-policy-server"),
+        ("ws://localhost", "expected ws://HOST:PORT"),
+    ):
+        proc = run_train(
+            ["task=lift", f"policy.base={base}", "train.max_iterations=1", f"run.root={tmp_path}"], tmp_path
+        )
         assert proc.returncode == 2 and re.search(message, proc.stderr), proc.stderr
         assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
     proc = run_train(["task=standup", f"policy.base={tmp_path}", "train.max_iterations=1"], tmp_path)
@@ -210,8 +261,11 @@ def test_committed_residual_policy_loads_with_its_checked_base():
     pair = ResidualChunkPolicy(folder / "policy.onnx")  # refuses a base whose SHA-256 differs from the metadata
     record = json.loads((folder / "base_checksum.json").read_text())
     assert parameters_sha256(pair.base) == record["parameters_sha256_start"]
-    batch = {"observation.state": torch.randn(3, 49), "observation.policy_obs": torch.randn(3, 49),
-             "task": ["Pick up the green cube and lift it to the red target."] * 3}  # fmt: skip
+    batch = {
+        "observation.state": torch.randn(3, 49),
+        "observation.policy_obs": torch.randn(3, 49),
+        "task": ["Pick up the green cube and lift it to the red target."] * 3,
+    }
     base_only = TinyVLA.load(folder / "base_model.pt")
     a, a_base = pair.select_action(batch), base_only.select_action(batch)
     assert a.shape == (3, 8) and torch.isfinite(a).all() and (a - a_base).abs().max() <= 0.3 + 1e-5
@@ -224,8 +278,11 @@ def test_committed_residual_runs_with_its_base_served_and_refuses_another_server
 
     folder = pathlib.Path(__file__).resolve().parents[2] / "assets" / "policies" / "panda_lift_residual"
     local = ResidualChunkPolicy(folder / "policy.onnx")
-    batch = {"observation.state": torch.randn(5, 49), "observation.policy_obs": torch.randn(5, 49),
-             "task": ["Pick up the green cube and lift it to the red target."] * 5}  # fmt: skip
+    batch = {
+        "observation.state": torch.randn(5, 49),
+        "observation.policy_obs": torch.randn(5, 49),
+        "task": ["Pick up the green cube and lift it to the red target."] * 5,
+    }
     with BackgroundServer(TinyVLA.load(folder / "base_model.pt")) as server:
         # the server's weights_sha256 is the recorded parameters_sha256_start: accepted
         remote = ResidualChunkPolicy(folder / "policy.onnx", base=server.url)
@@ -271,12 +328,18 @@ def test_remote_base_gives_the_local_bases_actions_in_env_order():
 def test_remote_base_record_catches_another_server_and_survives_a_lost_one(tmp_path):
     from upright.vla.residual import describe_record
 
-    with BackgroundServer(_base()) as server, BackgroundServer(_base(), max_batch=1) as same, \
-            BackgroundServer(_base(seed=1)) as other:  # fmt: skip
+    with (
+        BackgroundServer(_base()) as server,
+        BackgroundServer(_base(), max_batch=1) as same,
+        BackgroundServer(_base(seed=1)) as other,
+    ):
         env, info = setup_residual(_env(2), ResidualCfg(base=server.url), tmp_path, 24)
         record = json.loads((tmp_path / "base_checksum.json").read_text())
-        assert info == {"base_url": server.url, "base_metadata_sha256": record["server_metadata_sha256"],
-                        "base_weights_sha256": parameters_sha256(_base())}  # fmt: skip
+        assert info == {
+            "base_url": server.url,
+            "base_metadata_sha256": record["server_metadata_sha256"],
+            "base_weights_sha256": parameters_sha256(_base()),
+        }
         assert finish_residual(env, tmp_path)["unchanged"] is True
         env.close()
         # resuming: the same policy served with another --max-batch is the same base; another policy is refused
@@ -299,8 +362,11 @@ def test_remote_base_record_catches_another_server_and_survives_a_lost_one(tmp_p
 def _serve_in_subprocess(base_dir, tmp_path) -> tuple[subprocess.Popen, str]:
     """``upright-policy-server --policy base_dir --port 0`` (python -m upright.vla.server) and its ws:// URL."""
     log = open(tmp_path / "server.log", "w+")
-    proc = subprocess.Popen([sys.executable, "-m", "upright.vla.server", "--policy", str(base_dir), "--port", "0"],
-                            stderr=log, stdout=subprocess.DEVNULL)  # fmt: skip
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "upright.vla.server", "--policy", str(base_dir), "--port", "0"],
+        stderr=log,
+        stdout=subprocess.DEVNULL,
+    )
     for _ in range(1200):
         log.seek(0)
         m = re.search(r"on ws://127\.0\.0\.1:(\d+)", log.read())
@@ -322,9 +388,19 @@ def test_train_cli_with_a_remote_base_records_the_server_and_runs_the_pair(tmp_p
     _base().save(base_dir / "model.pt")
     server, url = _serve_in_subprocess(base_dir, tmp_path)
     try:
-        args = ["task=lift", "env.num_envs=8", "train.num_steps_per_env=8", "train.max_iterations=2",
-                "train.save_interval=1", "sim.num_threads=1", "train.update_threads=1", f"policy.base={url}",
-                "policy.alpha=0.2", f"run.root={tmp_path / 'logs'}", "run.name=remote"]  # fmt: skip
+        args = [
+            "task=lift",
+            "env.num_envs=8",
+            "train.num_steps_per_env=8",
+            "train.max_iterations=2",
+            "train.save_interval=1",
+            "sim.num_threads=1",
+            "train.update_threads=1",
+            f"policy.base={url}",
+            "policy.alpha=0.2",
+            f"run.root={tmp_path / 'logs'}",
+            "run.name=remote",
+        ]
         proc = run_train(args, tmp_path)
         assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
         run_dir = tmp_path / "logs" / "lift" / "remote"
@@ -345,10 +421,12 @@ def test_train_cli_with_a_remote_base_records_the_server_and_runs_the_pair(tmp_p
         # the pair: the recorded server, or the same weights from the file, give the same actions
         remote_pair = ResidualChunkPolicy(run_dir / "policy.onnx")
         local_pair = ResidualChunkPolicy(run_dir / "policy.onnx", base=str(base_dir))  # weights hash checked
-        batch = {"observation.state": torch.randn(4, 49), "observation.policy_obs": torch.randn(4, 49),
-                 "task": ["lift it"] * 4}  # fmt: skip
-        torch.testing.assert_close(remote_pair.select_action(batch), local_pair.select_action(batch), atol=1e-4,
-                                   rtol=0)  # fmt: skip
+        batch = {
+            "observation.state": torch.randn(4, 49),
+            "observation.policy_obs": torch.randn(4, 49),
+            "task": ["lift it"] * 4,
+        }
+        torch.testing.assert_close(remote_pair.select_action(batch), local_pair.select_action(batch), atol=1e-4, rtol=0)
         remote_pair.close()
         other_dir = tmp_path / "other"
         other_dir.mkdir()
@@ -358,8 +436,19 @@ def test_train_cli_with_a_remote_base_records_the_server_and_runs_the_pair(tmp_p
 
         from upright.vla.evaluate_lift import main as evaluate
 
-        evaluate(["--policy", str(run_dir), "--episodes", "2", "--num-envs", "2", "--out", str(tmp_path / "ev"),
-                  "sim.num_threads=1"])  # fmt: skip
+        evaluate(
+            [
+                "--policy",
+                str(run_dir),
+                "--episodes",
+                "2",
+                "--num-envs",
+                "2",
+                "--out",
+                str(tmp_path / "ev"),
+                "sim.num_threads=1",
+            ]
+        )
         report = (tmp_path / "ev" / "eval.md").read_text()
         assert "residual alpha 0.2" in report and f"base served at {url}" in report
     finally:

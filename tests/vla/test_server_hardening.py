@@ -26,8 +26,10 @@ from upright.vla.linear import LinearChunkPolicy
 from upright.vla.server import BackgroundServer, PolicyServer
 from upright.vla.server_guard import API_KEY_ENV, DEFAULT_MAX_MESSAGE_BYTES
 
-ws_client = pytest.importorskip("openpi_client.websocket_client_policy",
-                                reason="openpi-client not installed: pip install --no-deps openpi-client==0.1.2")
+ws_client = pytest.importorskip(
+    "openpi_client.websocket_client_policy",
+    reason="openpi-client not installed: pip install --no-deps openpi-client==0.1.2",
+)
 from openpi_client import msgpack_numpy  # noqa: E402  (after the skip)
 from websockets.exceptions import ConnectionClosed, InvalidStatus  # noqa: E402
 
@@ -75,14 +77,18 @@ def test_oversize_message_is_refused_and_the_server_serves_others(caplog):
         assert _client(server).infer(two_vga)["actions"].shape == (6, 4)
 
 
-@pytest.mark.parametrize("bad", [
-    {"observation/state": np.array([0.0, np.nan, 1.0, 2.0, 3.0])},
-    {"observation/state": np.array([np.inf, 0, 0, 0, 0], np.float32)},
-    {"observation/image": np.full((8, 8, 3), -np.inf, np.float32)},
-    {"extra/unused": np.array([[np.nan]], np.float16)},
-    {"extra/scalar": np.float32("nan")},
-    {"extra/nested": {"deep": [1.0, float("inf")]}},
-], ids=["nan-state", "inf-state-f32", "neg-inf-float-image", "nan-unused-key-f16", "nan-scalar", "inf-nested-list"])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"observation/state": np.array([0.0, np.nan, 1.0, 2.0, 3.0])},
+        {"observation/state": np.array([np.inf, 0, 0, 0, 0], np.float32)},
+        {"observation/image": np.full((8, 8, 3), -np.inf, np.float32)},
+        {"extra/unused": np.array([[np.nan]], np.float16)},
+        {"extra/scalar": np.float32("nan")},
+        {"extra/nested": {"deep": [1.0, float("inf")]}},
+    ],
+    ids=["nan-state", "inf-state-f32", "neg-inf-float-image", "nan-unused-key-f16", "nan-scalar", "inf-nested-list"],
+)
 def test_non_finite_values_are_a_bad_request_and_the_connection_goes_on(bad):
     with BackgroundServer(_policy()) as server:
         client = _client(server)
@@ -171,8 +177,18 @@ def test_a_client_that_never_reads_its_replies_is_bounded_then_dropped():
     socket buffers are full, and the server drops it after --send-timeout 2 s; another client is served all along."""
     import websockets.sync.client
 
-    policy = ["--policy", "upright.vla.linear:make_linear_policy", "--arg", f"state_dim={S}", "--arg", "chunk_size=512",
-              "--arg", "action_dim=128", "--arg", "cameras=front"]  # fmt: skip
+    policy = [
+        "--policy",
+        "upright.vla.linear:make_linear_policy",
+        "--arg",
+        f"state_dim={S}",
+        "--arg",
+        "chunk_size=512",
+        "--arg",
+        "action_dim=128",
+        "--arg",
+        "cameras=front",
+    ]
     with _server_process(*policy, "--send-timeout", "2") as (proc, port, lines):
         other = ws_client.WebsocketClientPolicy("127.0.0.1", port)
         big = msgpack_numpy.packb(_obs(np.full((592, 592, 3), 7, np.uint8)))  # 1,051,392 bytes of image
@@ -185,8 +201,9 @@ def test_a_client_that_never_reads_its_replies_is_bounded_then_dropped():
             sock = socket.socket()
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)  # before connect: a small receive window
             sock.connect(("127.0.0.1", port))
-            ws = websockets.sync.client.connect(f"ws://127.0.0.1:{port}", sock=sock, compression=None,
-                                                max_size=None, max_queue=1)  # fmt: skip
+            ws = websockets.sync.client.connect(
+                f"ws://127.0.0.1:{port}", sock=sock, compression=None, max_size=None, max_queue=1
+            )
             try:
                 while outcome["sent"] < 500:
                     ws.send(big)
@@ -206,8 +223,9 @@ def test_a_client_that_never_reads_its_replies_is_bounded_then_dropped():
         flooder.join(timeout=5)
         peak = max(peak, _rss_mb(proc.pid))
         print(f"RSS {base:.0f} -> peak {peak:.0f} MB; {outcome}; others served {served} times")
-        assert peak - base < 100, f"server RSS grew {peak - base:.0f} MB ({base:.0f} -> {peak:.0f}); " \
-                                  f"{outcome['sent']} requests sent"  # fmt: skip
+        assert peak - base < 100, (
+            f"server RSS grew {peak - base:.0f} MB ({base:.0f} -> {peak:.0f}); {outcome['sent']} requests sent"
+        )
         assert "error" in outcome and outcome["sent"] < 200, outcome  # dropped, not read to the end
         assert served > 0 and _serves(other, (512, 128))
         assert _serves(ws_client.WebsocketClientPolicy("127.0.0.1", port), (512, 128))

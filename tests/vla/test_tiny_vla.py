@@ -11,8 +11,17 @@ from upright.vla.tiny import TinyVLA, TinyVLAConfig
 
 def _model(**kw) -> TinyVLA:
     torch.manual_seed(0)
-    cfg = TinyVLAConfig(**{"cameras": ("front", "wrist"), "image_height": 32, "image_width": 40, "chunk_size": 6,
-                           "state_dim": 5, "action_dim": 3, **kw})  # fmt: skip
+    cfg = TinyVLAConfig(
+        **{
+            "cameras": ("front", "wrist"),
+            "image_height": 32,
+            "image_width": 40,
+            "chunk_size": 6,
+            "state_dim": 5,
+            "action_dim": 3,
+            **kw,
+        }
+    )
     return TinyVLA(cfg).eval()
 
 
@@ -34,8 +43,9 @@ def test_chunk_shape_and_uint8_float_images_agree():
     as_float = {**batch, **{k: v.float() / 255.0 for k, v in batch.items() if k.startswith("observation.images")}}
     torch.testing.assert_close(model.predict_action_chunk(as_float), chunk)
     other = _batch(seed=1)
-    assert not torch.allclose(model.predict_action_chunk({**batch, "observation.images.front": other[
-        "observation.images.front"]}), chunk)  # the image is read  # fmt: skip
+    assert not torch.allclose(
+        model.predict_action_chunk({**batch, "observation.images.front": other["observation.images.front"]}), chunk
+    )  # the image is read
     assert not torch.allclose(model.predict_action_chunk({**batch, "task": ["open the drawer"] * 4}), chunk)
     assert model.num_parameters() < 1_000_000
 

@@ -40,8 +40,20 @@ def test_cli_trains_exports_onnx_that_matches_torch_and_evaluates(tiny_dataset, 
     from upright.vla.train_bc import main
 
     out = tmp_path / "run"
-    main(["--dataset", str(tiny_dataset["root"]), "--out", str(out), "--steps", "20", "--chunk-size", "8",
-          "--log-every", "10"])  # fmt: skip
+    main(
+        [
+            "--dataset",
+            str(tiny_dataset["root"]),
+            "--out",
+            str(out),
+            "--steps",
+            "20",
+            "--chunk-size",
+            "8",
+            "--log-every",
+            "10",
+        ]
+    )
     with open(out / "train_log.csv") as f:
         rows = list(csv.DictReader(f))
     assert [int(r["step"]) for r in rows] == [10, 20]
@@ -54,8 +66,11 @@ def test_cli_trains_exports_onnx_that_matches_torch_and_evaluates(tiny_dataset, 
     onnx_policy = OnnxChunkPolicy(out / "policy.onnx")
     data = load_dataset(tiny_dataset["root"], tiny_dataset["cameras"])
     idx = torch.tensor([0, 7, 30])
-    batch = {"observation.state": data.state[idx], "task": data.task_strings(idx),
-             **{f"observation.images.{c}": data.images[c][idx] for c in tiny_dataset["cameras"]}}  # fmt: skip
+    batch = {
+        "observation.state": data.state[idx],
+        "task": data.task_strings(idx),
+        **{f"observation.images.{c}": data.images[c][idx] for c in tiny_dataset["cameras"]},
+    }
     with torch.no_grad():
         expected = model.predict_action_chunk(batch)
     torch.testing.assert_close(onnx_policy.predict_action_chunk(batch), expected, atol=1e-4, rtol=1e-4)
@@ -64,8 +79,18 @@ def test_cli_trains_exports_onnx_that_matches_torch_and_evaluates(tiny_dataset, 
     torch.testing.assert_close(onnx_policy.select_action(batch), expected[:, 1], atol=1e-4, rtol=1e-4)
 
     capsys.readouterr()
-    evaluate(["--policy", str(out / "policy.onnx"), "--episodes", "2", "--num-envs", "2", "sim.num_threads=1",
-              "env.episode_length_s=0.2"])  # fmt: skip
+    evaluate(
+        [
+            "--policy",
+            str(out / "policy.onnx"),
+            "--episodes",
+            "2",
+            "--num-envs",
+            "2",
+            "sim.num_threads=1",
+            "env.episode_length_s=0.2",
+        ]
+    )
     table = capsys.readouterr().out
     assert "| success |" in table and "policy.onnx" in table and "| 2 |" in table
 
@@ -74,9 +99,12 @@ def test_onnx_policy_refuses_a_file_without_the_vla_metadata(tmp_path):
     from onnx import TensorProto, helper
 
     path = tmp_path / "plain.onnx"  # a valid graph (y = relu(obs)) without any metadata
-    graph = helper.make_graph([helper.make_node("Relu", ["obs"], ["y"])], "plain",
-                              [helper.make_tensor_value_info("obs", TensorProto.FLOAT, [1, 3])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 3])])  # fmt: skip
+    graph = helper.make_graph(
+        [helper.make_node("Relu", ["obs"], ["y"])],
+        "plain",
+        [helper.make_tensor_value_info("obs", TensorProto.FLOAT, [1, 3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 3])],
+    )
     onnx.save(helper.make_model(graph), str(path))
     assert len(onnx.load(str(path)).metadata_props) == 0
     with pytest.raises(VLAMetadataError, match=r"export it with upright\.vla\.train_bc"):
@@ -94,8 +122,19 @@ def test_deploy_contract_travels_with_the_model_to_the_daemon(tiny_dataset, tmp_
     from upright.vla.train_bc import main
 
     out = tmp_path / "run"
-    main(["--dataset", str(tiny_dataset["root"]), "--out", str(out), "--steps", "5", "--no-images",
-          "--deploy-contract", "lift"])  # fmt: skip
+    main(
+        [
+            "--dataset",
+            str(tiny_dataset["root"]),
+            "--out",
+            str(out),
+            "--steps",
+            "5",
+            "--no-images",
+            "--deploy-contract",
+            "lift",
+        ]
+    )
     contract = lift_deploy_contract()
     meta = read_vla_metadata(out / "policy.onnx")
     assert {k: meta[k] for k in contract} == contract
@@ -105,5 +144,15 @@ def test_deploy_contract_travels_with_the_model_to_the_daemon(tiny_dataset, tmp_
         assert spec.joint_names == tuple(contract["joint_names"]) and spec.action_mode == "delta"
         assert spec.kd.tolist() == contract["kd"] and spec.obs_dim == 22 and policy.chunk_size == 10
     with pytest.raises(SystemExit):
-        main(["--dataset", str(tiny_dataset["root"]), "--out", str(tmp_path / "x"), "--steps", "1",
-              "--deploy-contract", str(tmp_path / "missing.json")])  # fmt: skip
+        main(
+            [
+                "--dataset",
+                str(tiny_dataset["root"]),
+                "--out",
+                str(tmp_path / "x"),
+                "--steps",
+                "1",
+                "--deploy-contract",
+                str(tmp_path / "missing.json"),
+            ]
+        )

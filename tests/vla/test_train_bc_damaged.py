@@ -13,7 +13,7 @@ import sys
 import pytest
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "deploy"))
-from dataset_damage import DAMAGES, fingerprint, make_dataset, refusal_line  # noqa: E402
+from dataset_damage import DAMAGES, fingerprint, make_dataset, refusal_line
 
 
 @pytest.mark.parametrize("damage", list(DAMAGES))
@@ -33,10 +33,27 @@ def test_train_bc_refuses_a_damaged_dataset_in_one_line(tmp_path, damage):
     out.mkdir()
     (out / "model.pt").write_bytes(b"the previous run's model")
     proc = subprocess.run(
-        [sys.executable, "-m", "upright.vla.train_bc", "--dataset", str(good), "--dataset", str(root), "--out",
-         str(out), "--steps", "1", "--batch-size", "4", "--chunk-size", "2"],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "upright.vla.train_bc",
+            "--dataset",
+            str(good),
+            "--dataset",
+            str(root),
+            "--out",
+            str(out),
+            "--steps",
+            "1",
+            "--batch-size",
+            "4",
+            "--chunk-size",
+            "2",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     line = refusal_line(proc)
     assert proc.returncode == 2 and line.startswith("train_bc: "), line
     assert f"{damaged} " in line and says in line, line
@@ -55,10 +72,25 @@ def test_train_bc_names_a_data_file_damaged_inside(tmp_path):
     damaged.write_bytes(bytes(data))
     before = fingerprint(root)
     proc = subprocess.run(
-        [sys.executable, "-m", "upright.vla.train_bc", "--dataset", str(root), "--out", str(tmp_path / "run"),
-         "--steps", "1", "--batch-size", "4", "--chunk-size", "2"],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "upright.vla.train_bc",
+            "--dataset",
+            str(root),
+            "--out",
+            str(tmp_path / "run"),
+            "--steps",
+            "1",
+            "--batch-size",
+            "4",
+            "--chunk-size",
+            "2",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     line = refusal_line(proc)
     assert proc.returncode == 2 and line.startswith(f"train_bc: {damaged} does not read ("), line
     assert fingerprint(root) == before and not (tmp_path / "run").exists()

@@ -15,8 +15,13 @@ def test_chunk_targets_take_the_next_actions_of_the_same_episode_and_pad_with_th
     targets, is_pad = chunk_targets(action, episode, 3)
     assert targets.shape == (5, 3, 2) and is_pad.shape == (5, 3) and is_pad.dtype == torch.bool
     assert targets[:, :, 0].tolist() == [[0, 1, 2], [1, 2, 2], [2, 2, 2], [3, 4, 4], [4, 4, 4]]
-    assert is_pad.tolist() == [[False, False, False], [False, False, True], [False, True, True],
-                               [False, False, True], [False, True, True]]  # fmt: skip
+    assert is_pad.tolist() == [
+        [False, False, False],
+        [False, False, True],
+        [False, True, True],
+        [False, False, True],
+        [False, True, True],
+    ]
     with pytest.raises(ValueError, match="chunk_size"):
         chunk_targets(action, episode, 0)
 

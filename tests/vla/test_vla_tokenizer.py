@@ -44,13 +44,16 @@ def test_encode_pads_truncates_and_masks():
 
 
 def test_ids_are_the_same_in_processes_with_different_string_hash_seeds():
-    code = ("import json; from upright.vla.tokenizer import HashTokenizer; "
-            "print(json.dumps(HashTokenizer(1024, 8).encode(['Pick up the green cube'])[0].tolist()))")  # fmt: skip
+    code = (
+        "import json; from upright.vla.tokenizer import HashTokenizer; "
+        "print(json.dumps(HashTokenizer(1024, 8).encode(['Pick up the green cube'])[0].tolist()))"
+    )
     outs = set()
     for seed in ("1", "2"):
         env = {**os.environ, "PYTHONHASHSEED": seed}
-        proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600,
-                              check=False)
+        proc = subprocess.run(
+            [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600, check=False
+        )
         assert proc.returncode == 0, proc.stderr[-2000:]
         outs.add(proc.stdout.strip())
     here = json.dumps(HashTokenizer(1024, 8).encode(["Pick up the green cube"])[0].tolist())

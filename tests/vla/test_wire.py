@@ -14,12 +14,28 @@ from upright.vla.keymap import DEFAULT_KEY_MAP, batch_to_observations, observati
 OPENPI_SKIP = "openpi-client not installed: pip install --no-deps openpi-client==0.1.2 (README's test command)"
 
 VALUES = [
-    1, 1.0, "hello", None, [1, 2, 3], {"key": [1, 2, 3]}, b"raw",
-    np.bool_(True), np.int64(7), np.float32(2.5), np.float64(3.5), np.str_("asdf"),
-    np.array(1.0), np.array([1, 2, 3], dtype=np.int32), np.array(["asdf", "qwer"]), np.array([True, False]),
-    np.array([[1.0, 2.0], [3.0, 4.0]], dtype=np.float32), np.arange(24, dtype=np.int16).reshape(2, 3, 4),
-    np.array([np.nan, np.inf, -np.inf]), np.arange(12.0).reshape(3, 4)[:, ::2],  # non-contiguous
-    np.zeros((224, 224, 3), np.uint8), {"arr": np.array([1, 2]), "nested": {"arr": np.array([4.0, 5.0])}},
+    1,
+    1.0,
+    "hello",
+    None,
+    [1, 2, 3],
+    {"key": [1, 2, 3]},
+    b"raw",
+    np.bool_(True),
+    np.int64(7),
+    np.float32(2.5),
+    np.float64(3.5),
+    np.str_("asdf"),
+    np.array(1.0),
+    np.array([1, 2, 3], dtype=np.int32),
+    np.array(["asdf", "qwer"]),
+    np.array([True, False]),
+    np.array([[1.0, 2.0], [3.0, 4.0]], dtype=np.float32),
+    np.arange(24, dtype=np.int16).reshape(2, 3, 4),
+    np.array([np.nan, np.inf, -np.inf]),
+    np.arange(12.0).reshape(3, 4)[:, ::2],  # non-contiguous
+    np.zeros((224, 224, 3), np.uint8),
+    {"arr": np.array([1, 2]), "nested": {"arr": np.array([4.0, 5.0])}},
 ]
 
 
@@ -87,9 +103,13 @@ def test_reply_without_actions_or_text_frame_raises():
 
 def test_key_map_converts_openpi_observations_and_back():
     rng = np.random.default_rng(0)
-    obs = {"observation/image": rng.integers(0, 256, (6, 5, 3), dtype=np.uint8),
-           "observation/wrist_image": rng.integers(0, 256, (4, 4, 3), dtype=np.uint8),
-           "observation/state": rng.normal(size=8), "prompt": "lift the cube", "unmapped/extra": np.zeros(2)}
+    obs = {
+        "observation/image": rng.integers(0, 256, (6, 5, 3), dtype=np.uint8),
+        "observation/wrist_image": rng.integers(0, 256, (4, 4, 3), dtype=np.uint8),
+        "observation/state": rng.normal(size=8),
+        "prompt": "lift the cube",
+        "unmapped/extra": np.zeros(2),
+    }
     batch = observation_to_batch(obs, cameras=("front", "wrist"))
     assert sorted(batch) == ["observation.images.front", "observation.images.wrist", "observation.state", "task"]
     front = batch["observation.images.front"]

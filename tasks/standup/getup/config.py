@@ -84,11 +84,15 @@ def validate_getup(cfg: GetupCfg, terrain: str, prefix: str = "env.getup") -> No
         if not 0.0 <= value <= 1.0:
             raise ValueError(f"{prefix}.{key} must lie in [0, 1], got {value}")
     if cfg.stand_fraction + cfg.fall_fraction > 1.0 + 1e-9:
-        raise ValueError(f"{prefix}.stand_fraction + {prefix}.fall_fraction must be <= 1, got "
-                         f"{cfg.stand_fraction} + {cfg.fall_fraction}; lower one of them")  # fmt: skip
+        raise ValueError(
+            f"{prefix}.stand_fraction + {prefix}.fall_fraction must be <= 1, got "
+            f"{cfg.stand_fraction} + {cfg.fall_fraction}; lower one of them"
+        )
     for key in ("natural_freq_hz", "damping_ratio", "fall_height"):
         if float(getattr(cfg, key)) <= 0:
             raise ValueError(f"{prefix}.{key} must be > 0, got {getattr(cfg, key)}")
     if terrain != "ground":
-        raise ValueError(f"env.mdp=getup (recipe=getup) is written for terrain=ground, got terrain={terrain}; "
-                         "drop the terrain override or use recipe=host")  # fmt: skip
+        raise ValueError(
+            f"env.mdp=getup (recipe=getup) is written for terrain=ground, got terrain={terrain}; "
+            "drop the terrain override or use recipe=host"
+        )

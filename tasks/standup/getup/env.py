@@ -46,11 +46,11 @@ def add_getup_sensors(spec: mujoco.MjSpec) -> None:
     sensor, the pelvis subtree against itself, strongest contact's force; native MuJoCo, MuJoCo Warp)."""
     s = spec.add_sensor(name="torso_pos", type=mujoco.mjtSensor.mjSENS_FRAMEPOS, objname="torso_link")
     s.objtype = mujoco.mjtObj.mjOBJ_BODY
-    s = spec.add_sensor(name="torso_upvector", type=mujoco.mjtSensor.mjSENS_FRAMEZAXIS, objname="world",
-                        refname="imu_in_torso")  # fmt: skip
+    s = spec.add_sensor(
+        name="torso_upvector", type=mujoco.mjtSensor.mjSENS_FRAMEZAXIS, objname="world", refname="imu_in_torso"
+    )
     s.objtype, s.reftype = mujoco.mjtObj.mjOBJ_BODY, mujoco.mjtObj.mjOBJ_SITE
-    s = spec.add_sensor(name="self_collision", type=mujoco.mjtSensor.mjSENS_CONTACT, objname="pelvis",
-                        refname="pelvis")  # fmt: skip
+    s = spec.add_sensor(name="self_collision", type=mujoco.mjtSensor.mjSENS_CONTACT, objname="pelvis", refname="pelvis")
     s.objtype, s.reftype = mujoco.mjtObj.mjOBJ_XBODY, mujoco.mjtObj.mjOBJ_XBODY
     s.intprm = [(1 << 0) | (1 << 1), 2, 1]  # data: found, force (contact frame); reduce maxforce; one contact
 
@@ -64,8 +64,10 @@ class GetupEnv(StandupEnv):
         validate_getup(cfg.getup, cfg.terrain)
         for lever in ("assisted_start", "state_archive", "rise_path"):
             if float(getattr(cfg, lever).fraction) > 0:
-                raise ValueError(f"env.{lever}.fraction is a HoST-recipe lever; env.mdp=getup has its own starts "
-                                 f"(env.getup.stand_fraction, fall_fraction): set env.{lever}.fraction=0")  # fmt: skip
+                raise ValueError(
+                    f"env.{lever}.fraction is a HoST-recipe lever; env.mdp=getup has its own starts "
+                    f"(env.getup.stand_fraction, fall_fraction): set env.{lever}.fraction=0"
+                )
         gcfg = cfg.getup
         self._getup_info = getup_robot_info(gcfg.natural_freq_hz, gcfg.damping_ratio)
         n = cfg.num_envs
@@ -142,8 +144,9 @@ class GetupEnv(StandupEnv):
 
     def get_observations(self) -> TensorDict:
         """Actor (N, 75) and critic (N, 78) observations: one frame each (:mod:`.observations`)."""
-        return TensorDict({"actor": self._actor_obs, "critic": self._critic_obs}, batch_size=[self.num_envs],
-                          device=self.device)  # fmt: skip
+        return TensorDict(
+            {"actor": self._actor_obs, "critic": self._critic_obs}, batch_size=[self.num_envs], device=self.device
+        )
 
     def _update_history(self) -> None:
         scale = self.randomizer.obs_noise_scale(bool(self.cfg.obs_noise))
@@ -173,7 +176,8 @@ class GetupEnv(StandupEnv):
             qpos[fall, 3:7] = events.random_quaternions(k, self.rng).to(dev)
             qvel[fall, 0:6] = events.uniform_velocities(k, 6, g.fall_velocity, self.rng).to(dev)
             qvel[fall.nonzero().flatten()[:, None], self._v_adr] = events.uniform_velocities(
-                k, self._v_adr.numel(), g.fall_velocity, self.rng).to(dev)  # fmt: skip
+                k, self._v_adr.numel(), g.fall_velocity, self.rng
+            ).to(dev)
         k = int(stand.sum())
         if k:
             joints[stand] = self.default_pose
@@ -189,8 +193,15 @@ class GetupEnv(StandupEnv):
         for buf in (self.actions, self.last_actions, self.last_last_actions, self.prev_dq):
             buf[env_ids] = 0.0
         self.p_target[env_ids] = qpos[:, self._pq_adr]
-        for buf in (self.peak_pelvis, self.stood, self.host_above, self.host_fell, self.clock_set, self.stand_time,
-                    self.stand_fell):  # fmt: skip
+        for buf in (
+            self.peak_pelvis,
+            self.stood,
+            self.host_above,
+            self.host_fell,
+            self.clock_set,
+            self.stand_time,
+            self.stand_fell,
+        ):
             buf[env_ids] = 0
 
     @property

@@ -68,8 +68,11 @@ def standing_heights(model: mujoco.MjModel, joint_qpos: dict[int, float], torso_
     for adr, angle in joint_qpos.items():
         data.qpos[adr] = angle
     mujoco.mj_forward(model, data)
-    robot = [g for g in range(model.ngeom)
-             if model.geom_bodyid[g] != 0 and (model.geom_contype[g] or model.geom_conaffinity[g])]  # fmt: skip
+    robot = [
+        g
+        for g in range(model.ngeom)
+        if model.geom_bodyid[g] != 0 and (model.geom_contype[g] or model.geom_conaffinity[g])
+    ]
     fromto = np.zeros(6)
     gap = min(mujoco.mj_geomDistance(model, data, floor, g, 2.0, fromto) for g in robot)
     return 1.0 - gap, float(data.xpos[torso_body, 2]) - gap

@@ -103,8 +103,9 @@ def getup_reward_terms(cfg: GetupCfg, torso_target: float, pelvis_target: float)
         RewardTerm("pelvis_height", pelvis_height, g, w.pelvis_height, {"target": float(pelvis_target)}),
         RewardTerm("posture", gated_posture, g, w.posture, {"sigma": posture_sigma(), "gate": float(cfg.posture_gate)}),
         RewardTerm("action_rate", action_rate, g, w.action_rate),
-        RewardTerm("joint_vel_hinge", joint_vel_hinge, g, w.joint_vel_hinge,
-                   {"threshold": float(cfg.joint_vel_threshold)}),  # fmt: skip
+        RewardTerm(
+            "joint_vel_hinge", joint_vel_hinge, g, w.joint_vel_hinge, {"threshold": float(cfg.joint_vel_threshold)}
+        ),
         RewardTerm("joint_limits", joint_pos_limits, g, w.joint_limits),
         RewardTerm("self_collision", self_collision, g, w.self_collision, {"force": float(cfg.self_collision_force)}),
     ]

@@ -80,10 +80,12 @@ def standup_reward_terms(terrain: str = "ground", posture: str = "supine") -> li
     tol = {"lower": 0.8, "margin": 1.0, "value_at_margin": 0.1, **h1}
     terms = [
         # (a) task: product, weight 1 each.
-        RewardTerm("head_height", task.head_height, "task", 1.0,
-                   {"target": 1.0, "margin": 1.0, "value_at_margin": 0.1}),
-        RewardTerm("orientation", task.orientation, "task", 1.0,
-                   {"target": 0.99, "margin": 1.0, "value_at_margin": 0.05}),
+        RewardTerm(
+            "head_height", task.head_height, "task", 1.0, {"target": 1.0, "margin": 1.0, "value_at_margin": 0.1}
+        ),
+        RewardTerm(
+            "orientation", task.orientation, "task", 1.0, {"target": 0.99, "margin": 1.0, "value_at_margin": 0.05}
+        ),
         # (c) regularization.
         RewardTerm("joint_acc", regularization.joint_acc, "regularization", -2.5e-7),
         RewardTerm("action_rate", regularization.action_rate, "regularization", -0.01),
@@ -95,18 +97,40 @@ def standup_reward_terms(terrain: str = "ground", posture: str = "supine") -> li
         RewardTerm("joint_pos_limits", regularization.joint_pos_limits, "regularization", -100.0),
         RewardTerm("joint_vel_limits", regularization.joint_vel_limits, "regularization", -1.0, {"soft_factor": 0.9}),
         # (b) style.
-        RewardTerm("waist_yaw_deviation", style.waist_yaw_deviation, "style", -10.0,
-                   {"joint_ids": style.WAIST_YAW_IDS, "threshold": 1.4}),
-        RewardTerm("hip_yaw_deviation", style.hip_yaw_deviation, "style", -10.0,
-                   {"joint_ids": style.HIP_YAW_IDS, **hip}),
-        RewardTerm("hip_roll_deviation", style.hip_roll_deviation, "style", -10.0,
-                   {"joint_ids": style.HIP_ROLL_IDS, **hip}),
-        RewardTerm("knee_deviation", style.knee_deviation, "style", ter.knee_deviation_weight,
-                   {"joint_ids": style.KNEE_IDS, "max_threshold": 2.85, "min_threshold": -0.06}),
-        RewardTerm("shoulder_roll_deviation", style.shoulder_roll_deviation, "style", -2.5,
-                   {"joint_ids": style.SHOULDER_ROLL_IDS, "threshold": 0.02}),
-        RewardTerm("foot_displacement", style.foot_displacement, "style", 2.5,
-                   {"scale": 2.0, "min_sq_distance": 0.3, "max_foot_height": 0.3, **h2}),
+        RewardTerm(
+            "waist_yaw_deviation",
+            style.waist_yaw_deviation,
+            "style",
+            -10.0,
+            {"joint_ids": style.WAIST_YAW_IDS, "threshold": 1.4},
+        ),
+        RewardTerm(
+            "hip_yaw_deviation", style.hip_yaw_deviation, "style", -10.0, {"joint_ids": style.HIP_YAW_IDS, **hip}
+        ),
+        RewardTerm(
+            "hip_roll_deviation", style.hip_roll_deviation, "style", -10.0, {"joint_ids": style.HIP_ROLL_IDS, **hip}
+        ),
+        RewardTerm(
+            "knee_deviation",
+            style.knee_deviation,
+            "style",
+            ter.knee_deviation_weight,
+            {"joint_ids": style.KNEE_IDS, "max_threshold": 2.85, "min_threshold": -0.06},
+        ),
+        RewardTerm(
+            "shoulder_roll_deviation",
+            style.shoulder_roll_deviation,
+            "style",
+            -2.5,
+            {"joint_ids": style.SHOULDER_ROLL_IDS, "threshold": 0.02},
+        ),
+        RewardTerm(
+            "foot_displacement",
+            style.foot_displacement,
+            "style",
+            2.5,
+            {"scale": 2.0, "min_sq_distance": 0.3, "max_foot_height": 0.3, **h2},
+        ),
         RewardTerm("ankle_parallel", style.ankle_parallel, "style", 20.0, {"scale": 10.0, "threshold": 0.05}),
         RewardTerm("feet_distance", style.feet_distance, "style", -10.0, {"threshold": 0.9}),
         RewardTerm("shank_orientation", style.shank_orientation, "style", 10.0, tol),
@@ -115,8 +139,13 @@ def standup_reward_terms(terrain: str = "ground", posture: str = "supine") -> li
     if pos.prone_terms:
         terms = [t for t in terms if t.key not in ("style/ankle_parallel", "style/shank_orientation")]
         terms += [
-            RewardTerm("hip_pitch_deviation", style.hip_pitch_deviation, "style", -10.0,
-                       {"joint_ids": style.HIP_PITCH_IDS, "max_threshold": 2.5, "min_threshold": 1.6}),
+            RewardTerm(
+                "hip_pitch_deviation",
+                style.hip_pitch_deviation,
+                "style",
+                -10.0,
+                {"joint_ids": style.HIP_PITCH_IDS, "max_threshold": 2.5, "min_threshold": 1.6},
+            ),
             RewardTerm("thigh_orientation", style.thigh_orientation, "style", 10.0, tol),
         ]
     if ter.feet_stumble:
@@ -128,17 +157,25 @@ def standup_reward_terms(terrain: str = "ground", posture: str = "supine") -> li
         RewardTerm("ang_vel_xy", post_task.ang_vel_xy, "post_task", 10.0, {"scale": 2.0, **h2}),
         RewardTerm("lin_vel_xy", post_task.lin_vel_xy, "post_task", 10.0, {"scale": 5.0, **h2}),
         RewardTerm("orientation", post_task.orientation, "post_task", 10.0, {"scale": 5.0, **h2}),
-        RewardTerm("base_height", post_task.base_height, "post_task", 10.0,
-                   {"target": ter.target_height, "scale": 20.0, **h2}),
-        RewardTerm("upper_body_posture", post_task.upper_body_posture, "post_task", 10.0,
-                   {"joint_ids": post_task.UPPER_BODY_IDS, "target": post_task.UPPER_BODY_TARGET, "scale": 0.1, **h2}),
-        RewardTerm("feet_height_diff", post_task.feet_height_diff, "post_task", 2.5,
-                   {"scale": 20.0, "min_diff": 0.02, **h2}),
+        RewardTerm(
+            "base_height", post_task.base_height, "post_task", 10.0, {"target": ter.target_height, "scale": 20.0, **h2}
+        ),
+        RewardTerm(
+            "upper_body_posture",
+            post_task.upper_body_posture,
+            "post_task",
+            10.0,
+            {"joint_ids": post_task.UPPER_BODY_IDS, "target": post_task.UPPER_BODY_TARGET, "scale": 0.1, **h2},
+        ),
+        RewardTerm(
+            "feet_height_diff", post_task.feet_height_diff, "post_task", 2.5, {"scale": 20.0, "min_diff": 0.02, **h2}
+        ),
     ]
     if pos.prone_terms:
-        terms.append(RewardTerm("lower_body_deviation", post_task.lower_body_deviation, "post_task", 10.0,
-                                {"scale": 2.0, **h2}))
-    return terms  # fmt: skip
+        terms.append(
+            RewardTerm("lower_body_deviation", post_task.lower_body_deviation, "post_task", 10.0, {"scale": 2.0, **h2})
+        )
+    return terms
 
 
 __all__ = [

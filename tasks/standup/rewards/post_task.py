@@ -7,7 +7,8 @@ Each term returns (N,) float32 in [0, 1], UNWEIGHTED (weight from the
 
 Source: HoST's post-task ("target") rewards, code values: InternRobotics/HoST at commit 70bb580949a3,
 ``legged_gym/legged_gym/envs/base/host_ground.py`` with ``legged_gym/legged_gym/envs/g1/g1_config_ground.py``
-(e.g. |h - 0.75| rather than the square in the paper, Huang et al., "Learning Humanoid Standing-up Control across Diverse Postures", RSS 2025, arXiv 2502.08378).
+(e.g. |h - 0.75| rather than the square in the paper, Huang et al., "Learning Humanoid Standing-up Control across
+Diverse Postures", RSS 2025, arXiv 2502.08378).
 """
 
 from __future__ import annotations
@@ -22,11 +23,13 @@ from upright.tasks.standup.rewards.style import H_STAGE2, lower_body_asymmetry, 
 from upright.tasks.standup.state import StandupState
 
 UPPER_BODY_IDS = tuple(
-    joint_ids([
-        "waist_yaw_joint",
-        "left_(shoulder_.*|elbow|wrist_roll)_joint",
-        "right_(shoulder_.*|elbow|wrist_roll)_joint",
-    ])
+    joint_ids(
+        [
+            "waist_yaw_joint",
+            "left_(shoulder_.*|elbow|wrist_roll)_joint",
+            "right_(shoulder_.*|elbow|wrist_roll)_joint",
+        ]
+    )
 )
 """waist_yaw + the 10 arm joints (5 per arm), 11 indices."""
 _TARGET_BY_NAME = {"left_shoulder_roll_joint": 0.3, "right_shoulder_roll_joint": -0.3}

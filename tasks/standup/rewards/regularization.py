@@ -3,9 +3,10 @@
 Each term returns (N,) float32, UNWEIGHTED and non-negative; the (negative) weight comes from the
 :class:`~upright.managers.reward.RewardTerm`. Sums run over all J = 23 policy joints.
 
-Source: HoST's regularization rewards (Huang et al., "Learning Humanoid Standing-up Control across Diverse Postures", RSS 2025, arXiv 2502.08378), with the code weights of the ground
-config where they differ from the paper's: InternRobotics/HoST at commit 70bb580949a3, ``legged_gym/legged_gym/envs/g1/g1_config_ground.py``
-(weights) and ``legged_gym/legged_gym/envs/base/host_ground.py`` (terms).
+Source: HoST's regularization rewards (Huang et al., "Learning Humanoid Standing-up Control across Diverse Postures",
+RSS 2025, arXiv 2502.08378), with the code weights of the ground config where they differ from the paper's:
+InternRobotics/HoST at commit 70bb580949a3, ``legged_gym/legged_gym/envs/g1/g1_config_ground.py`` (weights) and
+``legged_gym/legged_gym/envs/base/host_ground.py`` (terms).
 """
 
 from __future__ import annotations

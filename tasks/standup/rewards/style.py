@@ -15,7 +15,8 @@ the platform, wall and slope configs beside it):
 
 Source: HoST's style rewards, ground config: InternRobotics/HoST at commit 70bb580949a3,
 ``legged_gym/legged_gym/envs/g1/g1_config_ground.py`` (weights) and ``legged_gym/legged_gym/envs/base/host_ground.py``
-(terms); Huang et al., "Learning Humanoid Standing-up Control across Diverse Postures", RSS 2025, arXiv 2502.08378, Table I.
+(terms); Huang et al., "Learning Humanoid Standing-up Control across Diverse Postures", RSS 2025, arXiv 2502.08378,
+Table I.
 """
 
 from __future__ import annotations

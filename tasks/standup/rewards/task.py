@@ -4,9 +4,10 @@ The task group reward is the PRODUCT of these terms (the ``task`` group of
 :data:`upright.tasks.standup.rewards.GROUPS`, combined by :class:`upright.managers.reward.RewardManager`), range
 0..1, not multiplied by dt. Each term returns (N,) float32, unweighted.
 
-Source: HoST's task rewards (Huang et al., "Learning Humanoid Standing-up Control across Diverse Postures", RSS 2025, arXiv 2502.08378); code: InternRobotics/HoST at commit 70bb580949a3,
-``legged_gym/legged_gym/envs/base/host_ground.py`` (``compute_reward`` and the task reward functions) with the
-ground config ``legged_gym/legged_gym/envs/g1/g1_config_ground.py``.
+Source: HoST's task rewards (Huang et al., "Learning Humanoid Standing-up Control across Diverse Postures", RSS 2025,
+arXiv 2502.08378); code: InternRobotics/HoST at commit 70bb580949a3, ``legged_gym/legged_gym/envs/base/host_ground.py``
+(``compute_reward`` and the task reward functions) with the ground config
+``legged_gym/legged_gym/envs/g1/g1_config_ground.py``.
 """
 
 from __future__ import annotations

@@ -1,8 +1,9 @@
 """dm_control-style tolerance with a Gaussian sigmoid, as used by HoST's task and shank rewards.
 
 Source: HoST's ``tolerance`` (a torch port of dm_control's), called by the task and shank rewards of
-``legged_gym/legged_gym/envs/base/host_ground.py`` (InternRobotics/HoST at commit 70bb580949a3; Huang et al., "Learning Humanoid Standing-up Control across Diverse Postures", RSS 2025, arXiv 2502.08378);
-dm_control ``rewards.tolerance(sigmoid="gaussian")``.
+``legged_gym/legged_gym/envs/base/host_ground.py`` (InternRobotics/HoST at commit 70bb580949a3; Huang et al., "Learning
+Humanoid Standing-up Control across Diverse Postures", RSS 2025, arXiv 2502.08378); dm_control
+``rewards.tolerance(sigmoid="gaussian")``.
 """
 
 from __future__ import annotations
@@ -12,9 +13,7 @@ import math
 import torch
 
 
-def tolerance(
-    x: torch.Tensor, lower: float, upper: float, margin: float, value_at_margin: float
-) -> torch.Tensor:
+def tolerance(x: torch.Tensor, lower: float, upper: float, margin: float, value_at_margin: float) -> torch.Tensor:
     """1 inside [lower, upper], decaying as a Gaussian outside.
 
     Outside the bounds the value is ``exp(-0.5 (d s)^2)`` with ``d = distance to the nearest bound /

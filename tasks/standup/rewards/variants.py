@@ -35,15 +35,25 @@ class TerrainRewards:
 
 
 TERRAIN_REWARDS: dict[str, TerrainRewards] = {
-    "ground": TerrainRewards(knee_deviation_weight=-0.25, feet_stumble=False, lower_body_deviation=False,
-                             target_height=0.75),
-    "platform": TerrainRewards(knee_deviation_weight=-10.0, feet_stumble=True, lower_body_deviation=True,
-                               target_height=0.75),
-    "wall": TerrainRewards(knee_deviation_weight=-10.0, feet_stumble=True, lower_body_deviation=True,
-                           target_height=0.725),
-    "slope": TerrainRewards(knee_deviation_weight=-10.0, feet_stumble=True, lower_body_deviation=False,
-                            target_height=0.70, stage1_height=0.4, stage2_height=0.6, relative_to_feet=True),
-}  # fmt: skip
+    "ground": TerrainRewards(
+        knee_deviation_weight=-0.25, feet_stumble=False, lower_body_deviation=False, target_height=0.75
+    ),
+    "platform": TerrainRewards(
+        knee_deviation_weight=-10.0, feet_stumble=True, lower_body_deviation=True, target_height=0.75
+    ),
+    "wall": TerrainRewards(
+        knee_deviation_weight=-10.0, feet_stumble=True, lower_body_deviation=True, target_height=0.725
+    ),
+    "slope": TerrainRewards(
+        knee_deviation_weight=-10.0,
+        feet_stumble=True,
+        lower_body_deviation=False,
+        target_height=0.70,
+        stage1_height=0.4,
+        stage2_height=0.6,
+        relative_to_feet=True,
+    ),
+}
 """Per-terrain reward settings (keys: :data:`upright.tasks.standup.terrains.TERRAIN_NAMES`)."""
 
 
@@ -65,9 +75,11 @@ class PostureRewards:
 
 
 POSTURE_REWARDS: dict[str, PostureRewards] = {
-    "supine": PostureRewards((2.5, 0.1, 1.0, 1.0), hip_max_threshold=1.4, hip_min_threshold=0.9,
-                             style_ang_vel_weight=1.0, prone_terms=False),
-    "prone": PostureRewards((1.0, 0.1, 1.0, 1.0), hip_max_threshold=0.9, hip_min_threshold=0.8,
-                            style_ang_vel_weight=25.0, prone_terms=True),
-}  # fmt: skip
+    "supine": PostureRewards(
+        (2.5, 0.1, 1.0, 1.0), hip_max_threshold=1.4, hip_min_threshold=0.9, style_ang_vel_weight=1.0, prone_terms=False
+    ),
+    "prone": PostureRewards(
+        (1.0, 0.1, 1.0, 1.0), hip_max_threshold=0.9, hip_min_threshold=0.8, style_ang_vel_weight=25.0, prone_terms=True
+    ),
+}
 """Per-posture reward settings (keys: :data:`upright.tasks.standup.terrains.POSTURE_NAMES`)."""

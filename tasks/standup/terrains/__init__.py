@@ -27,7 +27,18 @@ from upright.tasks.standup.terrains.settings import (
 from upright.tasks.standup.terrains.starts import StartSampler
 
 __all__ = [
-    "POSTURE_NAMES", "TERRAINS", "TERRAIN_NAMES", "StartSampler", "SubTerrain", "TerrainLayout", "TerrainSpec",
-    "add_terrain", "apply_overrides", "check_terrain", "check_variant", "standup_env_cfg", "terrain_layout",
+    "POSTURE_NAMES",
+    "TERRAINS",
+    "TERRAIN_NAMES",
+    "StartSampler",
+    "SubTerrain",
+    "TerrainLayout",
+    "TerrainSpec",
+    "add_terrain",
+    "apply_overrides",
+    "check_terrain",
+    "check_variant",
+    "standup_env_cfg",
+    "terrain_layout",
     "variant_overrides",
-]  # fmt: skip
+]

@@ -157,10 +157,16 @@ def terrain_layout(terrain: str) -> TerrainLayout:
 
 def _add_box(spec: mujoco.MjSpec, name: str, center, half_size, quat=(1.0, 0.0, 0.0, 0.0)) -> None:
     spec.worldbody.add_geom(
-        name=name, type=mujoco.mjtGeom.mjGEOM_BOX, pos=list(center), size=list(half_size), quat=list(quat),
-        friction=list(TERRAIN_FRICTION), rgba=list(TERRAIN_RGBA),
-        contype=g1.TERRAIN_CONTYPE, conaffinity=g1.TERRAIN_CONAFFINITY,
-    )  # fmt: skip
+        name=name,
+        type=mujoco.mjtGeom.mjGEOM_BOX,
+        pos=list(center),
+        size=list(half_size),
+        quat=list(quat),
+        friction=list(TERRAIN_FRICTION),
+        rgba=list(TERRAIN_RGBA),
+        contype=g1.TERRAIN_CONTYPE,
+        conaffinity=g1.TERRAIN_CONAFFINITY,
+    )
 
 
 def _add_ramp(spec: mujoco.MjSpec, sub: SubTerrain) -> None:

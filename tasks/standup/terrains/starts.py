@@ -26,8 +26,14 @@ class StartSampler:
         device: torch device of the returned tensors.
     """
 
-    def __init__(self, layout: TerrainLayout, spec: TerrainSpec, posture: str, init_height: float,
-                 device: torch.device | str = "cpu"):  # fmt: skip
+    def __init__(
+        self,
+        layout: TerrainLayout,
+        spec: TerrainSpec,
+        posture: str,
+        init_height: float,
+        device: torch.device | str = "cpu",
+    ):
         self.layout, self.spec, self.device = layout, spec, torch.device(device)
         subs = layout.sub_terrains
         self.anchors = torch.tensor([s.anchor for s in subs], dtype=torch.float32)
