@@ -9,7 +9,7 @@ Sections:
 2. **Serial round trip over a pty**: one GO-M8010-6 command/reply, and one full G1 exchange (29 motors on
    5 buses + the IMU) through :class:`upright.deploy.robot.SerialRobot`, against an emulated device in a
    separate process (:class:`upright.deploy.pty_device.PtyDeviceServer`, no physics).
-3. **Inference latency** of :class:`upright.deploy.policy.OnnxPolicy` (one thread) on a policy file,
+3. **Inference latency** of :class:`upright.policy_io.mlp.OnnxPolicy` (one thread) on a policy file,
    plus the observation builder (one frame + history push).
 
 ``python benchmarks/bench_deploy_loop.py [--seconds 3] [--policy FILE] [--rt-priority 80] [--out FILE]``.
@@ -212,7 +212,7 @@ def find_policy(tmp: pathlib.Path) -> pathlib.Path:
 def section_inference(policy_path: pathlib.Path, n: int) -> list[str]:
     from upright.deploy.metadata import load_policy_spec
     from upright.deploy.observation import ObservationBuilder
-    from upright.deploy.policy import OnnxPolicy
+    from upright.policy_io.mlp import OnnxPolicy
 
     spec = load_policy_spec(policy_path)
     policy = OnnxPolicy(spec, warmup=200)

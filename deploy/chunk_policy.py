@@ -9,7 +9,7 @@
 
 The VLA metadata says what the policy reads and outputs (state dim and names, cameras, chunk size H, action dim,
 action convention), not how to drive the robot. That is the deploy contract,
-:data:`~upright.tasks.policy_schema.CHUNK_CONTRACT_KEYS` (joints in action order, Kp/Kd, default pose, action mode
+:data:`~upright.policy_io.schema.CHUNK_CONTRACT_KEYS` (joints in action order, Kp/Kd, default pose, action mode
 and scale, control dt): embedded in the policy (``train_bc --deploy-contract lift``: top-level ONNX metadata keys,
 ``model.pt``'s ``config.extra.deploy_contract``) and/or given as a JSON file (``--policy-contract FILE``, required
 for a remote policy; its keys win). A missing key is refused in one line naming the fix.
@@ -17,7 +17,7 @@ for a remote policy; its keys win). A missing key is refused in one line naming 
 Observation. The daemon builds ``observation.state`` (1, 2J + 6) float32 from the reading, in the layout of the
 lift demonstrations (:func:`upright.tasks.lift.record_demos.proprio_state`) and of the daemon's own datasets: q and
 dq of the policy joints in policy-joint order (rad or m, rad/s or m/s), the IMU gyro (3, rad/s, body frame) and the
-projected gravity (3). In :class:`~upright.deploy.metadata.PolicySpec` terms: the shared observation terms
+projected gravity (3). In :class:`~upright.policy_io.spec.PolicySpec` terms: the shared observation terms
 ``joint_pos``, ``joint_vel``, ``base_ang_vel``, ``projected_gravity`` at scale 1, no history, no clip.
 
 Cameras. The spec's ``metadata`` carries the policy's ``cameras`` (names, ``observation.images.<name>``) and
@@ -36,9 +36,10 @@ from typing import Any
 
 import numpy as np
 
-from upright.deploy.metadata import PolicySpec, _floats, _positive, check_joints_match_robot
+from upright.deploy.metadata import check_joints_match_robot
 from upright.deploy.robot_config import RobotConfig
-from upright.tasks.policy_schema import CHUNK_CONTRACT_KEYS, DAEMON_ACTION_MODES, PolicyMetadataError
+from upright.policy_io.schema import CHUNK_CONTRACT_KEYS, DAEMON_ACTION_MODES, PolicyMetadataError
+from upright.policy_io.spec import PolicySpec, joint_floats, positive_number
 
 CHUNK_OBSERVATION_TERMS = ("joint_pos", "joint_vel", "base_ang_vel", "projected_gravity")
 """The shared observation terms that make ``observation.state`` (module docstring), in order."""
@@ -157,7 +158,7 @@ def load_chunk_policy(
     Args:
         source: a VLA ``.onnx``, a TinyVLA folder or ``model.pt``, or ``ws://HOST:PORT`` (module docstring).
         robot: check the joints against it (as :func:`~upright.deploy.metadata.check_joints_match_robot`).
-        contract_file: JSON of :data:`~upright.tasks.policy_schema.CHUNK_CONTRACT_KEYS` (and optional keys); wins
+        contract_file: JSON of :data:`~upright.policy_io.schema.CHUNK_CONTRACT_KEYS` (and optional keys); wins
             over the embedded contract; required for ``ws://`` (the server's metadata has none).
         task: the instruction, stored as the spec's ``task`` (default: the contract's ``task``).
         timeout: seconds to connect to and wait for a remote server.
@@ -242,7 +243,7 @@ def _spec(source: str, contract: dict, facts: dict, policy, task: str | None) ->
             f"{source}: the policy's state_names {facts['state_names'][:3]}... are not the "
             f"daemon's observation.state layout {want[:3]}... (docs/deploy_chunked.md)"
         )
-    control_dt = _positive("control_dt", contract["control_dt"], source)
+    control_dt = positive_number("control_dt", contract["control_dt"], source)
     if facts["control_dt"] is not None and abs(float(facts["control_dt"]) - control_dt) > 1e-9:
         raise PolicyMetadataError(
             f"{source}: the contract's control_dt {control_dt} s differs from the policy's "
@@ -254,16 +255,16 @@ def _spec(source: str, contract: dict, facts: dict, policy, task: str | None) ->
         path=source,
         task=str(task or contract.get("task") or "chunked policy"),
         joint_names=joints,
-        kp=_floats(contract, "kp", n, source),
-        kd=_floats(contract, "kd", n, source),
-        default_joint_pos=_floats(contract, "default_joint_pos", n, source),
+        kp=joint_floats(contract, "kp", n, source),
+        kd=joint_floats(contract, "kd", n, source),
+        default_joint_pos=joint_floats(contract, "default_joint_pos", n, source),
         held_joint_names=held,
-        held_kp=_floats(contract, "held_kp", nh, source) if nh else np.zeros(0),
-        held_kd=_floats(contract, "held_kd", nh, source) if nh else np.zeros(0),
-        held_joint_pos=_floats(contract, "held_joint_pos", nh, source) if nh else np.zeros(0),
+        held_kp=joint_floats(contract, "held_kp", nh, source) if nh else np.zeros(0),
+        held_kd=joint_floats(contract, "held_kd", nh, source) if nh else np.zeros(0),
+        held_joint_pos=joint_floats(contract, "held_joint_pos", nh, source) if nh else np.zeros(0),
         action_mode=mode,
-        action_scale=_positive("action_scale", contract["action_scale"], source),
-        action_clip=_positive("action_clip", contract.get("action_clip", math.inf), source, allow_inf=True),
+        action_scale=positive_number("action_scale", contract["action_scale"], source),
+        action_clip=positive_number("action_clip", contract.get("action_clip", math.inf), source, allow_inf=True),
         control_dt=control_dt,
         observation_names=CHUNK_OBSERVATION_TERMS,
         observation_dims=(n, n, 3, 3),

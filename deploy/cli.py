@@ -290,12 +290,12 @@ def _chunk_runner(args, spec, vla, cameras: dict | None = None):
 
 
 def _onnx_policy(spec):
-    """The :class:`~upright.deploy.policy.OnnxPolicy` of a checked MLP policy file (before any port opens).
+    """The :class:`~upright.policy_io.mlp.OnnxPolicy` of a checked MLP policy file (before any port opens).
 
     Raises:
-        ValueError: onnxruntime failed on it (one line; :func:`~upright.deploy.metadata.dry_run` already ran it once).
+        ValueError: onnxruntime failed on it (one line; :func:`~upright.policy_io.spec.dry_run` already ran it once).
     """
-    from upright.deploy.policy import OnnxPolicy
+    from upright.policy_io.mlp import OnnxPolicy
 
     try:
         return OnnxPolicy(spec)
@@ -317,10 +317,11 @@ def cmd_run(args) -> int:
     from upright.deploy.chunk_policy import check_camera_sources, is_chunk_policy_source, load_chunk_policy
     from upright.deploy.controller import Controller, ControllerConfig
     from upright.deploy.dataset_check import DatasetError, check_dataset
-    from upright.deploy.metadata import PolicyMetadataError, check_plausible, load_policy_spec
+    from upright.deploy.metadata import check_plausible, load_policy_spec
     from upright.deploy.operator import SocketSecurityError, resolve_group
     from upright.deploy.robot_config import load_robot_config
     from upright.deploy.safety import SafetyConfig
+    from upright.policy_io.schema import PolicyMetadataError
 
     logging.basicConfig(level=logging.INFO, format="upright-deploy: %(message)s", stream=sys.stderr, force=True)
     runner = None

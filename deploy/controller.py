@@ -60,7 +60,6 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from upright.deploy import safety as S
-from upright.deploy.metadata import PolicySpec
 from upright.deploy.observation import ObservationBuilder, projected_gravity
 from upright.deploy.policy import PolicyFault
 from upright.deploy.protocol.go_m8010 import MotorMode
@@ -68,7 +67,8 @@ from upright.deploy.robot import JointCommand, RobotReading
 from upright.deploy.robot_config import RobotConfig
 from upright.deploy.safety import SafetyConfig, SafetyFlag
 from upright.deploy.state_machine import Mode, StateMachine, log
-from upright.tasks.policy_schema import DAEMON_ACTION_MODES
+from upright.policy_io.schema import DAEMON_ACTION_MODES
+from upright.policy_io.spec import PolicySpec
 
 LOGGER_FAILURE_REACTIONS = ("hold", "continue")
 """Values of ``ControllerConfig.on_logger_failure`` (``--on-logger-failure``)."""

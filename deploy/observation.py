@@ -3,7 +3,7 @@
 The terms are the shared definitions of :mod:`upright.tasks.standup.observations` (the same Python
 functions the batched env calls), evaluated on a one-row :class:`~upright.tasks.standup.state.StandupState`
 whose fields are filled from the robot's readings. Names, scales, clip and history length come from
-the policy file (:class:`~upright.deploy.metadata.PolicySpec`), so a file is the contract even if the
+the policy file (:class:`~upright.policy_io.spec.PolicySpec`), so a file is the contract even if the
 defaults change later.
 
 History (POLICY mode). The env zeroes every observation frame while a robot is unactuated and
@@ -19,7 +19,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from upright.deploy.metadata import TERMS_BY_NAME, PolicySpec
+from upright.deploy.metadata import TERMS_BY_NAME
+from upright.policy_io.spec import PolicySpec
 from upright.tasks.standup.state import StandupState
 
 

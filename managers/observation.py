@@ -4,7 +4,7 @@ A group is an ordered tuple of :class:`ObservationTerm`; one *frame* is the conc
 ``scale * func(state, **params) + U(-noise, noise)`` (the noise is added to the scaled value and multiplied by the
 env's noise scale, 0 turns it off), clipped to ``±clip``. :class:`ObservationHistory` keeps the last H frames of
 each env, oldest first, and flattens them as ``concat(frame[t-H+1], ..., frame[t])``: the layout
-:data:`upright.tasks.policy_schema.HISTORY_LAYOUT` names. H = 1 is a plain observation.
+:data:`upright.policy_io.schema.HISTORY_LAYOUT` names. H = 1 is a plain observation.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""ONNX-metadata blocks every task writes the same way (:mod:`upright.tasks.policy_schema` lists the keys).
+"""ONNX-metadata blocks every task writes the same way (:mod:`upright.policy_io.schema` lists the keys).
 
 A task's metadata builder (:func:`upright.tasks.registry.policy_metadata` for standup,
 :func:`upright.tasks.lift.metadata.lift_policy_metadata`) adds its robot, action and episode keys to these.
@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from upright.managers.observation import ObservationTerm
-from upright.tasks.policy_schema import HISTORY_LAYOUT
+from upright.policy_io.schema import HISTORY_LAYOUT
 
 POLICY_IO: dict[str, str] = {
     "observation_normalizer": "included in the graph",

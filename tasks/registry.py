@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from upright.policy_io.schema import ACTION_FORMULAS
 from upright.robots import g1
 from upright.tasks.metadata import POLICY_IO, observation_metadata
-from upright.tasks.policy_schema import ACTION_FORMULAS
 from upright.tasks.standup.config import SimCfg
 
 ROBOT_MEASURABLE_TERMS: dict[str, str] = {
@@ -48,8 +48,8 @@ def make_env(task_name: str, env_cfg, sim_cfg: SimCfg, device: str, seed: int):
 def policy_metadata(task_name: str, env) -> dict[str, Any]:
     """ONNX metadata describing how to run a policy of ``task_name`` with nothing but the file.
 
-    The keys and their meaning are listed in :mod:`upright.tasks.policy_schema` (every key of
-    :data:`~upright.tasks.policy_schema.REQUIRED_KEYS` is present); :mod:`upright.training.onnx_export`
+    The keys and their meaning are listed in :mod:`upright.policy_io.schema` (every key of
+    :data:`~upright.policy_io.schema.REQUIRED_KEYS` is present); :mod:`upright.training.onnx_export`
     writes them as JSON strings. Per-joint arrays are float64 (J,) in ``joint_names`` order. ``action_mode`` is
     the env's ``env.action_mode``; in ``absolute`` mode the action's offset is ``default_joint_pos``, the env's
     default pose of the policy joints (``env.default_pose``, from :func:`upright.robots.g1.robot_info`).

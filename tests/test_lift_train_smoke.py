@@ -121,7 +121,7 @@ def test_export_and_play_video(run, tmp_path):
 
 def test_daemon_refuses_a_lift_policy_in_one_line(run):
     from upright.deploy.metadata import load_policy_spec
-    from upright.tasks.policy_schema import ENV_ACTION_MODES, PolicyMetadataError, action_mode_of
+    from upright.policy_io.schema import ENV_ACTION_MODES, PolicyMetadataError, action_mode_of
 
     run_dir, _ = run
     meta = read_metadata(run_dir / "policy.onnx")

@@ -264,7 +264,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("overrides", nargs="*", help="task config overrides, e.g. sim.num_threads=2")
     args = parser.parse_args(argv)
 
-    from upright.viewer.policy import PolicyLoadError
+    from upright.policy_io.source import PolicyLoadError
 
     try:
         env, policy, beta, cfg = make_eval_env(

@@ -9,7 +9,7 @@ metadata is the mean β of the checkpoint's training envs (its curriculum state)
 trained at. Also writes ``config.yaml`` (the run config) beside it.
 
 ``--refresh-metadata FILE.onnx`` instead adds to an existing policy file the metadata keys of the current
-schema (:mod:`upright.tasks.policy_schema`) that it lacks, computed from the ``config.yaml`` beside it (in a run
+schema (:mod:`upright.policy_io.schema`) that it lacks, computed from the ``config.yaml`` beside it (in a run
 directory: the newest ``config_<n>.yaml``); the weights and every key it already has stay as they are, and the
 keys that define the policy's contract must agree with that config (:func:`refresh_metadata`). The one value
 rewritten is the ``action_mode`` of a schema-2 (or older) file, which always said relative: it becomes the
@@ -153,7 +153,7 @@ def refresh_metadata(onnx_path: str | pathlib.Path, config_path: str | pathlib.P
     import numpy as np
     import onnx
 
-    from upright.tasks.policy_schema import action_mode_of
+    from upright.policy_io.schema import action_mode_of
     from upright.tasks.registry import make_env, policy_metadata
     from upright.training.onnx_export import PolicyMetadataError, _to_jsonable, attach_metadata
 

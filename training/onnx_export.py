@@ -4,7 +4,7 @@ The metadata lets a deployed policy run from the ``.onnx`` file alone: joints, K
 pose, held joints and their targets, action scale β and mode, control dt and decimation, the observation terms
 with widths, scales and units, the history length and layout (whole frames, oldest first), the unactuated
 start, and which inputs (none) a robot could not provide. The keys are listed in
-:mod:`upright.tasks.policy_schema`. Values are stored as ``metadata_props`` strings; lists and numbers as JSON.
+:mod:`upright.policy_io.schema`. Values are stored as ``metadata_props`` strings; lists and numbers as JSON.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import numpy as np
 import onnx
 import torch
 
-from upright.tasks.policy_schema import METADATA_VERSION, REQUIRED_KEYS, PolicyMetadataError, read_metadata
+from upright.policy_io.schema import METADATA_VERSION, REQUIRED_KEYS, PolicyMetadataError, read_metadata
 
 __all__ = [
     "METADATA_VERSION",
@@ -32,7 +32,7 @@ __all__ = [
     "onnx_batch_is_dynamic",
     "quiet_onnx_exporter",
     "read_metadata",
-]  # the schema lives in upright.tasks.policy_schema (shared with deploy)
+]  # the schema lives in upright.policy_io.schema (shared with deploy)
 
 
 @contextlib.contextmanager
@@ -132,11 +132,9 @@ def check_onnx_matches_torch(
     Raises:
         AssertionError: the outputs differ by more than ``atol``.
     """
-    import onnxruntime as ort
+    from upright.policy_io.session import open_session
 
-    opts = ort.SessionOptions()
-    opts.intra_op_num_threads = 1
-    session = ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
+    session = open_session(path)
     obs = obs.detach().to("cpu", torch.float32)
     with torch.no_grad():
         expected = policy(obs).cpu().numpy()

@@ -33,8 +33,8 @@ def play(cfg: DictConfig) -> int:
     Raises:
         PlayError: a bad policy, replay, variant or viewer choice (the message says what to change).
     """
+    from upright.policy_io.source import PolicyLoadError
     from upright.robots.menagerie import ModelNotFoundError
-    from upright.viewer.policy import PolicyLoadError
     from upright.viewer.session import NonFiniteActionError, make_session
     from upright.viewer.trajectory import TrajectoryError
 

@@ -11,71 +11,15 @@ from __future__ import annotations
 
 import contextlib
 import io
-import math
 import pathlib
 from collections.abc import Callable
 
-import numpy as np
 import torch
 
+from upright.policy_io.schema import ENV_ACTION_MODES, PolicyMetadataError, action_mode_of, read_raw_metadata
+from upright.policy_io.source import PolicyLoadError, check_metadata, resolve_policy_path
+
 PolicyFn = Callable[[torch.Tensor], torch.Tensor]
-
-METADATA_MUST_MATCH = (
-    "task",
-    "joint_names",
-    "observation_names",
-    "observation_dims",
-    "observation_history_length",
-)
-"""ONNX metadata keys that must equal the env's exactly."""
-
-
-class PolicyLoadError(ValueError):
-    """A policy cannot be loaded or does not fit the task (the message says which and why)."""
-
-
-def resolve_policy_path(policy: str) -> pathlib.Path:
-    """Resolve ``policy=``: a ``.pt``/``.onnx`` file, or a run directory (its ``policy.onnx``, else its latest
-    ``model_<it>.pt``).
-
-    Raises:
-        PolicyLoadError: nothing loadable there (the message says what was looked for).
-    """
-    p = pathlib.Path(policy).expanduser()
-    if p.is_dir():
-        if (p / "policy.onnx").is_file():
-            return p / "policy.onnx"
-        ckpts = sorted(
-            p.glob("model_*.pt"), key=lambda f: int(f.stem.split("_")[1]) if f.stem.split("_")[1].isdigit() else -1
-        )
-        if ckpts:
-            return ckpts[-1]
-        raise PolicyLoadError(
-            f"policy={policy}: run directory has neither policy.onnx nor a model_<iteration>.pt checkpoint"
-        )
-    if not p.exists():
-        raise PolicyLoadError(
-            f"policy={policy}: no such file or directory. Give a run directory, a checkpoint .pt, an .onnx file, "
-            "'zero' or 'random'."
-        )
-    if p.suffix not in (".pt", ".onnx"):
-        raise PolicyLoadError(
-            f"policy={policy}: expected a .pt checkpoint or an .onnx file, got '{p.suffix or p.name}'"
-        )
-    return p
-
-
-def _onnx_metadata(path: pathlib.Path) -> dict:
-    """An ONNX file's ``metadata_props``, JSON-decoded (weights not loaded); whatever keys it has.
-
-    Raises:
-        Exception: the file is not readable ONNX or a value is not JSON (callers turn that into their own answer).
-    """
-    import json
-
-    import onnx
-
-    return {e.key: json.loads(e.value) for e in onnx.load(str(path), load_external_data=False).metadata_props}
 
 
 def policy_action_mode(policy: str) -> str | None:
@@ -95,15 +39,18 @@ def policy_action_mode(policy: str) -> str | None:
     """
     from omegaconf import OmegaConf
 
-    from upright.tasks.policy_schema import ENV_ACTION_MODES, PolicyMetadataError, action_mode_of
     from upright.training.export import config_beside, run_config_for
 
     if policy in ("zero", "random"):
         return None
     path = resolve_policy_path(policy)
+    if path.suffix == ".onnx":
+        try:
+            meta = read_raw_metadata(path)
+        except PolicyMetadataError:  # not a readable file: load_policy says why
+            return None
     try:
         if path.suffix == ".onnx":
-            meta = _onnx_metadata(path)
             if "action_mode" not in meta:
                 return None
             if str(meta.get("upright_metadata_version")) not in ("1", "2"):
@@ -134,7 +81,7 @@ def policy_mdp(policy: str) -> str | None:
     try:
         path = resolve_policy_path(policy)
         if path.suffix == ".onnx":
-            meta = _onnx_metadata(path)
+            meta = read_raw_metadata(path)
             return str(meta.get("mdp", "host")) if meta.get("task") == "standup" else None
         config = OmegaConf.load(run_config_for(path))
         if str(config.get("task_name", "standup")) != "standup":
@@ -158,7 +105,7 @@ def policy_task(policy: str) -> tuple[str, str] | None:
     try:
         path = resolve_policy_path(policy)
         if path.suffix == ".onnx":
-            meta = _onnx_metadata(path)
+            meta = read_raw_metadata(path)
             return (str(meta["task"]), "its ONNX metadata") if "task" in meta else None
         config = run_config_for(path)
         return str(OmegaConf.load(config).get("task_name", "standup")), f"its {config.name}"
@@ -195,45 +142,6 @@ def expected_metadata(task_name: str, env) -> dict:
     return policy_metadata(task_name, env)
 
 
-def check_metadata(meta: dict, expected: dict, path: str | pathlib.Path) -> None:
-    """Compare an ONNX file's metadata with what the env expects (:data:`METADATA_MUST_MATCH`, ``control_dt``, and the
-    ``action_mode`` of a schema >= 3 file: an older file's says relative whatever its run trained with).
-
-    Raises:
-        PolicyLoadError: a key differs (one line listing each difference: key, file's value, task's value).
-    """
-    problems = []
-    for key in METADATA_MUST_MATCH:
-        got, want = meta.get(key), expected.get(key)
-        if isinstance(want, (np.ndarray, tuple)):
-            want = list(np.asarray(want).tolist()) if isinstance(want, np.ndarray) else list(want)
-        if got != want:
-            problems.append(f"{key}: policy has {_short(got)}, task expects {_short(want)}")
-    if "action_mode" in meta and meta.get("upright_metadata_version") not in ("1", "2"):
-        from upright.tasks.policy_schema import ENV_ACTION_MODES, PolicyMetadataError, action_mode_of
-
-        try:
-            mode = action_mode_of(meta, path, ENV_ACTION_MODES)
-        except PolicyMetadataError as err:
-            raise PolicyLoadError(str(err)) from None
-        if mode != expected.get("action_mode"):
-            problems.append(f"action_mode: policy has {mode!r}, env.action_mode is {expected.get('action_mode')!r}")
-    dt_got, dt_want = meta.get("control_dt"), expected.get("control_dt")
-    if dt_got is not None and dt_want is not None and not math.isclose(float(dt_got), float(dt_want), rel_tol=1e-6):
-        problems.append(f"control_dt: policy has {dt_got}, task expects {dt_want}")
-    if problems:
-        raise PolicyLoadError(
-            f"{path} does not match task '{expected.get('task')}': "
-            + "; ".join(problems)
-            + ". Play it with the task/config it was trained with, or re-export it."
-        )
-
-
-def _short(value, limit: int = 160) -> str:
-    text = repr(value)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
 def zero_policy(num_actions: int) -> PolicyFn:
     """Always zero actions (the PD targets stay at the measured pose)."""
     return lambda obs: torch.zeros(obs.shape[0], num_actions, device=obs.device)
@@ -250,14 +158,19 @@ def random_policy(num_actions: int, seed: int = 0) -> PolicyFn:
 
 
 def onnx_policy(path: str | pathlib.Path, expected: dict, obs_dim: int) -> PolicyFn:
-    """An exported policy run with onnxruntime (one thread), after checking its metadata against ``expected``.
+    """An exported policy run with onnxruntime (one thread, :class:`upright.policy_io.mlp.OnnxMlp`), after checking its
+    metadata against ``expected`` (:func:`upright.policy_io.source.check_metadata`).
+
+    Returns:
+        ``fn(obs)``: actions (N, J) float32 on ``obs``'s device for observations (N, obs_dim); ``fn.metadata`` is the
+        file's decoded metadata.
 
     Raises:
-        PolicyLoadError: no upright metadata, metadata of another task/robot, or an input width that differs.
+        PolicyLoadError: no upright metadata, metadata of another task/robot, an input width that differs, or a graph
+            onnxruntime cannot load.
     """
-    import onnxruntime as ort
-
-    from upright.training.onnx_export import PolicyMetadataError, read_metadata
+    from upright.policy_io.registry import find_loader
+    from upright.policy_io.schema import read_metadata
 
     try:
         meta = read_metadata(path)
@@ -266,20 +179,16 @@ def onnx_policy(path: str | pathlib.Path, expected: dict, obs_dim: int) -> Polic
     except Exception as err:  # noqa: BLE001  not an ONNX file at all
         raise PolicyLoadError(f"{path}: cannot read as an ONNX model ({type(err).__name__}: {err})") from None
     check_metadata(meta, expected, path)
-    opts = ort.SessionOptions()
-    opts.intra_op_num_threads = 1
-    opts.inter_op_num_threads = 1
-    session = ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
-    inp = session.get_inputs()[0]
-    width = inp.shape[-1]
-    if isinstance(width, int) and width != obs_dim:
-        raise PolicyLoadError(f"{path}: input '{inp.name}' has width {width}, the task's observation has {obs_dim}")
-    in_name, out_name = inp.name, session.get_outputs()[0].name
+    found = find_loader(str(path), ["mlp"])
+    if found is None:  # read_metadata accepted it, so only a VLA or residual file lands here
+        raise PolicyLoadError(f"{path}: not an MLP policy file")
+    try:
+        run = found[1](path, obs_dim=obs_dim)
+    except PolicyMetadataError as err:
+        raise PolicyLoadError(str(err)) from None
 
     def act(obs: torch.Tensor) -> torch.Tensor:
-        x = obs.detach().to("cpu", torch.float32).numpy()
-        out = np.concatenate([session.run([out_name], {in_name: x[i : i + 1]})[0] for i in range(x.shape[0])])
-        return torch.from_numpy(out).to(obs.device)
+        return torch.from_numpy(run(obs.detach().to("cpu", torch.float32).numpy())).to(obs.device)
 
     act.metadata = meta  # type: ignore[attr-defined]
     return act

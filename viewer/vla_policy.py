@@ -11,34 +11,17 @@ reset for every env whose episode just started (the env's episode step is 0).
 
 from __future__ import annotations
 
-import json
-import pathlib
-
 import torch
+
+from upright.policy_io.registry import policy_kind
 
 
 def is_vla(spec: str) -> bool:
     """Whether ``policy=`` names a VLA chunk policy rather than an RL policy (module docstring): a folder with a
     ``base_checksum.json`` (residual run) or with ``model.pt`` and no ``model_<it>.pt`` (TinyVLA), a ``model.pt`` file,
-    or an ``.onnx`` file whose metadata is a VLA's or a residual's, or a policy server's ``ws://`` address."""
-    if str(spec).startswith(("ws://", "wss://")):
-        return True
-    path = pathlib.Path(spec).expanduser()
-    if path.is_dir():
-        return (path / "base_checksum.json").is_file() or (
-            (path / "model.pt").is_file() and not any(path.glob("model_*.pt"))
-        )
-    if path.is_file() and path.name == "model.pt":
-        return True
-    if path.is_file() and path.suffix == ".onnx":
-        import onnx
-
-        try:
-            props = {e.key: e.value for e in onnx.load(str(path), load_external_data=False).metadata_props}
-        except Exception:  # noqa: BLE001 - not an ONNX file: the RL loader says why
-            return False
-        return "upright_vla_metadata_version" in props or json.loads(props.get("policy_type", '""')) == "residual"
-    return False
+    or an ``.onnx`` file whose metadata is a VLA's or a residual's, or a policy server's ``ws://`` address
+    (:func:`upright.policy_io.registry.policy_kind` ``"chunk"`` or ``"residual"``)."""
+    return policy_kind(spec) in ("chunk", "residual")
 
 
 class VLAPolicyFn:

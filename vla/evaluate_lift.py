@@ -35,6 +35,7 @@ if __name__ == "__main__":
 
 import torch
 
+from upright.policy_io.registry import find_loader, policy_kind
 from upright.vla.policy import IMAGE_PREFIX, STATE_KEY, TASK_KEY, ChunkPolicy
 from upright.vla.residual_config import is_remote_base, resolve_base_file
 
@@ -70,32 +71,25 @@ def load_chunk_policy(
             policy.close()
             raise
     path = pathlib.Path(path)
-    residual = path / "policy.onnx" if path.is_dir() and (path / "base_checksum.json").is_file() else path
-    if residual.suffix == ".onnx" and residual.is_file() and _is_residual(residual):
-        from upright.vla.residual import ResidualChunkPolicy
-
-        policy = ResidualChunkPolicy(residual, base=base, check_checksum=check_base)
+    found = find_loader(str(path), ["residual"]) if policy_kind(str(path)) == "residual" else None
+    if found is not None:  # a residual pair (upright.vla.residual registers its loader)
+        policy = found[1](str(path), base=base, check_checksum=check_base)
         return policy, {**policy.base_spec, "residual": True}
     if base is not None:
         raise ValueError(f"--base applies to a residual run (policy.base=...), and {path} is not one; drop --base")
     path = resolve_base_file(path, label="policy")
-    if path.suffix == ".onnx":
-        from upright.vla.onnx_policy import OnnxChunkPolicy
-
-        policy = OnnxChunkPolicy(path)
-        m = policy.metadata
-        return policy, {k: m[k] for k in ("cameras", "image_height", "image_width", "state_key", "state_dim")}
-    from upright.vla.tiny import TinyVLA
-
-    model = TinyVLA.load(path)
-    c = model.cfg
-    return model, {
-        "cameras": list(c.cameras),
-        "image_height": c.image_height,
-        "image_width": c.image_width,
-        "state_key": c.state_key,
-        "state_dim": c.state_dim,
-    }
+    found = find_loader(str(path), ["chunk"])  # a VLA .onnx (upright.vla.onnx_policy), a TinyVLA (upright.vla.tiny)
+    if found is None:
+        raise ValueError(
+            f"--policy {path}: not a VLA policy file (a TinyVLA model.pt or a VLA .onnx); train one with "
+            "python -m upright.vla.train_bc --dataset DIR --out DIR"
+        )
+    policy = found[1](str(path))
+    keys = ("cameras", "image_height", "image_width", "state_key", "state_dim")
+    cfg = getattr(policy, "cfg", None)
+    if cfg is not None:  # a TinyVLA: its config
+        return policy, {**{k: getattr(cfg, k) for k in keys}, "cameras": list(cfg.cameras)}
+    return policy, {k: policy.metadata[k] for k in keys}  # an exported VLA: its file's metadata
 
 
 def remote_spec(policy) -> dict:
@@ -130,14 +124,6 @@ def remote_spec(policy) -> dict:
         "state_key": state_key,
         "state_dim": m.get("state_dim"),
     }
-
-
-def _is_residual(path: pathlib.Path) -> bool:
-    """Whether an ``.onnx`` file is a residual policy of :mod:`upright.vla.residual` (trained with policy.base=)."""
-    import onnx
-
-    props = {p.key: p.value for p in onnx.load(str(path), load_external_data=False).metadata_props}
-    return props.get("policy_type", "").strip('"') == "residual"
 
 
 class _StepObservations:

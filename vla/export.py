@@ -63,7 +63,7 @@ def vla_metadata(model: TinyVLA, tasks: list[str] | None = None) -> dict[str, An
     """The ``metadata_props`` of ``model``'s policy file (:data:`~upright.vla.onnx_policy.REQUIRED_VLA_KEYS` and
     more); ``tasks``: the instructions seen in training (``training_tasks``). A model trained with a deploy contract
     (``cfg.extra["deploy_contract"]``, ``train_bc --deploy-contract``) also carries its keys
-    (:data:`upright.tasks.policy_schema.CHUNK_CONTRACT_KEYS`: joints, Kp/Kd, default pose, action mode and scale)
+    (:data:`upright.policy_io.schema.CHUNK_CONTRACT_KEYS`: joints, Kp/Kd, default pose, action mode and scale)
     at the top level, so the deploy daemon runs the file alone.
 
     Raises:

@@ -2,45 +2,19 @@
 
 ``SPEC`` is either ``MODULE:FACTORY`` (``upright.vla.linear:make_linear_policy``: the factory is called with the
 ``--arg KEY=VALUE`` pairs as string keyword arguments; an attribute that already is a ChunkPolicy is used as is) or
-anything a registered loader recognises, typically a file path (an exported ONNX policy, a checkpoint). A module
-that reads policies from files registers its loader with :func:`register_loader` when imported; the modules of
-:data:`BUILTIN_LOADER_MODULES` are imported (when present) before a SPEC is matched.
+anything a registered chunk-policy loader recognises, typically a file path (an exported ONNX policy, a checkpoint).
+Loaders live in the one registry of :mod:`upright.policy_io.registry` (kind ``"chunk"``): a module that reads policies
+from files registers its loader with :func:`~upright.policy_io.registry.register_loader` when imported.
 """
 
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 
+from upright.policy_io.registry import find_loader, registered_loaders
 from upright.vla.policy import ChunkPolicy
-
-Loader = Callable[..., ChunkPolicy]
-"""``load(spec, **kwargs) -> ChunkPolicy``."""
-
-BUILTIN_LOADER_MODULES = ("upright.vla.onnx_policy", "upright.vla.tiny")
-"""Modules imported before matching a SPEC, so that their :func:`register_loader` calls have run."""
-
-_LOADERS: dict[str, tuple[Callable[[str], bool], Loader]] = {}
-
-
-def register_loader(name: str, matches: Callable[[str], bool], load: Loader) -> None:
-    """Register (or replace) the loader ``name``: ``load(spec, **kwargs)`` serves the SPECs ``matches(spec)`` accepts.
-
-    Example: ``register_loader("onnx", lambda s: s.endswith(".onnx"), OnnxChunkPolicy.from_file)``.
-    """
-    _LOADERS[name] = (matches, load)
-
-
-def registered_loaders() -> list[str]:
-    """Names of the registered loaders, built-in modules imported first."""
-    for mod in BUILTIN_LOADER_MODULES:
-        try:
-            importlib.import_module(mod)
-        except ModuleNotFoundError as e:
-            if e.name != mod:  # the module exists but lacks a dependency: say so
-                raise
-    return list(_LOADERS)
 
 
 def _checked(policy: object, spec: str) -> ChunkPolicy:
@@ -60,10 +34,10 @@ def load_policy(spec: str, kwargs: Mapping[str, str] | None = None) -> ChunkPoli
             factory is missing, or it gives no ChunkPolicy.
     """
     kwargs = dict(kwargs or {})
-    names = registered_loaders()
-    for matches, load in _LOADERS.values():
-        if matches(spec):
-            return _checked(load(spec, **kwargs), spec)
+    names = registered_loaders(["chunk"])
+    found = find_loader(spec, ["chunk"])
+    if found is not None:
+        return _checked(found[1](spec, **kwargs), spec)
     if ":" in spec and not Path(spec).exists():
         mod_name, _, attr = spec.partition(":")
         try:

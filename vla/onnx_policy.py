@@ -20,7 +20,8 @@ import pathlib
 import numpy as np
 import torch
 
-from upright.vla.loaders import register_loader
+from upright.policy_io.registry import register_loader
+from upright.policy_io.session import open_session
 from upright.vla.policy import IMAGE_PREFIX, STATE_KEY, TASK_KEY, ChunkPolicy, PolicyBatch, validate_batch
 from upright.vla.tokenizer import HASHING_SCHEME, HashTokenizer
 
@@ -105,13 +106,12 @@ class OnnxChunkPolicy(ChunkPolicy):
 
     Raises:
         FileNotFoundError, VLAMetadataError: as :func:`read_vla_metadata`.
+        PolicyMetadataError: onnxruntime cannot load the graph (:func:`~upright.policy_io.session.open_session`).
     """
 
     def __init__(
         self, path: str | pathlib.Path, n_action_steps: int | None = None, temporal_ensemble_coeff: float | None = None
     ):
-        import onnxruntime as ort
-
         self.path = pathlib.Path(path)
         self.metadata = m = read_vla_metadata(self.path)
         self.cameras = tuple(m["cameras"])
@@ -122,10 +122,7 @@ class OnnxChunkPolicy(ChunkPolicy):
         coeff = temporal_ensemble_coeff if temporal_ensemble_coeff is not None else m.get("temporal_ensemble_coeff")
         self.temporal_ensemble_coeff = coeff
         self.tokenizer = HashTokenizer(int(m["vocab_size"]), int(m["max_tokens"]))
-        opts = ort.SessionOptions()
-        opts.intra_op_num_threads = 1
-        opts.inter_op_num_threads = 1
-        self.session = ort.InferenceSession(str(self.path), opts, providers=["CPUExecutionProvider"])
+        self.session = open_session(self.path, fix=EXPORT_HINT)
         self.input_names = list(m["input_names"])
         self.output_name = str(m["output_name"])
 

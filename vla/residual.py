@@ -38,6 +38,7 @@ import torch
 from rsl_rl.env import VecEnv
 from tensordict import TensorDict
 
+from upright.policy_io.registry import onnx_kind, register_loader
 from upright.vla.checksums import file_sha256, metadata_sha256, parameters_sha256
 from upright.vla.policy import ChunkPolicy
 from upright.vla.residual_config import ResidualCfg, check_residual_cfg, is_remote_base, resolve_base_file
@@ -423,9 +424,9 @@ class ResidualChunkPolicy(ChunkPolicy):
         base: ChunkPolicy | str | pathlib.Path | None = None,
         check_checksum: bool = True,
     ):
-        import onnxruntime as ort
-
-        from upright.training.onnx_export import onnx_batch_is_dynamic, read_metadata
+        from upright.policy_io.schema import read_metadata
+        from upright.policy_io.session import open_session
+        from upright.training.onnx_export import onnx_batch_is_dynamic
         from upright.vla.evaluate_lift import load_chunk_policy
 
         path = pathlib.Path(residual_onnx)
@@ -459,7 +460,7 @@ class ResidualChunkPolicy(ChunkPolicy):
         self.action_dim = int(base.action_dim)
         self.action_convention = "delta"
         self.instruction = meta.get("residual_instruction")
-        self._session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+        self._session = open_session(path, threads=None)
         self._input = meta["input_name"]
         self.batched = onnx_batch_is_dynamic(self._session)
 
@@ -551,3 +552,27 @@ class ResidualChunkPolicy(ChunkPolicy):
         """Close a remote base's connections (nothing for a local base)."""
         if hasattr(self.base, "close"):
             self.base.close()
+
+
+def _is_residual_source(spec: str) -> bool:
+    """A residual run folder (``base_checksum.json`` beside its ``policy.onnx``) or an ``.onnx`` file whose metadata
+    says ``policy_type`` = ``residual``."""
+    path = pathlib.Path(spec)
+    onnx_file = path / "policy.onnx" if path.is_dir() and (path / "base_checksum.json").is_file() else path
+    return onnx_file.suffix == ".onnx" and onnx_file.is_file() and onnx_kind(onnx_file) == "residual"
+
+
+def load_residual(spec: str, base=None, check_checksum: bool = True) -> ResidualChunkPolicy:
+    """The residual pair of a run folder or its ``policy.onnx`` (kind ``"residual"`` of
+    :mod:`upright.policy_io.registry`); ``base`` and ``check_checksum`` as :class:`ResidualChunkPolicy`'s.
+
+    Raises:
+        FileNotFoundError, ValueError, ConnectionError: as :class:`ResidualChunkPolicy`.
+    """
+    path = pathlib.Path(spec)
+    return ResidualChunkPolicy(
+        path / "policy.onnx" if path.is_dir() else path, base=base, check_checksum=check_checksum
+    )
+
+
+register_loader("residual", _is_residual_source, load_residual, kind="residual")

@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass, field
 import torch
 from torch import nn
 
-from upright.vla.loaders import register_loader
+from upright.policy_io.registry import register_loader
 from upright.vla.policy import (
     ACTION_CONVENTIONS,
     IMAGE_PREFIX,

@@ -18,7 +18,7 @@ included) instead of the proprioceptive ``observation.state``: a state-only poli
 
 ``--deploy-contract lift`` (the lift task's, :func:`upright.tasks.lift.metadata.lift_deploy_contract`) or a JSON file
 stores what the deploy daemon needs beside the VLA metadata (joints, Kp/Kd, default pose, action mode and scale;
-:data:`upright.tasks.policy_schema.CHUNK_CONTRACT_KEYS`) in ``model.pt`` and ``policy.onnx``, so that
+:data:`upright.policy_io.schema.CHUNK_CONTRACT_KEYS`) in ``model.pt`` and ``policy.onnx``, so that
 ``upright-deploy run --policy`` runs either alone (``docs/deploy_chunked.md``).
 
 Every ``--dataset`` is checked before any is read (:func:`~upright.deploy.dataset_check.check_dataset`): a damaged one
@@ -104,7 +104,7 @@ def random_shift(images: torch.Tensor, pad: int, generator: torch.Generator) -> 
 def read_deploy_contract(source: str, data: BCData | None = None) -> dict:
     """The deploy contract ``source`` names: ``lift`` (:func:`upright.tasks.lift.metadata.lift_deploy_contract`,
     with the dataset's 1/fps as ``control_dt``) or a JSON file of
-    :data:`~upright.tasks.policy_schema.CHUNK_CONTRACT_KEYS`.
+    :data:`~upright.policy_io.schema.CHUNK_CONTRACT_KEYS`.
 
     Raises:
         ValueError: an unknown name, a file that is not a JSON object, or joints that are not the dataset's actions.

@@ -54,7 +54,8 @@ def policy_action_overrides(policy: str) -> list[str]:
     Raises:
         PolicyLoadError: as :func:`~upright.viewer.policy.policy_action_mode`.
     """
-    from upright.viewer.policy import policy_action_mode, resolve_policy_path
+    from upright.policy_io.source import resolve_policy_path
+    from upright.viewer.policy import policy_action_mode
 
     if policy == "expert":
         return []
@@ -212,7 +213,8 @@ def main(argv: list[str] | None = None) -> None:
         parser.error("--episodes and --num-envs must be >= 1")
     overrides = list(args.overrides)
     if args.policy not in ("expert", "zero", "random"):
-        from upright.viewer.policy import PolicyLoadError, check_policy_task
+        from upright.policy_io.source import PolicyLoadError
+        from upright.viewer.policy import check_policy_task
 
         try:
             check_policy_task(args.policy, "lift", fix="--task {task}")  # before any env is built
@@ -233,7 +235,8 @@ def main(argv: list[str] | None = None) -> None:
         expert = ScriptedExpert(env)
         act, on_reset = expert.act, expert.reset
     else:
-        from upright.viewer.policy import PolicyLoadError, load_policy
+        from upright.policy_io.source import PolicyLoadError
+        from upright.viewer.policy import load_policy
 
         try:
             policy = load_policy(args.policy, env, "lift", cfg.train, seed=args.seed)

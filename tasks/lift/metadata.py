@@ -1,10 +1,11 @@
-"""The ONNX metadata of a lift policy (:mod:`upright.tasks.policy_schema`): everything needed to run it with nothing
+"""The ONNX metadata of a lift policy (:mod:`upright.policy_io.schema`): everything needed to run it with nothing
 but the file."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from upright.policy_io.schema import ACTION_FORMULAS
 from upright.robots import panda
 from upright.tasks.lift.observations import (
     HISTORY_LENGTH,
@@ -12,14 +13,13 @@ from upright.tasks.lift.observations import (
     ROBOT_MEASURABLE_TERMS,
 )
 from upright.tasks.metadata import POLICY_IO, observation_metadata
-from upright.tasks.policy_schema import ACTION_FORMULAS
 
 
 def lift_deploy_contract(
     action_scale: float | None = None, action_clip: float | None = None, control_dt: float | None = None
 ) -> dict[str, Any]:
     """What the deploy daemon needs to run a chunked lift policy in the ``delta`` action mode
-    (:data:`upright.tasks.policy_schema.CHUNK_CONTRACT_KEYS`): the 8 actuated Panda joints (7 arm joints, then
+    (:data:`upright.policy_io.schema.CHUNK_CONTRACT_KEYS`): the 8 actuated Panda joints (7 arm joints, then
     ``finger_joint1``), Kp/Kd and the home targets of :mod:`upright.robots.panda`, and the lift env's action rule.
 
     Args:

@@ -12,12 +12,12 @@ from onnx import TensorProto, helper, numpy_helper
 
 from upright.deploy.bus import MotorBus
 from upright.deploy.controller import Controller, ControllerConfig
-from upright.deploy.metadata import PolicySpec
 from upright.deploy.protocol import go_m8010 as go
 from upright.deploy.protocol import imu_frame
 from upright.deploy.pty_device import Fault, PtyDeviceServer
 from upright.deploy.robot import JointCommand, SerialRobot
 from upright.deploy.robot_config import BusConfig, MotorConfig, RobotConfig
+from upright.policy_io.spec import PolicySpec
 from upright.tasks.standup.observations import OBSERVATION_TERMS, observation_dims
 
 

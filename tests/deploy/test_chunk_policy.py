@@ -15,7 +15,7 @@ from deploy_testlib import goal_seeking_tiny_vla
 
 from upright.deploy.chunk_policy import CHUNK_OBSERVATION_TERMS, is_chunk_policy_source, load_chunk_policy
 from upright.deploy.robot_config import load_robot_config
-from upright.tasks.policy_schema import CHUNK_CONTRACT_KEYS, PolicyMetadataError
+from upright.policy_io.schema import CHUNK_CONTRACT_KEYS, PolicyMetadataError
 
 PANDA = load_robot_config("franka_emika_panda")
 

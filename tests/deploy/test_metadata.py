@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 from deploy_testlib import write_linear_policy
 
-from upright.deploy import metadata as dm
-from upright.deploy.metadata import PolicyMetadataError, load_policy_spec
+from upright.deploy.metadata import load_policy_spec
 from upright.deploy.robot_config import g1_29dof
+from upright.policy_io.schema import PolicyMetadataError, read_raw_metadata
 from upright.training import onnx_export
 
 
@@ -34,7 +34,7 @@ def test_spec_from_exporter_metadata(linear_policy, standup_metadata):
     assert spec.action_scale == standup_metadata["action_scale"] and spec.observation_clip == 100.0
     # the daemon's reader and the exporter's agree on every value
     raw = onnx_export.read_metadata(linear_policy)
-    assert dm.read_raw_metadata(linear_policy) == raw
+    assert read_raw_metadata(linear_policy) == raw
 
 
 def test_refuses_a_file_without_metadata(tmp_path):
@@ -95,7 +95,7 @@ def test_action_mode_round_trip_from_the_env_config(tmp_path, mode):
     finally:
         env.close()
     path = write_linear_policy(tmp_path / "p.onnx", 456, 23, meta)
-    raw = dm.read_raw_metadata(path)
+    raw = read_raw_metadata(path)
     assert raw["action_mode"] == mode and raw["upright_metadata_version"] == "3"
     origin = {"relative": "q_measured", "absolute": "default_joint_pos"}[mode]
     assert raw["action_formula"].startswith(f"p_target = {origin} + action_scale * action")

@@ -12,9 +12,10 @@ import pytest
 import torch
 from deploy_testlib import write_linear_policy
 
-from upright.deploy.metadata import PolicyMetadataError, load_policy_spec
+from upright.deploy.metadata import load_policy_spec
 from upright.deploy.robot_config import g1_29dof
-from upright.tasks import policy_schema
+from upright.policy_io import schema as policy_schema
+from upright.policy_io.schema import PolicyMetadataError
 from upright.tasks.registry import policy_metadata
 from upright.tasks.standup import observations
 

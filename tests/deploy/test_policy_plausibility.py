@@ -21,8 +21,9 @@ import pytest
 from deploy_testlib import write_linear_policy
 from onnx import TensorProto, helper, numpy_helper
 
-from upright.deploy.metadata import PolicyMetadataError, load_policy_spec
+from upright.deploy.metadata import load_policy_spec
 from upright.deploy.robot_config import g1_29dof, gain_envelope
+from upright.policy_io.schema import PolicyMetadataError
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 ROBOT = "unitree_g1_29dof"

@@ -5,8 +5,8 @@ from __future__ import annotations
 import torch
 
 from upright.managers.observation import ObservationTerm
+from upright.policy_io.schema import HISTORY_LAYOUT, REQUIRED_KEYS
 from upright.tasks.metadata import POLICY_IO, first_line, observation_metadata
-from upright.tasks.policy_schema import HISTORY_LAYOUT, REQUIRED_KEYS
 
 
 def gyro(state) -> torch.Tensor:

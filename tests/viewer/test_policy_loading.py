@@ -42,7 +42,8 @@ def test_onnx_with_matching_metadata_runs(tmp_path, standup_env, standup_meta):
     ],
 )
 def test_bad_policy_paths(tmp_path, standup_env, spec, message):
-    from upright.viewer.policy import PolicyLoadError, load_policy
+    from upright.policy_io.source import PolicyLoadError
+    from upright.viewer.policy import load_policy
 
     (tmp_path / "empty_run_dir").mkdir()
     (tmp_path / "notes.txt").write_text("hello")
@@ -53,7 +54,8 @@ def test_bad_policy_paths(tmp_path, standup_env, spec, message):
 
 
 def test_onnx_without_metadata(tmp_path, standup_env):
-    from upright.viewer.policy import PolicyLoadError, load_policy
+    from upright.policy_io.source import PolicyLoadError
+    from upright.viewer.policy import load_policy
 
     path = write_onnx_policy(tmp_path / "bare.onnx", _obs_dim(standup_env), 23, None)
     with pytest.raises(PolicyLoadError, match="not a self-describing upright policy"):
@@ -71,7 +73,8 @@ def test_onnx_without_metadata(tmp_path, standup_env):
     ],
 )
 def test_onnx_metadata_mismatch(tmp_path, standup_env, standup_meta, key, value):
-    from upright.viewer.policy import PolicyLoadError, load_policy
+    from upright.policy_io.source import PolicyLoadError
+    from upright.viewer.policy import load_policy
 
     meta = dict(standup_meta)
     meta[key] = list(reversed(meta["joint_names"])) if key == "joint_names" else value
@@ -108,7 +111,8 @@ def test_play_session_runs_an_absolute_policy_in_absolute_mode(tmp_path, standup
 
 
 def test_onnx_input_width_mismatch(tmp_path, standup_env, standup_meta):
-    from upright.viewer.policy import PolicyLoadError, load_policy
+    from upright.policy_io.source import PolicyLoadError
+    from upright.viewer.policy import load_policy
 
     path = write_onnx_policy(tmp_path / "narrow.onnx", 76, 23, standup_meta)
     with pytest.raises(PolicyLoadError, match="has width 76, the task's observation has 456"):
@@ -152,13 +156,14 @@ def test_checkpoint_loads_and_matches(tmp_path, standup_env):
     assert torch.allclose(got, expected, atol=1e-6)
     # a run directory without policy.onnx resolves to its latest checkpoint
     (tmp_path / "model_10.pt").write_bytes((tmp_path / "model_4.pt").read_bytes())
-    from upright.viewer.policy import resolve_policy_path
+    from upright.policy_io.source import resolve_policy_path
 
     assert resolve_policy_path(str(tmp_path)).name == "model_10.pt"
 
 
 def test_checkpoint_of_other_layout(tmp_path, standup_env):
-    from upright.viewer.policy import PolicyLoadError, load_policy
+    from upright.policy_io.source import PolicyLoadError
+    from upright.viewer.policy import load_policy
 
     _write_checkpoint(tmp_path / "model_0.pt", standup_env, _train_cfg(actor_hidden_dims=[64, 32]))
     with pytest.raises(PolicyLoadError, match="does not fit task"):
@@ -169,7 +174,8 @@ def test_checkpoint_takes_its_actor_layout_from_the_run_config(tmp_path, standup
     """A checkpoint trained with ``train.actor_hidden_dims`` off the task's default loads with the caller's (default)
     ``train`` config when the run's ``config_<n>.yaml`` sits beside it (evaluate and play are not given the run's
     ``train.*``); without that file the mismatch is reported, naming the task."""
-    from upright.viewer.policy import PolicyLoadError, load_policy
+    from upright.policy_io.source import PolicyLoadError
+    from upright.viewer.policy import load_policy
 
     cfg = _train_cfg(actor_hidden_dims=[64, 32])
     expected = _write_checkpoint(tmp_path / "model_0.pt", standup_env, cfg)

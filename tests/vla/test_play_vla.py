@@ -13,10 +13,11 @@ import pytest
 import torch
 from train_testlib import ROOT
 
+from upright.policy_io.source import PolicyLoadError
 from upright.tasks.lift.config import LiftEnvCfg
 from upright.tasks.lift.env import LiftEnv
 from upright.tasks.standup.config import SimCfg
-from upright.viewer.policy import PolicyLoadError, load_policy
+from upright.viewer.policy import load_policy
 from upright.viewer.vla_policy import VLAPolicyFn, is_vla
 from upright.vla.tiny import TinyVLA, TinyVLAConfig
 

@@ -1,4 +1,4 @@
-"""The ONNX policy metadata schema shared by the exporter (training) and the daemon (deploy).
+"""The ONNX policy metadata schema shared by the exporter (training), the daemon (deploy), play and evaluation.
 
 A policy file stores its contract as ``metadata_props`` entries whose values are JSON strings, enough
 to run the policy with nothing but the file (:func:`upright.tasks.registry.policy_metadata` writes them):
@@ -20,7 +20,7 @@ to run the policy with nothing but the file (:func:`upright.tasks.registry.polic
 - ``privileged_inputs`` (empty: no input a robot cannot measure) and ``training_assistance`` (what training
   applied that the policy does not observe, e.g. the pull force).
 
-Both sides import this module; deploy never imports training.
+Every side imports this module (numpy and onnx only); deploy never imports training.
 """
 
 from __future__ import annotations
@@ -185,3 +185,94 @@ def read_metadata(path: str | pathlib.Path) -> dict[str, Any]:
             f"{path} is not a self-describing upright policy: metadata keys {missing} are missing. {REEXPORT_HINT}"
         )
     return meta
+
+
+def read_raw_metadata(path: str | pathlib.Path) -> dict[str, Any]:
+    """Decode the JSON values of an ONNX file's ``metadata_props``, whatever keys it has (weights are not loaded).
+
+    Raises:
+        PolicyMetadataError: no such file, the file cannot be read as ONNX, or a value is not JSON (one line).
+    """
+    path = pathlib.Path(path)
+    if not path.is_file():
+        raise PolicyMetadataError(f"policy file {path} does not exist")
+    try:
+        model = onnx.load(str(path), load_external_data=False)
+    except Exception as err:
+        raise PolicyMetadataError(f"{path} is not a readable ONNX file: {err}") from err
+    try:
+        return {p.key: json.loads(p.value) for p in model.metadata_props}
+    except json.JSONDecodeError as err:
+        raise PolicyMetadataError(f"{path}: metadata value is not JSON ({err})") from err
+
+
+def graph_io(path: str | pathlib.Path) -> tuple[dict[str, list[int]], dict[str, list[int]]]:
+    """The declared shapes of an ONNX graph's inputs (initialisers excluded) and outputs, by name; a dimension without
+    a fixed size (a named or dynamic one) is -1. Weights are not loaded.
+
+    Raises:
+        Exception: whatever ``onnx.load`` raises for a file that is not ONNX (read it with :func:`read_raw_metadata`
+            first for a one-line error).
+    """
+    model = onnx.load(str(path), load_external_data=False)
+
+    def dims(vi) -> list[int]:
+        return [d.dim_value if d.HasField("dim_value") else -1 for d in vi.type.tensor_type.shape.dim]
+
+    inits = {i.name for i in model.graph.initializer}
+    return (
+        {i.name: dims(i) for i in model.graph.input if i.name not in inits},
+        {o.name: dims(o) for o in model.graph.output},
+    )
+
+
+_STR, _INT, _NUM, _STRS, _INTS, _NUMS = "str", "int", "num", "strs", "ints", "nums"
+KEY_TYPES: dict[str, str] = {
+    "upright_metadata_version": _STR, "task": _STR,
+    "joint_names": _STRS, "kp": _NUMS, "kd": _NUMS, "torque_limit": _NUMS, "default_joint_pos": _NUMS,
+    "held_joint_names": _STRS, "held_kp": _NUMS, "held_kd": _NUMS, "held_torque_limit": _NUMS, "held_joint_pos": _NUMS,
+    "action_scale": _NUM, "action_mode": _STR, "action_clip": _NUM, "control_dt": _NUM, "decimation": _INT,
+    "sim_dt": _NUM, "observation_names": _STRS, "observation_dims": _INTS, "observation_scales": _NUMS,
+    "observation_descriptions": _STRS, "observation_clip": _NUM, "observation_history_length": _INT,
+    "observation_history_order": _STR, "history_layout": _STR, "unactuated_steps": _INT, "privileged_inputs": _STRS,
+    "training_assistance": _STR, "input_name": _STR, "output_name": _STR,
+}  # fmt: skip
+"""The JSON type of each key the daemon reads (every required key, and the optional ``observation_history_order``):
+``str``, ``int``, ``num`` (int or float, not a boolean), or a flat list of one of them (``strs``, ``ints``,
+``nums``)."""
+
+_TYPE_WORDS = {
+    _STR: "a string", _INT: "an integer", _NUM: "a number", _STRS: "a list of strings", _INTS: "a list of integers",
+    _NUMS: "a flat list of numbers",
+}  # fmt: skip
+
+
+def _is(kind: str, value: Any) -> bool:
+    if kind == _STR:
+        return isinstance(value, str)
+    if kind == _INT:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if kind == _NUM:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    return isinstance(value, list) and all(_is(kind[:-1] if kind != _NUMS else _NUM, v) for v in value)
+
+
+def _show(value: Any, width: int = 60) -> str:
+    """``value`` as JSON on one line, shortened to ``width`` characters."""
+    text = json.dumps(value) if not isinstance(value, float) else f"{value:g}"
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
+def check_types(meta: dict[str, Any], path) -> None:
+    """Check the JSON type of every key of :data:`KEY_TYPES` that ``meta`` has.
+
+    Raises:
+        PolicyMetadataError: ``<file>: <key> = <value> is not <type> ...`` (one line).
+    """
+    for key, kind in KEY_TYPES.items():
+        if key in meta and not _is(kind, meta[key]):
+            raise PolicyMetadataError(
+                f"{path}: {key} = {_show(meta[key])} is not {_TYPE_WORDS[kind]} ({type(meta[key]).__name__}); the "
+                "exporter writes it as one: re-export the policy (python -m upright.training.export --checkpoint "
+                "<run>/model_<it>.pt --out <dir>)"
+            )
