@@ -207,3 +207,11 @@ def test_unknown_recipe_is_refused_with_the_valid_ones():
     assert "Valid recipes: host, fast" in validate_overrides(["task=standup", "recipe=bogus"])
     assert validate_overrides(["task=standup", "recipe=fast"]) is None
     assert "recipe=cartesian is a task=lift recipe" in validate_overrides(["task=standup", "recipe=cartesian"])
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device (the lent GPU's session runs it)")
+def test_cuda_training_exports_onnx(tmp_path):
+    """A run on ``device=cuda:0`` exports ``policy.onnx`` at each save (it failed with a cuda/cpu mix on the H100)."""
+    run_dir, proc = two_iteration_run(tmp_path, "standup", [*SMALL, "device=cuda:0"])
+    assert "ONNX export failed" not in proc.stdout, proc.stdout[-2000:]
+    assert (run_dir / "policy.onnx").is_file()

@@ -328,7 +328,9 @@ class UprightRunner(OnPolicyRunner):
                 else:
                     self.export_policy_to_onnx(str(tmp.parent), tmp.name)
             attach_metadata(tmp, {**self.onnx_metadata, "iteration": self.completed_iterations})
-            policy = self.alg.get_policy().as_onnx(verbose=False).eval()
+            # as_onnx() copies the actor; the copy goes to the CPU, where onnxruntime checks it (a CUDA-trained
+            # actor failed this check on every save before)
+            policy = self.alg.get_policy().as_onnx(verbose=False).to("cpu").eval()
             # the env's current observations (real inputs, through the embedded normaliser) and perturbed copies
             real = self.env.get_observations()["actor"][:32]
             noise = torch.randn(real.shape, generator=torch.Generator().manual_seed(0)).to(real.device)
