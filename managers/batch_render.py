@@ -2,7 +2,8 @@
 (:mod:`upright.managers.vlm_reward`).
 
 Two backends, as the lift task's ``rgb`` observation group (:mod:`upright.tasks.lift.camera`,
-:mod:`upright.tasks.lift.camera_warp`), but for any scene and without the lift target marker:
+:mod:`upright.tasks.lift.camera_warp`), but for any scene and without the lift target marker (both Warp paths use
+:class:`upright.sim.warp_render.WarpBatchRenderer`):
 
 - ``opengl``: MuJoCo's rasteriser (``mujoco.Renderer``), one env after the other from one ``MjData`` that takes that
   env's qpos; the cost grows linearly with N. Needs an offscreen GL context (``MUJOCO_GL=egl`` or ``osmesa`` before
@@ -22,6 +23,8 @@ from __future__ import annotations
 import mujoco
 import numpy as np
 import torch
+
+from upright.sim.warp_render import WarpBatchRenderer
 
 BACKENDS = ("auto", "opengl", "warp")
 """Values of a renderer's ``backend``."""
@@ -130,7 +133,8 @@ class OpenGLFrameRenderer:
 
 
 class WarpFrameRenderer:
-    """Renders ``camera`` in every env in one MuJoCo Warp batch (context built at the first :meth:`render` for its N).
+    """Renders ``camera`` in every env in one MuJoCo Warp batch
+    (:class:`upright.sim.warp_render.WarpBatchRenderer`, context built at the first :meth:`render` for its N).
 
     Args: as :func:`make_frame_renderer`, plus ``device``: Warp device (default: Warp's preferred, CUDA when present).
 
@@ -147,61 +151,15 @@ class WarpFrameRenderer:
         effects: bool = False,
         device: str | None = None,
     ):
-        try:
-            import warp as wp
-
-            wp.config.quiet = True  # before mujoco_warp initialises Warp: no device banner
-            import mujoco_warp as mjw
-        except ImportError as err:
-            raise RuntimeError(
-                f"backend=warp needs mujoco-warp ({err}); pip install 'upright[warp]', or use backend=opengl"
-            ) from err
-        self._wp, self._mjw = wp, mjw
+        self._batch = WarpBatchRenderer(model, [str(camera)], width, height, effects, device=device)
         self.model, self.camera = model, str(camera)
-        self.width, self.height, self.effects = int(width), int(height), bool(effects)
-        self.device = str(wp.get_device(device))
-        self._n = 0
-        with wp.ScopedDevice(self.device):
-            self._m = mjw.put_model(model)
-
-    def _build(self, n: int) -> None:
-        wp, mjw = self._wp, self._mjw
-        data = mujoco.MjData(self.model)
-        mujoco.mj_kinematics(self.model, data)
-        with wp.ScopedDevice(self.device):
-            self._d = mjw.put_data(self.model, data, nworld=n)
-            self._rc = mjw.create_render_context(
-                self.model,
-                nworld=n,
-                cam_res=(self.width, self.height),
-                render_rgb=True,
-                render_depth=False,
-                cam_active=[self.camera],
-                use_shadows=self.effects,
-                render_skybox=self.effects,
-            )
-            self._rgb = wp.zeros((n, self.height, self.width), dtype=wp.vec3f)
-        self._n = n
+        self.width, self.height, self.effects = self._batch.width, self._batch.height, self._batch.effects
+        self.device = self._batch.device
 
     def render(self, sim) -> torch.Tensor:
         """(N, H, W, 3) uint8 RGB frames of every env of ``sim`` at its current state, on ``sim``'s torch device."""
-        wp, mjw = self._wp, self._mjw
-        qpos = sim.state.qpos.detach()
-        if qpos.shape[0] != self._n:
-            self._build(qpos.shape[0])
-        with wp.ScopedDevice(self.device):
-            self._d.qpos.assign(qpos.to("cpu", torch.float32).numpy())
-            mjw.kinematics(self._m, self._d)
-            mjw.com_pos(self._m, self._d)
-            mjw.camlight(self._m, self._d)
-            mjw.refit_bvh(self._m, self._d, self._rc)
-            mjw.render(self._m, self._d, self._rc)
-            mjw.get_rgb(self._rc, 0, self._rgb)
-            rgb = wp.to_torch(self._rgb)  # (N, H, W, 3) float32 in [0, 1] on the Warp device
-            frames = (rgb.clamp(0.0, 1.0) * 255.0).round().to(torch.uint8)
-        return frames.to(qpos.device)
+        return self._batch.render(sim.state.qpos)[:, 0]
 
     def close(self) -> None:
         """Drop the device buffers."""
-        self._d = self._rc = self._rgb = None
-        self._n = 0
+        self._batch.close()

@@ -28,14 +28,20 @@ import mujoco
 import numpy as np
 import pytest
 import torch
+from sim_parity_testlib import (
+    DECIMATION,
+    N,
+    check_state_is_current,
+    check_trajectories,
+    initial_states,
+    posvel_sensor_columns,
+    rollout,
+)
 
 from upright.robots import g1
 from upright.sim import BACKENDS, PER_ENV_FIELDS, make_sim
 from upright.tasks.standup.scene import standup_scene
 
-N = 4
-STEPS = 50
-DECIMATION = 4
 QPOS_TOL_LYING = 0.05
 """Max |qpos_native - qpos_mjx| over 50 steps, lying with sinusoidal PD targets (measured 0.028)."""
 QPOS_TOL_STANDING = 2e-3
@@ -55,86 +61,22 @@ def mjx_sim(model):
     return MjxSim(model, N)
 
 
-def _lowest_point(m: mujoco.MjModel, d: mujoco.MjData) -> float:
-    """Lowest z of the robot's collision geoms (capsules and spheres), m."""
-    z = []
-    for i in range(m.ngeom):
-        if m.geom_bodyid[i] == 0 or not (m.geom_contype[i] or m.geom_conaffinity[i]):
-            continue
-        r = m.geom_size[i, 0]
-        half = 0.0
-        if m.geom_type[i] == mujoco.mjtGeom.mjGEOM_CAPSULE:
-            half = m.geom_size[i, 1] * abs(d.geom_xmat[i].reshape(3, 3)[2, 2])
-        z.append(d.geom_xpos[i, 2] - half - r)
-    return min(z)
-
-
-def _on_floor(m: mujoco.MjModel, quat, joints) -> np.ndarray:
-    """qpos with the given base orientation and joint angles, lowered until the robot touches the floor."""
-    d = mujoco.MjData(m)
-    d.qpos[2], d.qpos[3:7], d.qpos[7:] = 1.0, quat, joints
-    mujoco.mj_kinematics(m, d)
-    d.qpos[2] -= _lowest_point(m, d)
-    return d.qpos.copy()
-
-
-def _initial_states(m: mujoco.MjModel) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(qpos, qvel, ctrl sequence): envs 0-1 lying supine (settled 1 s on the native backend), 2-3 standing."""
-    info = g1.robot_info()
-    d = mujoco.MjData(m)
-    d.qpos[:] = _on_floor(m, [math.sqrt(0.5), 0, -math.sqrt(0.5), 0], info.default_pose)
-    d.qpos[2] += 0.002
-    d.ctrl[:] = info.default_pose
-    mujoco.mj_step(m, d, nstep=200)  # settle on the floor: contacts at rest, as after a fall
-    lying_q, lying_v = d.qpos.copy(), d.qvel.copy()
-    standing_q = _on_floor(m, [1, 0, 0, 0], info.default_pose)
-    qpos = np.stack([lying_q, lying_q, standing_q, standing_q])
-    qvel = np.stack([lying_v, lying_v, np.zeros(m.nv), np.zeros(m.nv)])
-    rng = np.random.default_rng(0)
-    amplitude = np.array([0.1, 0.3, 0.0, 0.02])[:, None] * rng.choice([-1.0, 1.0], (N, m.nu))
-    t = (np.arange(STEPS) + 1)[:, None, None] * DECIMATION * m.opt.timestep
-    ctrl = info.default_pose + amplitude[None] * np.sin(2 * np.pi * 1.0 * t)  # 1 Hz, starts at the pose
-    return qpos, qvel, ctrl
-
-
-def _rollout(sim, qpos, qvel, ctrl) -> dict[str, np.ndarray]:
-    sim.reset_envs(torch.arange(N), torch.tensor(qpos), torch.tensor(qvel))
-    out: dict[str, list] = {k: [] for k in ("qpos", "qvel", "sensordata", "site_xpos", "actuator_force")}
-    for k in range(STEPS):
-        sim.step(torch.tensor(ctrl[k]), DECIMATION)
-        s = sim.state
-        for key in out:
-            out[key].append(getattr(s, key).double().cpu().numpy().copy())
-    return {k: np.stack(v) for k, v in out.items()}
-
-
 @pytest.fixture(scope="module")
 def rollouts(model, mjx_sim):
-    qpos, qvel, ctrl = _initial_states(model)
-    native = _rollout(make_sim("native", model, N, num_threads=1), qpos, qvel, ctrl)
-    mjx = _rollout(mjx_sim, qpos, qvel, ctrl)
+    qpos, qvel, ctrl = initial_states(model)
+    native = rollout(make_sim("native", model, N, num_threads=1), qpos, qvel, ctrl)
+    mjx = rollout(mjx_sim, qpos, qvel, ctrl)
     return native, mjx
 
 
 def test_trajectories_match_native_lying_and_standing(rollouts):
     native, mjx = rollouts
-    err = np.abs(native["qpos"] - mjx["qpos"]).max(axis=(0, 2))  # per env, over steps and entries
-    print(f"max |Δqpos| per env (lying ±0.1, lying ±0.3, standing hold, standing ±0.02): {err}")
-    assert err[0] < QPOS_TOL_LYING and err[1] < QPOS_TOL_LYING, err
-    assert err[2] < QPOS_TOL_STANDING and err[3] < QPOS_TOL_STANDING, err
-    # the lying envs really move and the standing ones really stand (the comparison is not vacuous)
-    assert np.abs(native["qpos"][-1, 1, 7:] - native["qpos"][0, 1, 7:]).max() > 0.1
-    assert native["qpos"][:, 2:, 2].min() > 0.6
+    check_trajectories(native, mjx, QPOS_TOL_LYING, QPOS_TOL_STANDING)
 
 
 def test_all_state_fields_match_native_when_standing(rollouts, model):
     native, mjx = rollouts
-    cols = [
-        c
-        for s in range(model.nsensor)
-        if model.sensor_needstage[s] <= mujoco.mjtStage.mjSTAGE_VEL.value
-        for c in range(model.sensor_adr[s], model.sensor_adr[s] + model.sensor_dim[s])
-    ]
+    cols = posvel_sensor_columns(model)
     env = 2  # standing, PD holding: both backends follow the same trajectory to float32 precision
     np.testing.assert_allclose(mjx["qvel"][:, env], native["qvel"][:, env], atol=0.02)
     np.testing.assert_allclose(mjx["site_xpos"][:, env], native["site_xpos"][:, env], atol=1e-3)
@@ -144,19 +86,7 @@ def test_all_state_fields_match_native_when_standing(rollouts, model):
 
 def test_state_is_current_at_the_new_state(rollouts, model):
     """Sites and position/velocity sensors are those of the returned qpos/qvel (not of the step's start)."""
-    _, mjx = rollouts
-    cols = [
-        c
-        for s in range(model.nsensor)
-        if model.sensor_needstage[s] <= mujoco.mjtStage.mjSTAGE_VEL.value
-        for c in range(model.sensor_adr[s], model.sensor_adr[s] + model.sensor_dim[s])
-    ]
-    d = mujoco.MjData(model)
-    for i in range(N):
-        d.qpos[:], d.qvel[:] = mjx["qpos"][-1, i], mjx["qvel"][-1, i]
-        mujoco.mj_forward(model, d)
-        np.testing.assert_allclose(mjx["site_xpos"][-1, i], d.site_xpos, atol=1e-4)
-        np.testing.assert_allclose(mjx["sensordata"][-1, i][cols], d.sensordata[cols], atol=1e-2, rtol=1e-3)
+    check_state_is_current(rollouts[1], model)
 
 
 def test_state_is_zero_copy_float32(mjx_sim, model):

@@ -35,6 +35,18 @@ import torch
 
 pytest.importorskip("mujoco_warp")  # CI installs the [warp] extra; without it this module skips
 
+from sim_parity_testlib import (
+    DECIMATION,
+    STEPS,
+    N,
+    check_state_is_current,
+    check_trajectories,
+    initial_states,
+    on_floor,
+    posvel_sensor_columns,
+    rollout,
+)
+
 from upright.robots import g1
 from upright.sim import BACKENDS, PER_ENV_FIELDS, make_sim
 from upright.sim.base import subtree_masses
@@ -42,12 +54,10 @@ from upright.sim.warp import WarpOverflowError, WarpOverflowWarning, WarpSim
 from upright.tasks.standup.foot_contact import FootContactReader
 from upright.tasks.standup.scene import standup_scene
 
-N, STEPS, DECIMATION = 4, 50, 4
 DEVICE = os.environ.get("UPRIGHT_WARP_TEST_DEVICE", "cpu")
 QPOS_TOL_LYING = 0.05
 QPOS_TOL_STANDING = 1e-3
 QPOS_TOL_DR = 2e-4
-KEYS = ("qpos", "qvel", "sensordata", "site_xpos", "actuator_force", "ncon", "nefc")
 
 
 @pytest.fixture(scope="module")
@@ -64,38 +74,6 @@ def _native(model):
     return make_sim("native", model, N, num_threads=1)
 
 
-def _on_floor(m: mujoco.MjModel, quat, joints) -> np.ndarray:
-    """qpos with the given base orientation and joint angles, lowered until the robot's lowest collision geom
-    touches the floor."""
-    d = mujoco.MjData(m)
-    d.qpos[2], d.qpos[3:7], d.qpos[7:] = 1.0, quat, joints
-    mujoco.mj_kinematics(m, d)
-    low = []
-    for i in range(m.ngeom):
-        if m.geom_bodyid[i] == 0 or not (m.geom_contype[i] or m.geom_conaffinity[i]):
-            continue
-        half = m.geom_size[i, 1] * abs(d.geom_xmat[i, 8]) if m.geom_type[i] == mujoco.mjtGeom.mjGEOM_CAPSULE else 0
-        low.append(d.geom_xpos[i, 2] - half - m.geom_size[i, 0])
-    d.qpos[2] -= min(low)
-    return d.qpos.copy()
-
-
-def _initial_states(m: mujoco.MjModel) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(qpos, qvel, ctrl sequence): envs 0-1 lying supine (settled 1 s on native MuJoCo), 2-3 standing."""
-    pose = g1.robot_info().default_pose
-    d = mujoco.MjData(m)
-    d.qpos[:] = _on_floor(m, [math.sqrt(0.5), 0, -math.sqrt(0.5), 0], pose)
-    d.qpos[2] += 0.002
-    d.ctrl[:] = pose
-    mujoco.mj_step(m, d, nstep=200)
-    standing = _on_floor(m, [1, 0, 0, 0], pose)
-    qpos = np.stack([d.qpos, d.qpos, standing, standing])
-    qvel = np.stack([d.qvel, d.qvel, np.zeros(m.nv), np.zeros(m.nv)])
-    amplitude = np.array([0.1, 0.3, 0.0, 0.02])[:, None] * np.random.default_rng(0).choice([-1.0, 1.0], (N, m.nu))
-    t = (np.arange(STEPS) + 1)[:, None, None] * DECIMATION * m.opt.timestep
-    return qpos, qvel, pose + amplitude[None] * np.sin(2 * np.pi * t)
-
-
 def _counts(sim) -> tuple[np.ndarray, np.ndarray]:
     """(ncon, nefc) per env of either backend."""
     if isinstance(sim, WarpSim):
@@ -104,45 +82,23 @@ def _counts(sim) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _rollout(sim, qpos, qvel, ctrl) -> dict[str, np.ndarray]:
-    dev = sim.device
-    sim.reset_envs(torch.arange(N, device=dev), torch.tensor(qpos).to(dev), torch.tensor(qvel).to(dev))
-    out: dict[str, list] = {k: [] for k in KEYS}
-    for k in range(len(ctrl)):
-        sim.step(torch.tensor(ctrl[k]).to(dev), DECIMATION)
-        s = sim.state
-        for key in KEYS[:5]:
-            out[key].append(getattr(s, key).double().cpu().numpy().copy())
-        ncon, nefc = _counts(sim)
-        out["ncon"].append(ncon)
-        out["nefc"].append(nefc)
-    return {k: np.stack(v) for k, v in out.items()}
+    """:func:`sim_parity_testlib.rollout` with the contact and constraint-row counts of every step."""
+    return rollout(sim, qpos, qvel, ctrl, extra=lambda sim: dict(zip(("ncon", "nefc"), _counts(sim))))
 
 
 @pytest.fixture(scope="module")
 def rollouts(model, warp_sim):
-    qpos, qvel, ctrl = _initial_states(model)
+    qpos, qvel, ctrl = initial_states(model)
     return _rollout(_native(model), qpos, qvel, ctrl), _rollout(warp_sim, qpos, qvel, ctrl)
 
 
 def test_trajectories_match_native_lying_and_standing(rollouts):
-    native, warp = rollouts
-    err = np.abs(native["qpos"] - warp["qpos"]).max(axis=(0, 2))
-    print(f"max |Δqpos| per env (lying ±0.1, lying ±0.3, standing hold, standing ±0.02): {err}")
-    assert err[0] < QPOS_TOL_LYING and err[1] < QPOS_TOL_LYING, err
-    assert err[2] < QPOS_TOL_STANDING and err[3] < QPOS_TOL_STANDING, err
-    # not vacuous: the lying envs move, the standing ones stand
-    assert np.abs(native["qpos"][-1, 1, 7:] - native["qpos"][0, 1, 7:]).max() > 0.1
-    assert native["qpos"][:, 2:, 2].min() > 0.6
+    check_trajectories(*rollouts, QPOS_TOL_LYING, QPOS_TOL_STANDING)
 
 
 def test_all_state_fields_match_native_when_standing(rollouts, model):
     native, warp = rollouts
-    posvel = [
-        c
-        for s in range(model.nsensor)
-        if model.sensor_needstage[s] <= mujoco.mjtStage.mjSTAGE_VEL.value
-        for c in range(model.sensor_adr[s], model.sensor_adr[s] + model.sensor_dim[s])
-    ]
+    posvel = posvel_sensor_columns(model)
     feet = FootContactReader(model)
     for env in (2, 3):
         diffs = {
@@ -202,25 +158,13 @@ def test_contact_and_constraint_counts_match_native(model, rollouts, warp_sim):
 
 def test_state_is_current_at_the_new_state(rollouts, model):
     """Sites and position/velocity sensors are those of the returned qpos/qvel, not of the step's start."""
-    _, warp = rollouts
-    cols = [
-        c
-        for s in range(model.nsensor)
-        if model.sensor_needstage[s] <= mujoco.mjtStage.mjSTAGE_VEL.value
-        for c in range(model.sensor_adr[s], model.sensor_adr[s] + model.sensor_dim[s])
-    ]
-    d = mujoco.MjData(model)
-    for i in range(N):
-        d.qpos[:], d.qvel[:] = warp["qpos"][-1, i], warp["qvel"][-1, i]
-        mujoco.mj_forward(model, d)
-        np.testing.assert_allclose(warp["site_xpos"][-1, i], d.site_xpos, atol=1e-4)
-        np.testing.assert_allclose(warp["sensordata"][-1, i][cols], d.sensordata[cols], atol=1e-2, rtol=1e-3)
+    check_state_is_current(rollouts[1], model)
 
 
 def test_graph_and_plain_launches_agree(model, rollouts):
     """The captured-graph path and one-by-one kernel launches compute the same trajectory."""
     _, graph = rollouts
-    qpos, qvel, ctrl = _initial_states(model)
+    qpos, qvel, ctrl = initial_states(model)
     plain = WarpSim(model, N, device=DEVICE, graph=False)
     assert not plain.use_graph and WarpSim(model, 1, device=DEVICE, graph=True).use_graph
     out = _rollout(plain, qpos, qvel, ctrl[:10])
@@ -304,8 +248,8 @@ def _randomise(sim, rng: np.random.Generator, model) -> None:
 def test_domain_randomised_fields_match_native(model, warp_sim):
     """Envs 0-1 in free fall (10 m up) with ±0.3 rad PD targets, 2-3 standing with ±0.02: every PER_ENV_FIELDS
     field randomised per env, the same values on both backends."""
-    qpos, qvel, ctrl = _initial_states(model)
-    qpos[:2], qvel[:2] = _on_floor(model, [1, 0, 0, 0], g1.robot_info().default_pose), 0.0
+    qpos, qvel, ctrl = initial_states(model)
+    qpos[:2], qvel[:2] = on_floor(model, [1, 0, 0, 0], g1.robot_info().default_pose), 0.0
     qpos[:2, 2] += 10.0
     ctrl = ctrl[:, [1, 1, 3, 3]]
     reference = _rollout(_native(model), qpos, qvel, ctrl)
@@ -361,7 +305,7 @@ def test_model_field_errors_name_the_fix(model, warp_sim):
 
 def test_buffer_overflow_is_an_error_that_names_the_fix(model, monkeypatch):
     """Too few contact slots or constraint rows for a lying robot: an error naming the variable, or one warning."""
-    qpos, qvel, _ = _initial_states(model)
+    qpos, qvel, _ = initial_states(model)
     pose = torch.tensor(g1.robot_info().default_pose, dtype=torch.float32).expand(2, -1)
 
     def lie(sim):
