@@ -76,14 +76,9 @@ RECIPES: dict[str, str] = {
     "default": "",
     "shared_trunk": "train.critic_shared_trunk=true",
     "shared_bf16": "train.critic_shared_trunk=true train.use_mixed_precision=true",
-    "fastA": (
-        "sim.num_threads=1 train.update_threads=1 env.state_archive.fraction=0.4 env.assisted_start.fraction=0.1 "
-        "env.curriculum.trigger=per_env env.curriculum.pull_assisted=false env.curriculum.beta_init=0.25 "
-        "train.use_mixed_precision=true train.critic_shared_trunk=true"
-    ),
 }
 """Named recipes ``--recipe NAME`` accepts without ``=``: Hydra overrides on ``task=standup``'s defaults.
-``default`` is whatever the defaults are today; ``fastA`` is the recipe of the ``logs/standup/fastA_s*`` runs."""
+``default`` is whatever the defaults are today."""
 
 SEED_SUFFIX = re.compile(r"[_-]s(?:eed)?\d+$")
 

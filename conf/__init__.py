@@ -10,9 +10,9 @@ posture's HoST ``env.*`` values (:data:`~upright.tasks.standup.terrains.settings
 Kp/Kd ranges, ungated pull force) and ``train.group_weights`` (prone [1, 0.1, 1, 1]).
 Explicit ``env.*`` overrides on the command line still win.
 
-``recipe=<name>`` (:data:`RECIPES`) sets the training recipe: ``host`` is HoST's recipe as published; ``fast`` is
-upright's candidate for a 2-core CPU (``docs/standup_learning.md`` has its measurements); ``cartesian`` is upright's
-lift recipe (``task=lift recipe=cartesian``; without it the lift task trains with Playground's settings,
+``recipe=<name>`` (:data:`RECIPES`) sets the training recipe: ``host`` is HoST's recipe as published; ``getup`` is
+the get-up MDP (``docs/experiments/2026-11-26_getup_recipe.md``); ``cartesian`` is upright's lift recipe
+(``task=lift recipe=cartesian``; without it the lift task trains with Playground's settings,
 ``docs/lift_learning.md``); ``vlm_kneel`` trains the G1 to kneel from a sentence through a CLIP reward
 (``docs/vlm_reward.md``). Explicit ``env.*`` and ``train.*`` overrides still win.
 """
@@ -113,18 +113,6 @@ def with_task_groups(args: list[str]) -> list[str]:
 
 RECIPES: dict[str, dict[str, Any]] = {
     "host": {},
-    "fast": {
-        # cost per iteration (benchmarks/bench_ppo_update.py): one critic trunk, bfloat16 autocast in the update
-        "train.critic_shared_trunk": True,
-        "train.use_mixed_precision": True,
-        # task design: fixed β (HoST's "fixed β = 0.25" ablation, Table VI), a pull force that falls per env on
-        # success and only helps episodes from the lying posture, self-generated and crouched starts
-        "env.curriculum.beta_init": 0.25,
-        "env.curriculum.trigger": "per_env",
-        "env.curriculum.pull_assisted": False,
-        "env.state_archive.fraction": 0.4,
-        "env.assisted_start.fraction": 0.1,
-    },
     "getup": {
         # the get-up MDP of MuJoCo Playground's Go1Getup and mujocolab/mjlab_playground's g1-getup branch
         # (upright.tasks.standup.getup): standing and dropped starts, actions relative to the measured q (scale 0.6,
@@ -196,7 +184,6 @@ RECIPES["vlm_kneel"] = {
 
 RECIPE_TASKS: dict[str, str] = {
     "host": "standup",
-    "fast": "standup",
     "getup": "standup",
     "cartesian": "lift",
     "vlm_kneel": "standup",
@@ -243,6 +230,26 @@ TASKS = {"standup": StandupTaskCfg, "lift": LiftTaskCfg}
 """Registered tasks (``task=<name>``)."""
 
 
+REMOVED_SETTINGS: tuple[str, ...] = (
+    "env.assisted_start",
+    "env.state_archive",
+    "env.rise_path",
+    "env.curriculum.pull_assisted",
+)
+"""Standup settings of levers that measured no gain, removed on 2026-11-26 with ``recipe=fast`` (their code last lived
+in commit :data:`REMOVED_IN`; ``docs/standup_learning.md``, "Removed levers"). A run config saved before loads without
+them (:func:`load_run_config`): they only shaped training starts and the pull force, not the policy's inputs or actions,
+so evaluation, export and play of such a run are unchanged. An override of one is refused with that commit named."""
+
+REMOVED_IN = "a5b5807"
+"""The commit where the code of :data:`REMOVED_SETTINGS` last lived."""
+
+
+def removed_setting(key: str) -> str | None:
+    """The entry of :data:`REMOVED_SETTINGS` that the dotted ``key`` is, or lies under; None for any other key."""
+    return next((r for r in REMOVED_SETTINGS if key == r or key.startswith(r + ".")), None)
+
+
 BEHAVIOUR_BEFORE_SETTING: dict[str, Any] = {"env.rewards.carry_off_floor": False}
 """Settings whose default is not what runs saved before the setting existed did: a saved config without the key gets
 this value (the behaviour it was trained with), not the default. ``carry_off_floor``: the carry term was ungated
@@ -253,7 +260,7 @@ def load_run_config(path) -> Any:
     """A run's saved ``config_<n>.yaml`` (or an exported ``config.yaml``) as a DictConfig whose ``env``, ``sim`` and
     ``train`` sit on their task's typed schema, so that a setting added after the run was saved gets its default
     instead of a missing-key error, or, where that default changed the behaviour, the value of
-    :data:`BEHAVIOUR_BEFORE_SETTING`.
+    :data:`BEHAVIOUR_BEFORE_SETTING`; the settings of :data:`REMOVED_SETTINGS` are dropped.
 
     Raises:
         FileNotFoundError: no file at ``path``.
@@ -264,6 +271,11 @@ def load_run_config(path) -> Any:
     if not pathlib.Path(path).is_file():
         raise FileNotFoundError(f"run config {path} does not exist")
     cfg = OmegaConf.load(path)
+    for key in REMOVED_SETTINGS:  # levers removed since the run was saved (all off in evaluation, export and play)
+        parent, leaf = key.rsplit(".", 1)
+        node = OmegaConf.select(cfg, parent)
+        if OmegaConf.is_dict(node) and leaf in node:
+            node.pop(leaf)
     absent = [key for key in BEHAVIOUR_BEFORE_SETTING if OmegaConf.select(cfg, key) is None]
     task = TASKS.get(str(cfg.get("task_name", "standup")))
     if task is None:

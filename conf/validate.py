@@ -12,7 +12,17 @@ from hydra.errors import HydraException
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException, ValidationError
 
-from upright.conf import NO_VARIANT, RECIPE_TASKS, RECIPES, TASK_GROUPS_OFF, TASKS, register_configs, with_task_groups
+from upright.conf import (
+    NO_VARIANT,
+    RECIPE_TASKS,
+    RECIPES,
+    REMOVED_IN,
+    TASK_GROUPS_OFF,
+    TASKS,
+    register_configs,
+    removed_setting,
+    with_task_groups,
+)
 from upright.tasks.standup.terrains import check_variant
 
 
@@ -172,6 +182,13 @@ def validate_overrides(args: list[str], config_name: str = "config") -> str | No
             + (" or ".join(f"recipe={r}" for r in mine) if mine else "no recipe")
             + "."
         )
+    for arg in overrides:
+        gone = removed_setting(arg.lstrip("+~").split("=", 1)[0])
+        if gone is not None:
+            return (
+                f"{arg}: {gone} was removed (a lever that measured no gain; its code last lived in commit "
+                f'{REMOVED_IN}, docs/standup_learning.md "Removed levers").'
+            )
     for key in ("env.terrain", "env.posture"):
         if any(a.lstrip("+~").startswith(key + "=") for a in overrides):
             top = key.split(".")[1]

@@ -82,7 +82,6 @@ class StandupTask(BatchedTask):
         check_overrides(StandupEnvCfg(), overrides, RESERVED_OVERRIDES)
         self.cfg = standup_env_cfg(terrain, posture, num_envs=num_envs, **overrides)
         self.sim_cfg = SimCfg(backend=backend, num_threads=int(num_threads))
-        self._device = device
         self.env = make_env("standup", self.cfg, self.sim_cfg, device=device, seed=0)
         self._initial_state = _clone(self.env.state_dict())
         self.reward_group_names = tuple(getattr(self.env, "reward_group_names", REWARD_GROUPS))
@@ -116,17 +115,10 @@ class StandupTask(BatchedTask):
 
     def reseed(self, seed: int) -> None:
         """Make the env what ``StandupEnv(cfg, seed=seed)`` is right after construction, without recompiling the
-        scene: both generators reseeded, the creation-time domain randomisation redrawn, curricula and state archive
-        back to their initial state, every env reset. With rise-path starts (their bank is drawn at construction)
-        the env is rebuilt instead."""
+        scene: both generators reseeded, the creation-time domain randomisation redrawn, curricula back to their
+        initial state, every env reset."""
         env = self.env
         self._final_rng.manual_seed(seed)
-        if self.cfg.rise_path.fraction > 0:
-            from upright.tasks.registry import make_env
-
-            env.close()
-            self.env = make_env("standup", self.cfg, self.sim_cfg, device=self._device, seed=seed)
-            return
         env.rng.manual_seed(seed)
         env.randomizer.reseed(seed + RANDOMIZER_SEED_OFFSET)  # creation-time fields: friction, restitution, masses, COM
         if self.getup:

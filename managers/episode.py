@@ -29,22 +29,17 @@ class EpisodeStats:
                 self.sums[key] = torch.zeros(self.num_envs, device=self.device)
             self.sums[key] += value.detach().float()
 
-    def finished_means(
-        self, dones: torch.Tensor, prefix: str = "Episode_Reward/", length: torch.Tensor | None = None
-    ) -> dict[str, torch.Tensor]:
+    def finished_means(self, dones: torch.Tensor, prefix: str = "Episode_Reward/") -> dict[str, torch.Tensor]:
         """Per-step means of every sum over the episodes ending now: ``{prefix + key: (M,)}`` for the M done envs
-        (empty when none is done), in the order the keys were first added.
+        (empty when none is done), in the order the keys were first added; an episode of 0 steps counts as 1.
 
         Args:
             dones: (N,) bool, the envs whose episode ends now.
             prefix: prepended to every key (TensorBoard ``Episode_Reward/...``).
-            length: (N,) env steps to divide each env's sums by; None: :attr:`length`. A task whose episode clock
-                does not start at 0 passes the steps actually run (e.g. standup's assisted starts begin their
-                clock at the end of the skipped unactuated phase). 0 counts as 1.
         """
         if not bool(dones.any()):
             return {}
-        steps = (self.length if length is None else length)[dones].float().clamp(min=1)
+        steps = self.length[dones].float().clamp(min=1)
         return {prefix + key: total[dones] / steps for key, total in self.sums.items()}
 
     def reset(self, env_ids: torch.Tensor) -> None:

@@ -80,3 +80,24 @@ def test_a_run_config_with_an_unknown_key_or_task_is_refused(tmp_path):
         load_run_config(_saved_lift_config(tmp_path, extra={"task_name": "juggle"}))
     with pytest.raises(FileNotFoundError):
         load_run_config(tmp_path / "missing.yaml")
+
+
+def test_a_standup_run_config_with_removed_levers_loads_without_them_and_their_overrides_are_refused(tmp_path):
+    """Levers removed on 2026-11-26 (:data:`upright.conf.REMOVED_SETTINGS`): a run config saved with them still loads
+    (evaluation, export and play of earlier runs), and an override of one names the commit where their code lived."""
+    from omegaconf import OmegaConf
+
+    from upright.conf import REMOVED_IN, StandupTaskCfg, load_run_config
+    from upright.conf.validate import validate_overrides
+
+    cfg = OmegaConf.create(OmegaConf.to_container(OmegaConf.structured(StandupTaskCfg()), resolve=True))
+    cfg.env.rise_path = {"fraction": 0.6, "fall_drop": 0.25}
+    cfg.env.state_archive = {"fraction": 0.4}
+    cfg.env.assisted_start = {"fraction": 0.1}
+    cfg.env.curriculum.pull_assisted = False
+    OmegaConf.save(cfg, tmp_path / "config_0.yaml")
+    loaded = load_run_config(tmp_path / "config_0.yaml")
+    assert not any(key in loaded.env for key in ("rise_path", "state_archive", "assisted_start"))
+    assert "pull_assisted" not in loaded.env.curriculum and loaded.env.curriculum.trigger == "batch_mean"
+    message = validate_overrides(["task=standup", "env.assisted_start.fraction=0.25"])
+    assert "env.assisted_start was removed" in message and REMOVED_IN in message

@@ -46,6 +46,7 @@ def run_train(args: list[str], cwd: pathlib.Path, max_file_bytes: int | None = N
     )
 
 
+@pytest.mark.slow
 def test_failed_save_leaves_no_truncated_checkpoint_and_resume_skips_a_truncated_one(tmp_path):
     proc = run_train([*SMALL, "train.max_iterations=2", "run.root=runs", "run.name=crash"], tmp_path)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]

@@ -8,9 +8,12 @@ import re
 import subprocess
 import sys
 
+import pytest
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
+@pytest.mark.slow
 def test_two_cpu_ranks_stay_in_sync(tmp_path):
     cmd = [
         sys.executable,

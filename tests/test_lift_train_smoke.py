@@ -71,7 +71,7 @@ def test_cartesian_recipe_sets_its_values_and_explicit_overrides_win():
     [
         ("env.no_such_key=1", "Could not override 'env.no_such_key'"),
         ("terrain=platform", "applies to task=standup only"),
-        ("recipe=fast", "recipe=fast is a task=standup recipe; for task=lift use recipe=cartesian"),
+        ("recipe=getup", "recipe=getup is a task=standup recipe; for task=lift use recipe=cartesian"),
     ],
 )
 def test_bad_overrides_refused(tmp_path, arg, message):
@@ -79,6 +79,7 @@ def test_bad_overrides_refused(tmp_path, arg, message):
     assert proc.returncode == 2 and message in proc.stderr, proc.stderr[-2000:]
 
 
+@pytest.mark.slow
 def test_export_and_play_video(run, tmp_path):
     run_dir, _ = run
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
@@ -149,6 +150,7 @@ def ee_run(tmp_path_factory):
     )
 
 
+@pytest.mark.slow
 def test_ee_delta_run_exports_a_4_action_policy_that_evaluate_and_play_run(ee_run, tmp_path):
     run_dir, _ = ee_run
     meta = read_metadata(run_dir / "policy.onnx")

@@ -212,12 +212,7 @@ def make_eval_env(
     cfg.env.episode_length_s = episode_length_s
     cfg.env.obs_noise = False
     cfg.env.curriculum.enabled = False  # no pull force; β fixed below
-    cfg.env.assisted_start.fraction = 0.0  # every episode from the terrain's posture (HoST protocol)
-    if "state_archive" in cfg.env:
-        cfg.env.state_archive.fraction = 0.0
-    if "rise_path" in cfg.env:
-        cfg.env.rise_path.fraction = 0.0
-    if "getup" in cfg.env:  # recipe=getup: every episode from the terrain's posture too
+    if "getup" in cfg.env:  # recipe=getup: every episode from the terrain's posture (HoST protocol)
         cfg.env.getup.stand_fraction = cfg.env.getup.fall_fraction = 0.0
     if not domain_rand:
         cfg.env.domain_rand.enabled = False

@@ -202,13 +202,7 @@ def _play_env_cfg(env_cfg, variant: Variant, randomize: bool):
     cfg.num_envs = 1
     if "curriculum" in cfg:
         cfg.curriculum.enabled = False  # no pull force in play; β is held fixed by the session
-    if "assisted_start" in cfg:
-        cfg.assisted_start.fraction = 0.0  # play starts from the variant's posture
-    if "state_archive" in cfg:
-        cfg.state_archive.fraction = 0.0
-    if "rise_path" in cfg:
-        cfg.rise_path.fraction = 0.0
-    if "getup" in cfg:  # env.mdp=getup: from the variant's posture too
+    if "getup" in cfg:  # env.mdp=getup: play starts from the variant's posture
         cfg.getup.stand_fraction = cfg.getup.fall_fraction = 0.0
     if not randomize:
         for key in ("obs_noise",):  # randomisation switches of the task config

@@ -13,12 +13,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from upright.managers.vlm_reward import VLMRewardCfg
-from upright.tasks.standup.assisted_start import AssistedStartCfg
 from upright.tasks.standup.curriculum import CurriculumCfg
 from upright.tasks.standup.getup.config import GetupCfg
 from upright.tasks.standup.randomization import DisturbanceCfg, DomainRandCfg
-from upright.tasks.standup.rise_path import RisePathCfg
-from upright.tasks.standup.state_archive import StateArchiveCfg
 
 
 @dataclass
@@ -60,16 +57,6 @@ class StandupEnvCfg:
     joint angle"). Part of domain randomisation: ``env.domain_rand.enabled=false`` resets to the exact default pose."""
     init_joint_offset: tuple[float, float] = (-0.1, 0.1)
     """Reset joint-angle offset range, rad."""
-    assisted_start: AssistedStartCfg = field(default_factory=AssistedStartCfg)
-    """Not HoST: a fraction of training episodes starts upright in a crouch, ground only (off by default; see
-    :mod:`upright.tasks.standup.assisted_start`), e.g. ``env.assisted_start.fraction=0.2``."""
-    state_archive: StateArchiveCfg = field(default_factory=StateArchiveCfg)
-    """Not HoST: a fraction of training episodes starts from states the policy's own episodes reached, drawn
-    evenly over head-height bins (see :mod:`upright.tasks.standup.state_archive`), e.g.
-    ``env.state_archive.fraction=0.4``."""
-    rise_path: RisePathCfg = field(default_factory=RisePathCfg)
-    """Not HoST: a fraction of training episodes starts at a point of a scripted get-up, settled by physics, ground
-    only (see :mod:`upright.tasks.standup.rise_path`), e.g. ``env.rise_path.fraction=0.5``."""
     action_mode: str = "relative"
     """How actions become PD targets of the 23 policy joints: ``relative`` (HoST) p = q + β·a, around the measured
     joint angles; ``absolute`` (not HoST; legged_gym's convention) p = q_default + β·a, around the default pose.

@@ -54,9 +54,6 @@ class CurriculumCfg:
     trigger: str = "batch_mean"
     """``batch_mean`` (HoST): the resetting envs step down together when their MEAN head height exceeds the
     threshold. ``per_env`` (not HoST): each resetting env whose own head height exceeds it steps down."""
-    pull_assisted: bool = True
-    """Apply the pull force in episodes that began from an assisted or archived start too. False: only episodes
-    from the terrain's posture get it (the others practise rising and standing without help)."""
 
 
 class StandupCurriculum:

@@ -19,7 +19,6 @@ q + β·a at every physics substep instead; see the README's notes on HoST.
 from __future__ import annotations
 
 import dataclasses
-import math
 
 import mujoco
 import torch
@@ -34,19 +33,14 @@ from upright.robots import g1
 from upright.sim import make_sim
 from upright.sim.options import PhysicsOptions
 from upright.tasks.quat import quat_rotate_inverse
-from upright.tasks.standup.assisted_start import AssistedStarts
-from upright.tasks.standup.assisted_start import validate as validate_assisted_start
 from upright.tasks.standup.config import SimCfg, StandupEnvCfg
 from upright.tasks.standup.curriculum import StandupCurriculum
 from upright.tasks.standup.foot_contact import FootContactReader
 from upright.tasks.standup.observations import HISTORY_LENGTH, observation_dims, observation_frame
 from upright.tasks.standup.randomization import StandupRandomizer
 from upright.tasks.standup.rewards import GROUPS, standup_reward_terms
-from upright.tasks.standup.rise_path import RisePathStarts
-from upright.tasks.standup.rise_path import validate as validate_rise_path
 from upright.tasks.standup.scene import standup_scene
 from upright.tasks.standup.state import StandupState
-from upright.tasks.standup.state_archive import StateArchive
 from upright.tasks.standup.terminations import terrain_fall, velocity_explosion
 from upright.tasks.standup.terrains import StartSampler, check_variant, terrain_layout
 from upright.tasks.standup.terrains.settings import SUPINE_QUAT  # noqa: F401  (re-exported for benchmarks)
@@ -70,15 +64,12 @@ class StandupEnv(VecEnv):
         sim_cfg = sim_cfg or SimCfg()
         if cfg.decimation < 1:
             raise ValueError(f"env.decimation must be >= 1, got {cfg.decimation}")
-        validate_assisted_start(cfg.assisted_start, cfg.terrain)
-        validate_rise_path(cfg.rise_path, cfg.terrain)
         if cfg.action_mode not in ("relative", "absolute"):
             raise ValueError(f"env.action_mode must be 'relative' (HoST) or 'absolute', got {cfg.action_mode!r}")
         self.cfg = cfg
         self.sim_cfg = sim_cfg
         self.device = torch.device(device)
         self.rng = torch.Generator(device="cpu").manual_seed(seed)
-        self._seed = seed
         self.terrain = check_variant(cfg.terrain, cfg.posture)
         """HoST's settings of the terrain (:class:`~upright.tasks.standup.terrains.TerrainSpec`)."""
         self.terrain_layout = terrain_layout(cfg.terrain)
@@ -119,14 +110,6 @@ class StandupEnv(VecEnv):
         self.obs_history = ObservationHistory(n, self.num_obs_per_step, HISTORY_LENGTH, dev)
         """The last :data:`~upright.tasks.standup.observations.HISTORY_LENGTH` frames of each env, oldest first
         (``obs_history.buffer``: (N, 6, 76) float32)."""
-        self.archive = (
-            StateArchive(
-                cfg.state_archive, self.model.nq, self.model.nv, (HISTORY_LENGTH, self.num_obs_per_step), j, dev
-            )
-            if cfg.state_archive.fraction > 0
-            else None
-        )
-        """Self-generated start states (None when ``env.state_archive.fraction`` is 0, as in HoST)."""
         self.randomizer = StandupRandomizer(
             cfg.domain_rand,
             cfg.disturbance,
@@ -181,29 +164,6 @@ class StandupEnv(VecEnv):
             self.reset_pose[g1.JOINT_NAMES.index(name)] = angle
         self._starts = StartSampler(self.terrain_layout, self.terrain, self.cfg.posture, self.cfg.init_height, dev)
         """Draws each resetting env's sub-terrain and pelvis pose."""
-        self._assisted_starts = (
-            AssistedStarts(self.cfg.assisted_start, m, self.default_pose, pol)
-            if self.cfg.assisted_start.fraction > 0
-            else None
-        )
-        """Draws the upright starts of ``env.assisted_start`` (None when its fraction is 0, as in HoST)."""
-        self._rise_path = (
-            RisePathStarts(self.cfg.rise_path, m, info.default_pose, info.policy_joint_ids, seed=self._seed, device=dev)
-            if self.cfg.rise_path.fraction > 0
-            else None
-        )
-        """The settled rise-path starts of ``env.rise_path`` (None when its fraction is 0, as in HoST)."""
-        self.on_path = torch.zeros(self.cfg.num_envs, dtype=torch.bool, device=dev)
-        """(N,) whether each env's current episode began from a rise-path start (a subset of :attr:`assisted`)."""
-        self.path_u = torch.full((self.cfg.num_envs,), float("nan"), device=dev)
-        """(N,) path coordinate of each env's rise-path start (NaN for other starts and teacher states)."""
-        self.start_head_height = torch.zeros(self.cfg.num_envs, device=dev)
-        """(N,) head height above the feet at the start of each env's rise-path episode, m."""
-        self.assisted = torch.zeros(self.cfg.num_envs, dtype=torch.bool, device=dev)
-        """(N,) whether each env's current episode began as an assisted or archived start (not from the terrain's
-        posture)."""
-        self.archived = torch.zeros(self.cfg.num_envs, dtype=torch.bool, device=dev)
-        """(N,) whether each env's current episode began from the state archive (a subset of :attr:`assisted`)."""
         self.sub_terrain = torch.zeros(self.cfg.num_envs, dtype=torch.long, device=dev)
         """(N,) index of each env's current sub-terrain in :attr:`terrain_layout`."""
         rng = torch.tensor(m.jnt_range[jids], dtype=torch.float32, device=dev)
@@ -243,8 +203,7 @@ class StandupEnv(VecEnv):
 
     @property
     def episode_length_buf(self) -> torch.Tensor:
-        """(N,) int64 env steps of each env's current episode; assisted and archived starts begin at
-        ``unactuated_steps`` (rsl-rl's ``init_at_random_ep_len`` writes it)."""
+        """(N,) int64 env steps of each env's current episode (rsl-rl's ``init_at_random_ep_len`` writes it)."""
         return self.episode.length
 
     @episode_length_buf.setter
@@ -332,38 +291,17 @@ class StandupEnv(VecEnv):
         )
         terminated |= terrain_fall(state, self.terrain.termination, unactuated_steps=cfg.unactuated_steps)
         time_outs = self.episode_length_buf >= self.max_episode_length
-        if self._rise_path is not None:
-            rp = self.cfg.rise_path
-            if rp.episode_length_s > 0:
-                path_len = cfg.unactuated_steps + round(rp.episode_length_s / self.step_dt)
-                time_outs |= self.on_path & (self.episode_length_buf >= path_len)
-            if rp.fall_drop > 0:
-                terminated |= self.on_path & (state.head_height < self.start_head_height - rp.fall_drop)
         dones = terminated | time_outs
         self.truncated = time_outs & ~terminated  # gymnasium's truncated; extras["time_outs"] also has terminal ones
         episode_log = self._log_step(state, group_rewards, terms, dones)
         self.last_state = state
         """State at the end of the last env step, before resets (for evaluation and logging)."""
-        if self.archive is not None:
-            s = self.sim.state
-            self.archive.record(
-                (self.episode_length_buf > cfg.unactuated_steps) & ~terminated,
-                state.head_height,
-                s.qpos,
-                s.qvel,
-                self.obs_history.buffer,
-                torch.stack([self.actions, self.last_actions, self.last_last_actions], dim=1),
-                self.sub_terrain,
-                self.rng,
-            )
 
         done_ids = dones.nonzero(as_tuple=False).flatten()
         if done_ids.numel() > 0:
-            from_posture = ~self.assisted[done_ids]  # assisted starts do not step the curricula down
-            self.curriculum.on_reset(done_ids[from_posture], state.head_height[done_ids][from_posture])
+            self.curriculum.on_reset(done_ids, state.head_height[done_ids])
             self.reset_envs(done_ids)
             state = self._read_state()
-            self.start_head_height[done_ids] = state.head_height[done_ids]
         self.state = state
         self._update_history()
         extras = {
@@ -382,8 +320,6 @@ class StandupEnv(VecEnv):
         """Set the torso's wrench for this env step from the state at its start (gated per env): the curriculum's
         upward pull once actuated, and the terrain's push along world x (``cfg.passive_push_force``) while not."""
         force = self.curriculum.pull_force(self.state.projected_gravity, actuated)
-        if not self.cfg.curriculum.pull_assisted:
-            force = torch.where(self.assisted, torch.zeros_like(force), force)
         push = torch.where(actuated, 0.0, float(self.cfg.passive_push_force))
         if not (force.any() or push.any() or self.pull_force.any() or self.push_force.any()):
             self.pull_force, self.push_force = force, push
@@ -409,61 +345,21 @@ class StandupEnv(VecEnv):
         joints[:, self._held_ids] = self.default_pose[self._held_ids]
         qpos = torch.zeros(m, self.model.nq, device=dev)
         sub, qpos[:, 0:3], qpos[:, 3:7] = self._starts.sample(m, self.rng)
-        assisted = torch.zeros(m, dtype=torch.bool, device=dev)
-        if self._assisted_starts is not None:
-            assisted = self._assisted_starts.choose(m, self.rng).to(dev)
-            k = int(assisted.sum())
-            if k:
-                z, quat, crouch = self._assisted_starts.sample(k, self.rng, self.joint_lower, self.joint_upper)
-                qpos[assisted, 2], qpos[assisted, 3:7], joints[assisted] = z, quat, crouch
         qpos[:, self._q_adr] = joints
         qvel = torch.zeros(m, self.model.nv, device=dev)
-        on_path = torch.zeros(m, dtype=torch.bool, device=dev)
-        if self._rise_path is not None:
-            on_path = self._rise_path.choose(m, self.rng, assisted)
-            k = int(on_path.sum())
-            if k:
-                qpos[on_path], qvel[on_path], u = self._rise_path.sample(k, self.rng, qpos[on_path, 0:2])
-                self.path_u[env_ids[on_path]] = u
-                assisted = assisted | on_path
-        self.on_path[env_ids] = on_path
-        archived, restored = self._draw_archived(m, assisted)
-        if restored is not None:
-            qpos[archived], qvel[archived], sub[archived] = restored.qpos, restored.qvel, restored.sub_terrain
-            assisted = assisted | archived
         self.sub_terrain[env_ids] = sub
         self.sim.reset_envs(env_ids, qpos, qvel)
         self.randomizer.on_reset(env_ids, qpos[:, self._q_adr])
         self.episode.reset(env_ids)  # clock and reward sums to 0
-        self.episode_length_buf[env_ids[assisted]] = cfg.unactuated_steps  # assisted starts act at once
-        self.assisted[env_ids] = assisted
         for buf in (self.actions, self.last_actions, self.last_last_actions, self.prev_dq):
             buf[env_ids] = 0.0
         self.obs_history.reset(env_ids)
         self.p_target[env_ids] = qpos[:, self._pq_adr]
-        self.archived[env_ids] = archived
-        if restored is not None:
-            ids = env_ids[archived]
-            self.obs_history.buffer[ids] = restored.obs_history
-            self.actions[ids], self.last_actions[ids], self.last_last_actions[ids] = restored.actions.unbind(1)
-            self.prev_dq[ids] = restored.qvel[:, self._pv_adr]
-
-    def _draw_archived(self, m: int, assisted: torch.Tensor):
-        """Which of ``m`` resetting envs start from the archive ((M,) bool; never one already assisted) and their
-        states (:class:`~upright.tasks.standup.state_archive.ArchivedStates` of the chosen ones, or None)."""
-        none = torch.zeros(m, dtype=torch.bool, device=self.device)
-        if self.archive is None:
-            return none, None
-        chosen = (torch.rand(m, generator=self.rng) < self.cfg.state_archive.fraction).to(self.device) & ~assisted
-        k = int(chosen.sum())
-        restored = self.archive.sample(k, self.rng) if k else None
-        return (chosen, restored) if restored is not None else (none, None)
 
     def reset_all(self) -> None:
         """Start a new episode in every env at once (all at step 0) and build the first observation."""
         self.reset_envs(torch.arange(self.num_envs, device=self.device))
         self.state = self._read_state()
-        self.start_head_height[:] = self.state.head_height
         self._update_history()
 
     def _update_history(self) -> None:
@@ -486,54 +382,24 @@ class StandupEnv(VecEnv):
             "Curriculum/pull_force_applied": self.pull_force,
             "Curriculum/triggers": torch.tensor(float(self.curriculum.num_triggers)),
         }
-        if self.archive is not None:
-            filled = self.archive.filled
-            log["Curriculum/archive_bins_filled"] = (filled > 0).sum().float()
-            top = (filled > 0).nonzero().flatten()
-            log["Curriculum/archive_top_bin"] = top.max().float() if top.numel() else torch.tensor(-1.0)
         if dones.any():
-            # env steps actually run: assisted episodes start their count at unactuated_steps
-            run = self.episode_length_buf - self.assisted.long() * self.cfg.unactuated_steps
-            log |= self.episode.finished_means(dones, length=run)
-            from_posture = dones & ~self.assisted
-            if from_posture.any():
-                log["Metrics/final_head_height"] = state.head_height[from_posture]
-                stood = (state.head_height > self.cfg.curriculum.threshold_height).float()
-                log["Metrics/stood_from_posture"] = stood[from_posture]
-                unaided = from_posture & (self.curriculum.force == 0)
-                if unaided.any():
-                    log["Metrics/stood_from_posture_no_pull"] = stood[unaided]
-            if (dones & self.assisted).any():
-                log["Metrics/final_head_height_assisted"] = state.head_height[dones & self.assisted]
-            path_done = dones & self.on_path
-            if path_done.any():  # rise-path episodes: how far the head rose (< 0: fell) and how many stood
-                log["Metrics/path_head_gain"] = (state.head_height - self.start_head_height)[path_done]
-                stood = self.truncated & (state.head_height > self.cfg.curriculum.threshold_height)
-                log["Metrics/path_stood"] = stood[path_done].float()  # lasted the episode, head above threshold
-                self._rise_path.record(self.path_u[path_done], stood[path_done])
-            if self._rise_path is not None and self.cfg.rise_path.reverse_curriculum:
-                log["Curriculum/rise_path_u_low"] = torch.tensor(self._rise_path.u_low)
-                if not math.isnan(self._rise_path.last_frontier_rate):
-                    log["Curriculum/rise_path_frontier_stood"] = torch.tensor(self._rise_path.last_frontier_rate)
+            log |= self.episode.finished_means(dones)
+            log["Metrics/final_head_height"] = state.head_height[dones]
+            stood = (state.head_height > self.cfg.curriculum.threshold_height).float()
+            log["Metrics/stood_from_posture"] = stood[dones]
+            unaided = dones & (self.curriculum.force == 0)
+            if unaided.any():
+                log["Metrics/stood_from_posture_no_pull"] = stood[unaided]
         return log
 
     def state_dict(self) -> dict:
         """Training state kept in checkpoints: the per-env curricula."""
-        state = {"curriculum": self.curriculum.state_dict()}
-        if self.archive is not None:
-            state["state_archive"] = self.archive.state_dict()
-        if self._rise_path is not None:
-            state["rise_path"] = self._rise_path.state_dict()
-        return state
+        return {"curriculum": self.curriculum.state_dict()}
 
     def load_state_dict(self, state: dict) -> None:
         """Restore :meth:`state_dict` (on resume)."""
         if "curriculum" in state:
             self.curriculum.load_state_dict(state["curriculum"])
-        if self.archive is not None and "state_archive" in state:
-            self.archive.load_state_dict(state["state_archive"])
-        if self._rise_path is not None and "rise_path" in state:
-            self._rise_path.load_state_dict(state["rise_path"])
 
     def close(self) -> None:
         """Release the backend."""

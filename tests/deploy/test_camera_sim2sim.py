@@ -30,6 +30,8 @@ from upright.deploy.lerobot_dataset import load_frames
 from upright.deploy.safety import SafetyFlag
 from upright.robots import panda
 
+pytestmark = pytest.mark.slow  # the whole module is end-to-end (pyproject.toml's markers)
+
 OFFSET = np.array([0.5, -0.2, 0.3, 0.3, -0.3, -0.2, 0.4, -0.02])
 GOAL = np.array(panda.HOME_CTRL) + OFFSET
 SIZE = (64, 64)

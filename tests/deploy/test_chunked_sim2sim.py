@@ -38,6 +38,7 @@ def vla(tmp_path_factory):
     return path
 
 
+@pytest.mark.slow
 def test_daemon_runs_a_chunked_vla_on_the_simulated_panda_with_an_intervention(tmp_path, vla):
     from upright.vla.onnx_policy import OnnxChunkPolicy
 

@@ -96,6 +96,7 @@ def test_run_refuses_a_damaged_dataset_before_anything_starts(tmp_path, damage, 
     assert fingerprint(root) == before
 
 
+@pytest.mark.slow
 def test_a_valid_or_new_dataset_is_not_refused(tmp_path, linear_policy, policy_features):
     """Control (passes with and without the fix): the check refuses nothing sound. ``run`` on a valid dataset and on a
     path that does not exist gets past the dataset to the ports (which do not exist here), changing nothing;

@@ -240,6 +240,7 @@ def fake_ports(tmp: pathlib.Path, n: int = 5) -> tuple[pathlib.Path, list[int]]:
     return folder, masters
 
 
+@pytest.mark.slow
 def test_recover_and_a_second_daemon_refuse_the_dataset_a_daemon_records(tmp_path, linear_policy):
     """A daemon records (POLICY, journal growing). ``recover DS`` is refused in one line; a second ``run --dataset DS``
     is refused by the socket (the same one), by its ports (the same ones) or, on other ports, by the dataset's lock,

@@ -201,6 +201,7 @@ class LiveDaemon:
         self.h.close()
 
 
+@pytest.mark.slow
 def test_ctl_refuses_bad_targets_with_one_line_and_the_mode_stays(tmp_path):
     """Issue 13.1: NaN/inf/out-of-limit targets, unknown joints and malformed arguments get a one-line error that names
     the valid joints or values; nothing is applied (all or nothing), the mode stays HUMAN, no damping."""
@@ -339,6 +340,7 @@ def wait_for_text(path: pathlib.Path, text: str, timeout: float) -> str:
     raise TimeoutError(f"'{text}' never appeared in {path}: {path.read_text()[-3000:] if path.exists() else ''}")
 
 
+@pytest.mark.slow
 def test_link_stall_of_the_sim_robot_is_logged_at_once_and_in_the_dataset(tmp_path, linear_policy):
     """Issue 13.2, end to end: SIGSTOP the sim robot; while the daemon still runs (sending damping), its log already
     has the DAMPING line with the reason (as ``journalctl -f`` would show), and the dataset's last frame has
@@ -384,6 +386,7 @@ def running_or_tipped_over(status: dict) -> bool:
     )
 
 
+@pytest.mark.slow
 def test_readme_sim_walkthrough_works_on_this_machine(tmp_path):
     """Issue 13.3: the README's commands, as written (the committed policy, default socket in $XDG_RUNTIME_DIR,
     default flags), reach POLICY and run it on this shared 2-core machine without an overrun fault; the daemon used to

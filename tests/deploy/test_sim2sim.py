@@ -114,6 +114,7 @@ def check_first_tick(r):
     np.testing.assert_allclose(r["daemon_actions"][0], r["env_actions"][0], atol=5e-3, rtol=0)
 
 
+@pytest.mark.slow
 def test_head_trajectory_matches_training_env_linear_policy(tmp_path, linear_policy):
     """A smooth policy: the head-height trajectory matches the env's over the whole run (2 s)."""
     r = run_parity(tmp_path, linear_policy, duration=2.6)
@@ -128,6 +129,7 @@ HEAD_RISE = 0.15
 lifting the head in the env (a sit-up from lying is about 0.3 m; standing about 1.3 m)."""
 
 
+@pytest.mark.slow
 def test_head_rises_as_in_training_env_trained_policy(tmp_path, latest_policy):
     """The trained policy (assets/policies/, else the newest checkpoint under logs/).
 
@@ -158,6 +160,7 @@ def test_head_rises_as_in_training_env_trained_policy(tmp_path, latest_policy):
         assert daemon_head[-last:].min() > STANDING_HEAD, daemon_head[-last:]
 
 
+@pytest.mark.slow
 def test_scripted_intervention_marks_exactly_those_frames(tmp_path, linear_policy):
     sim, links = start_sim_robot(tmp_path, "--lockstep-dt", "0.002")
     daemon = start_daemon(tmp_path, linear_policy, links, "--auto-start", "--ramp-s", "0.2", "--auto-engage", "0.1")

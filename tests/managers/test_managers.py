@@ -114,18 +114,6 @@ def test_episode_means_of_finished_episodes():
     assert ep.finished_means(torch.zeros(3, dtype=torch.bool)) == {}
 
 
-def test_episode_means_over_the_steps_a_task_says_were_run():
-    """A task whose episode clock starts late (standup's assisted starts begin at unactuated_steps) divides by the
-    steps actually run; 0 counts as 1."""
-    ep = EpisodeStats(3)
-    ep.length += 10
-    ep.add({"r": torch.tensor([4.0, 4.0, 4.0])})
-    done = torch.ones(3, dtype=torch.bool)
-    means = ep.finished_means(done, prefix="E/", length=torch.tensor([10, 2, 0]))
-    torch.testing.assert_close(means["E/r"], torch.tensor([0.4, 2.0, 4.0]))
-    torch.testing.assert_close(ep.finished_means(done)["Episode_Reward/r"], torch.full((3,), 0.4))
-
-
 # --- curriculum rules ---------------------------------------------------------------------------------------
 
 

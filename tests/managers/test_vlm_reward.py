@@ -307,6 +307,7 @@ def test_offline_without_cached_weights_the_recipe_fails_in_one_line(tmp_path):
     assert not (tmp_path / "runs" / "standup").exists() or not any((tmp_path / "runs" / "standup").iterdir())
 
 
+@pytest.mark.slow
 def test_the_recipe_trains_with_a_small_clip(clip_dir, tmp_path):
     small = [
         "recipe=vlm_kneel",

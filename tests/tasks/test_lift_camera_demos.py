@@ -87,6 +87,7 @@ print("ok")
 """
 
 
+@pytest.mark.slow
 def test_rgb_group_and_recorded_images(tmp_path):
     gl = _gl()
     if gl is None:

@@ -500,6 +500,7 @@ def test_obs_noise_scale_multiplies_hosts_noise_even_when_obs_noise_is_off():
 # ---------------------------------------------------------------------------------------- MJX
 
 
+@pytest.mark.slow
 def test_mjx_backend_gets_the_same_samples_and_pd_law():
     """Same seed on both backends: the same samples, the same per-env model fields, and MJX's measured
     actuator force follows the randomised PD law (float32)."""

@@ -438,6 +438,7 @@ def test_env_rejects_a_bad_terrain_or_posture():
 
 
 # ------------------------------------------------------------------ MJX
+@pytest.mark.slow
 def test_wall_builds_and_steps_on_mjx_like_native():
     """Wall (rotated boxes, push) on MJX with N = 4: 50 passive + 10 zero-action steps; the pelvis ends within
     5 cm and the projected gravity within 0.1 of the native backend's (measured: 2.2 cm, 0.01)."""

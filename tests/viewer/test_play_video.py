@@ -6,6 +6,8 @@ import numpy as np
 import pytest
 from viewer_testlib import run_play
 
+pytestmark = pytest.mark.slow  # the whole module is end-to-end (pyproject.toml's markers)
+
 SMALL = ["task=standup", "render.width=320", "render.height=240", "render.fps=25"]
 
 

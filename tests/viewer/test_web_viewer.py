@@ -83,6 +83,7 @@ def web_viewer(tmp_path_factory):
     log.close()
 
 
+@pytest.mark.slow
 def test_web_viewer_page_canvas_and_reset(web_viewer):
     from upright.viewer.browser import HeadlessChromium
 

@@ -116,6 +116,7 @@ def test_checksum_catches_a_changed_base(tmp_path):
     env.close()
 
 
+@pytest.mark.slow
 def test_train_cli_trains_a_residual_keeps_the_base_and_exports_the_pair(tmp_path):
     base_dir = tmp_path / "base"
     base_dir.mkdir()
@@ -382,6 +383,7 @@ def _serve_in_subprocess(base_dir, tmp_path) -> tuple[subprocess.Popen, str]:
     raise AssertionError(f"the policy server did not start: {log.read()[-2000:]}")
 
 
+@pytest.mark.slow
 def test_train_cli_with_a_remote_base_records_the_server_and_runs_the_pair(tmp_path):
     base_dir = tmp_path / "base"
     base_dir.mkdir()

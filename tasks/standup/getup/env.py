@@ -12,8 +12,7 @@ What it changes in :class:`~upright.tasks.standup.env.StandupEnv` (the terms liv
 - **rewards** (:mod:`.rewards`): one group, torso uprightness, torso and pelvis height, gated posture and
   regularisation.
 
-The pull-force curriculum is off and β fixed (``recipe=getup`` sets ``env.curriculum``); HoST's extra start
-levers (assisted, archive, rise path) are refused.
+The pull-force curriculum is off and β fixed (``recipe=getup`` sets ``env.curriculum``).
 """
 
 from __future__ import annotations
@@ -57,17 +56,10 @@ def add_getup_sensors(spec: mujoco.MjSpec) -> None:
 
 class GetupEnv(StandupEnv):
     """G1 getting up (``env.mdp=getup``), N envs in parallel; arguments, returns and errors as
-    :class:`~upright.tasks.standup.env.StandupEnv`, plus a ValueError for bad ``env.getup.*`` settings or a HoST
-    start lever switched on."""
+    :class:`~upright.tasks.standup.env.StandupEnv`, plus a ValueError for bad ``env.getup.*`` settings."""
 
     def __init__(self, cfg: StandupEnvCfg, sim_cfg: SimCfg | None = None, device: str = "cpu", seed: int = 0):
         validate_getup(cfg.getup, cfg.terrain)
-        for lever in ("assisted_start", "state_archive", "rise_path"):
-            if float(getattr(cfg, lever).fraction) > 0:
-                raise ValueError(
-                    f"env.{lever}.fraction is a HoST-recipe lever; env.mdp=getup has its own starts "
-                    f"(env.getup.stand_fraction, fall_fraction): set env.{lever}.fraction=0"
-                )
         gcfg = cfg.getup
         self._getup_info = getup_robot_info(gcfg.natural_freq_hz, gcfg.damping_ratio)
         n = cfg.num_envs
