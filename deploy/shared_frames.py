@@ -6,7 +6,7 @@ Two users:
 - sim-robot's cameras (:mod:`upright.deploy.sim_camera`) publish each rendered frame into a one-slot file per camera,
   ``<link-dir>/camera_<name>.frames``, next to the pty links; the daemon's
   :class:`~upright.deploy.camera.SimCamera` reads it.
-- the daemon's logger (:class:`~upright.deploy.logger_process.LoggerClient`) puts the images of each logged frame
+- the daemon's logger (:class:`~upright.deploy.logger_client.LoggerClient`) puts the images of each logged frame
   into a ring of N slots that the logger process reads when that frame's record arrives through its pipe.
 
 Why a mapped file and not a socket or a pipe. A camera is a latest-frame device: the writer overwrites, the reader

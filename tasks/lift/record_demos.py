@@ -6,7 +6,7 @@
 The expert (:mod:`upright.tasks.lift.expert`) runs in ``--num-envs`` envs at once on the full reset ranges
 (curriculum off, domain randomisation on unless ``--no-domain-rand``); every finished episode becomes one dataset
 episode, written by :class:`upright.deploy.lerobot_dataset.LeRobotV3Writer` with the daemon's features
-(:func:`upright.deploy.logger_process.frame_features`), so datasets recorded on the robot and in simulation share
+(:func:`upright.deploy.logger_records.frame_features`), so datasets recorded on the robot and in simulation share
 one schema, at 50 fps (one frame per env step). Frame t holds:
 
 - ``observation.state``: q (7 arm joints rad, finger m), q̇ of the 8 actuated joints, then the base's gyro (0: the
@@ -65,9 +65,9 @@ def frame_names() -> list[str]:
 
 
 def demo_features(cameras: tuple[str, ...], height: int, width: int) -> dict[str, dict]:
-    """The dataset's features: the daemon's (:func:`upright.deploy.logger_process.frame_features`) plus one image
+    """The dataset's features: the daemon's (:func:`upright.deploy.logger_records.frame_features`) plus one image
     feature per camera."""
-    from upright.deploy.logger_process import frame_features
+    from upright.deploy.logger_records import frame_features
 
     joints = tuple(panda.ARM_JOINT_NAMES) + (panda.FINGER_JOINT_NAMES[0],)
     features = frame_features(joints, frame_names())
@@ -151,7 +151,7 @@ def record(
     if not instructions or any(not t.strip() for t in instructions):
         raise ValueError(f"instructions must be non-empty strings, got {instructions!r}; pass --instruction TEXT")
     from upright.deploy.lerobot_dataset import LeRobotV3Writer
-    from upright.deploy.logger_process import extra_info
+    from upright.deploy.logger_records import extra_info
     from upright.deploy.state_machine import ControlSource
     from upright.tasks.lift.evaluate import make_lift_eval_env
     from upright.tasks.lift.expert import ScriptedExpert

@@ -240,7 +240,8 @@ def test_the_runner_feeds_the_newest_frame_and_skips_stale_or_missing_ones(tmp_p
 # ------------------------------------------------------------------ logging
 def test_the_logger_stores_camera_frames_as_png_images(tmp_path):
     from upright.deploy.lerobot_dataset import load_frames
-    from upright.deploy.logger_process import LoggerClient, frame_features
+    from upright.deploy.logger_client import LoggerClient
+    from upright.deploy.logger_records import frame_features
     from upright.vla.dataset import load_dataset
 
     features = frame_features(("a", "b"), ["o0"], {"front": (H, W)})
@@ -320,11 +321,11 @@ def test_the_cli_refuses_a_camera_policy_without_a_source_for_each_camera(tmp_pa
 def test_the_cli_starts_its_cameras_before_anything_moves_and_frees_them_on_a_refusal(tmp_path, capsys, camera_vla):
     """A camera that is there but gives no frame refuses the start (one line) after CAMERA_START_TIMEOUT_S; the
     sources' threads are gone afterwards."""
-    import upright.deploy.cli as cli
+    import upright.deploy.cli_run as cli_run
 
     files = SharedFrames.create(channel_path(tmp_path, "front"), {"front": (H, W)})  # a sim-robot that never renders
-    old = cli.CAMERA_START_TIMEOUT_S
-    cli.CAMERA_START_TIMEOUT_S = 0.3
+    old = cli_run.CAMERA_START_TIMEOUT_S
+    cli_run.CAMERA_START_TIMEOUT_S = 0.3
     try:
         msg = _refusal(
             capsys,
@@ -338,7 +339,7 @@ def test_the_cli_starts_its_cameras_before_anything_moves_and_frees_them_on_a_re
             str(tmp_path / "ctl.sock"),
         )
     finally:
-        cli.CAMERA_START_TIMEOUT_S = old
+        cli_run.CAMERA_START_TIMEOUT_S = old
         files.close(unlink=True)
     assert "camera front (sim:" in msg and "gave no frame within 0.3 s" in msg
     assert not [t for t in threading.enumerate() if t.name.startswith("upright-camera-")]

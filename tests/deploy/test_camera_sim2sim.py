@@ -30,8 +30,6 @@ from upright.deploy.lerobot_dataset import load_frames
 from upright.deploy.safety import SafetyFlag
 from upright.robots import panda
 
-pytestmark = pytest.mark.slow  # the whole module is end-to-end (pyproject.toml's markers)
-
 OFFSET = np.array([0.5, -0.2, 0.3, 0.3, -0.3, -0.2, 0.4, -0.02])
 GOAL = np.array(panda.HOME_CTRL) + OFFSET
 SIZE = (64, 64)
@@ -40,7 +38,10 @@ STALL_TICK = 1150
 publishes nothing."""
 MAX_FRAME_AGE_S = 0.5
 
-pytestmark = pytest.mark.skipif(not offscreen_gl_available(), reason="no offscreen OpenGL (MUJOCO_GL=egl/osmesa)")
+pytestmark = [
+    pytest.mark.slow,  # the whole module is end-to-end (pyproject.toml's markers)
+    pytest.mark.skipif(not offscreen_gl_available(), reason="no offscreen OpenGL (MUJOCO_GL=egl/osmesa)"),
+]
 
 
 @pytest.fixture(scope="module")

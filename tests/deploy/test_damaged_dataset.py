@@ -24,7 +24,7 @@ CLI = [sys.executable, "-m", "upright.deploy.cli"]
 def policy_features(linear_policy) -> tuple[dict, int]:
     """The dataset features and fps ``run --policy linear_policy`` records (so that, without the check, the daemon
     would open and extend the damaged dataset)."""
-    from upright.deploy.logger_process import frame_features
+    from upright.deploy.logger_records import frame_features
     from upright.deploy.metadata import load_policy_spec
 
     spec = load_policy_spec(linear_policy)
@@ -118,7 +118,7 @@ def test_a_logger_that_cannot_open_the_dataset_is_not_said_to_be_slow(tmp_path):
     such (`could not open ... (its error is above)`). Before: in 4 of 10 tries the client said `did not open the
     dataset ... within 60 s` after ~2 s (the logger's end of file raced its exit status; the brief's regular file hit
     this). Five tries: without the fix all five pass with a probability of about 0.6^5 = 8 %."""
-    from upright.deploy.logger_process import LoggerClient
+    from upright.deploy.logger_client import LoggerClient
 
     root = make_dataset(tmp_path / "ds")
     other = {**FEATURES, "extra": {"dtype": "float32", "shape": [2], "names": None}}

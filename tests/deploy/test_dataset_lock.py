@@ -36,7 +36,8 @@ from upright.deploy.lerobot_dataset import (
     load_frames,
     load_journal,
 )
-from upright.deploy.logger_process import LoggerClient, frame_features
+from upright.deploy.logger_client import LoggerClient
+from upright.deploy.logger_records import frame_features
 
 CLI = [sys.executable, "-m", "upright.deploy.cli"]
 FEATURES = frame_features(("a", "b", "c"), [f"o{i}" for i in range(16)])

@@ -13,7 +13,7 @@ import sys
 import upright.deploy.cli, upright.deploy.controller, upright.deploy.loop, upright.deploy.metadata
 import upright.deploy.policy, upright.deploy.robot, upright.deploy.logger_process, upright.deploy.operator
 import upright.deploy.chunk_runner, upright.deploy.chunk_policy, upright.vla.onnx_policy, upright.vla.remote
-import upright.deploy.camera, upright.deploy.shared_frames
+import upright.deploy.camera, upright.deploy.shared_frames, upright.deploy.logger_client
 import upright.vla.tiny, upright.vla.evaluate_lift
 upright.deploy.cli.main(["ctl", "status", "--socket", "/nonexistent/upright.sock"])
 forbidden = ("upright.training", "upright.sim", "upright.robots", "upright.tasks.standup.env",

@@ -15,7 +15,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from upright.deploy.lerobot_dataset import LeRobotV3Writer, load_frames, read_journal
-from upright.deploy.logger_process import LoggerClient, frame_features, record_dtype
+from upright.deploy.logger_client import LoggerClient
+from upright.deploy.logger_records import frame_features, record_dtype
 
 JOINTS = ("a", "b", "c")
 FEATURES = frame_features(JOINTS, [f"o{i}" for i in range(16)])

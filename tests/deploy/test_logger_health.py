@@ -28,7 +28,8 @@ from deploy_testlib import wait_until as _wait_until
 
 from upright.deploy.controller import Controller, ControllerConfig
 from upright.deploy.lerobot_dataset import EPISODES_PATH, load_frames, load_journal
-from upright.deploy.logger_process import LoggerClient, frame_features
+from upright.deploy.logger_client import LoggerClient
+from upright.deploy.logger_records import frame_features
 from upright.deploy.loop import run_loop
 from upright.deploy.safety import SafetyConfig
 from upright.deploy.state_machine import Mode
@@ -289,6 +290,7 @@ def logger_pid_of(daemon: subprocess.Popen) -> int:
     raise LookupError("no logger process")
 
 
+@pytest.mark.slow
 def test_the_daemon_holds_when_its_logger_is_killed(tmp_path, linear_policy):
     """``upright-deploy run`` (default --on-logger-failure hold) against sim-robot: SIGKILL its logger in POLICY. The
     daemon's log has the ERROR line at once, ``ctl status`` reports the logger failed and the mode reaches HOLD,
@@ -353,7 +355,7 @@ def test_closed_pipes_wait_for_the_exit_status_that_names_the_signal():
     now waits for the status (the next tick has it), and says "gone" only when none comes for GONE_GRACE_S."""
     from types import SimpleNamespace
 
-    from upright.deploy.logger_process import GONE_GRACE_S
+    from upright.deploy.logger_client import GONE_GRACE_S
 
     def client(codes):
         c = object.__new__(LoggerClient)  # the check's state only: no process, no dataset

@@ -293,6 +293,7 @@ def _train(args: list[str], cwd: pathlib.Path, **env) -> subprocess.CompletedPro
     )
 
 
+@pytest.mark.slow
 def test_offline_without_cached_weights_the_recipe_fails_in_one_line(tmp_path):
     proc = _train(
         ["recipe=vlm_kneel", "env.num_envs=2", "sim.num_threads=1", "run.root=runs"],

@@ -13,7 +13,7 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from upright.deploy.logger_process import frame_features
+from upright.deploy.logger_records import frame_features
 from upright.tasks.lift.record_demos import TASK, demo_features, record
 
 

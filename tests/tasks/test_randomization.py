@@ -389,7 +389,7 @@ def _ball_model() -> mujoco.MjModel:
     return mujoco.MjModel.from_xml_string(xml)
 
 
-@pytest.mark.parametrize("backend", ["native", "mjx"])
+@pytest.mark.parametrize("backend", ["native", pytest.param("mjx", marks=pytest.mark.slow)])
 def test_restitution_sets_how_high_a_dropped_ball_bounces(backend):
     """A ball dropped from 0.4 m above contact rebounds to about e²·0.4 m; e = 0 is the compiled contact."""
     if backend == "mjx":

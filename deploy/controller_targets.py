@@ -1,0 +1,120 @@
+"""The controller's policy, human and paused targets: the action rule of the policy file and the active tick.
+
+A part of :class:`~upright.deploy.controller.Controller` (see :mod:`upright.deploy.controller` for the targets
+per mode).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from upright.deploy import safety as S
+from upright.deploy.policy import PolicyFault
+from upright.deploy.robot import RobotReading
+from upright.deploy.safety import SafetyFlag
+from upright.deploy.state_machine import Mode
+
+
+class TargetsMixin:
+    """The action rule (``relative``, ``absolute``, ``delta``) and the targets of POLICY, HUMAN and PAUSED.
+
+    A mixin of :class:`~upright.deploy.controller.Controller`: it uses the attributes that the controller's
+    ``__init__`` sets and calls its other methods.
+    """
+
+    def action_origin(self, q_pol: np.ndarray) -> np.ndarray:
+        """(J,) float64 the pose, rad, that action 0 targets: the measured policy-joint angles ``q_pol`` (J,)
+        (``relative``), the policy's ``default_joint_pos`` (``absolute``) or the policy joints' current PD targets
+        (``delta``: the previous tick's targets, the held default pose on entry from HOLD; a copy)."""
+        if self.action_mode == "absolute":
+            return self.default[self.pol]
+        if self.action_mode == "delta":
+            return self.target[self.pol].copy()
+        return np.asarray(q_pol, dtype=np.float64)
+
+    def policy_targets(self, a: np.ndarray, q_pol: np.ndarray, origin: np.ndarray | None = None) -> np.ndarray:
+        """(J,) float64 PD targets of the policy joints, rad (m for a prismatic joint), for the (clipped) action ``a``
+        (J,): the training env's rule, origin + β·a (``origin`` (J,), default :meth:`action_origin`), before any ramp
+        or clamp; ``delta`` clips it to the joint limits as part of the rule (the lift env clips to its ctrl range,
+        which equals the Panda's joint limits)."""
+        origin = self.action_origin(q_pol) if origin is None else origin
+        tgt = origin + self.beta * np.asarray(a, dtype=np.float64)
+        if self.action_mode == "delta":
+            np.clip(tgt, self.lower[self.pol], self.upper[self.pol], out=tgt)
+        return tgt
+
+    def executed_action(self, targets: np.ndarray, q_pol: np.ndarray, origin: np.ndarray | None = None) -> np.ndarray:
+        """(J,) float32 the action, in policy units, that :meth:`policy_targets` maps to ``targets`` (J,) rad:
+        (targets - origin) / β, ``origin`` (J,) as there (default :meth:`action_origin`; pass the one taken before
+        the targets were sent in ``delta`` mode, whose origin is the targets)."""
+        origin = self.action_origin(q_pol) if origin is None else origin
+        return ((np.asarray(targets, dtype=np.float64) - origin) / self.beta).astype(np.float32)
+
+    def _active_tick(self, reading: RobotReading) -> None:
+        pol, spec = self.pol, self.spec
+        q_pol, dq_pol = reading.q[pol], reading.dq[pol]
+        frame = self.obs.frame(q_pol, dq_pol, reading.imu_gyro, reading.imu_quat, self.last_action)
+        if not S.all_finite(frame):
+            self.fault(SafetyFlag.NONFINITE_OBS, "NaN/inf in the observation")
+            return
+        self.frame[:] = frame
+        obs_in = self.obs.push(frame)
+        try:
+            out = self.policy(obs_in)
+        except PolicyFault as err:
+            self.proposal[:] = 0.0
+            self.fault(SafetyFlag.EXCEPTION, str(err))
+            return
+        if getattr(self.policy, "camera_stale", False):
+            self.flags |= SafetyFlag.CAMERA_STALE
+        mode = self.sm.mode
+        fresh = out is not None
+        if fresh:
+            action = np.asarray(out, dtype=np.float32).reshape(-1)
+            if action.shape != (spec.num_joints,) or not S.all_finite(action):
+                self.proposal[:] = 0.0
+                self.fault(SafetyFlag.NONFINITE_ACTION, "NaN/inf (or a wrong shape) in the policy's action")
+                return
+            self.proposal[:] = action
+            a = np.clip(action, -spec.action_clip, spec.action_clip)
+        else:  # a chunked policy without a fresh action: hold (POLICY), N ticks in a row -> damping
+            self.proposal[:] = 0.0
+            self.flags |= SafetyFlag.STALE_ACTION
+        if self.stale.update(not fresh and mode == Mode.POLICY):
+            why = getattr(self.policy, "miss_reason", "") or "no action"
+            self.fault(
+                SafetyFlag.STALE_FAULT,
+                f"chunked policy: no fresh action for {self.stale.count} policy ticks in a row ({why})",
+            )
+            return
+        origin = self.action_origin(q_pol)
+        ramping = False
+        if mode == Mode.POLICY and not fresh:
+            tgt = self.target[pol].copy()  # hold the current targets
+        elif mode == Mode.POLICY:
+            tgt = self.policy_targets(a, q_pol, origin)
+            if self.policy_ramp_k < self.policy_ramp_ticks:
+                self.policy_ramp_k += 1
+                alpha = self.policy_ramp_k / self.policy_ramp_ticks
+                tgt = self.anchor + alpha * (tgt - self.anchor)
+                ramping = True
+                self.flags |= SafetyFlag.RAMPING
+        elif mode == Mode.HUMAN:
+            prev = self.target[pol]
+            step = self.cfg.safety.human_max_delta
+            tgt = prev + np.clip(self.human_goal - prev, -step, step)
+        else:
+            tgt = self.paused_target.copy()
+        full = self.default.copy()
+        full[pol] = tgt
+        clamped = self._send_targets(full, reading)
+        own = mode == Mode.POLICY and fresh and not ramping  # the policy's action made these targets
+        if own and not clamped:
+            self.executed[:] = a
+        else:
+            self.executed[:] = self.executed_action(self.target[pol], q_pol, origin)
+        # The observation's last action follows training: under the policy it is the policy's (clipped) action,
+        # even when a deploy-only clamp (joint limits, delta, torque) changed the target; the training env
+        # never clamps, so the executed action would put the policy out of distribution. After a ramp, a held
+        # (stale) tick or an intervention it is the executed one, so a resumed policy sees what really happened.
+        self.last_action[:] = a if own else self.executed
