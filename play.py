@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import sys
 
-from upright.viewer.gl import choose_offscreen_gl
+from upright.gl import choose_offscreen_gl
 
 if any(a.startswith("video=") or a == "viewer=video" for a in sys.argv[1:]):
     choose_offscreen_gl()  # before MuJoCo is imported (it reads MUJOCO_GL once): EGL, else OSMesa

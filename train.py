@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sys
 
-from upright.viewer.gl import choose_offscreen_gl
+from upright.gl import choose_offscreen_gl
 
 if any(a.startswith("recipe=vlm") or "vlm_reward.enabled" in a for a in sys.argv[1:]):
     choose_offscreen_gl()  # the reward renders frames: EGL or OSMesa, chosen before MuJoCo is imported (read once)

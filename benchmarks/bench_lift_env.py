@@ -65,7 +65,7 @@ import time
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from machine import CpuMeter, cpu_model, record_iteration_times
 
-from upright.viewer.gl import choose_offscreen_gl
+from upright.gl import choose_offscreen_gl
 
 choose_offscreen_gl()  # before MuJoCo is imported (it reads MUJOCO_GL once)
 

@@ -35,7 +35,7 @@ import tempfile
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from machine import CpuMeter, cpu_model
 
-from upright.viewer.gl import choose_offscreen_gl
+from upright.gl import choose_offscreen_gl
 
 choose_offscreen_gl()  # before MuJoCo is imported (it reads MUJOCO_GL once)
 

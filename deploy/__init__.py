@@ -13,11 +13,11 @@ Modules, from the policy file to the motors:
 - ``loop``: absolute-deadline pacing, optional SCHED_FIFO/pinning, gc frozen, watchdog, damping on exit.
 - ``robot`` (abstract robot + ``SerialRobot``), ``bus`` (pyserial link), ``robot_config`` (motors, buses,
   limits), ``protocol`` (GO-M8010-6 frames, CRC-16/CCITT, upright's IMU frame).
-- ``logger_process`` + ``lerobot_dataset``: LeRobotDataset v3 episodes written by a separate process,
-  crash-safe journal (``logger_client``: the daemon's side; ``logger_writer``: the process's; ``logger_records``: the
-  record layout both share); ``recover``: ``upright-deploy recover``; ``dataset_check``: the check of a dataset
-  folder that ``run``, ``recover`` and ``upright.vla.train_bc`` do first (a damaged one is refused in one line naming
-  the file).
+- ``logger_process``: LeRobotDataset v3 episodes written by a separate process through
+  :mod:`upright.dataset_io` (the format, its crash-safe journal, the writer lock and the check of a dataset folder that
+  ``run``, ``recover`` and ``upright.vla.train_bc`` do first) (``logger_client``: the daemon's side;
+  ``logger_writer``: the process's; ``logger_records``: the record layout both share); ``recover``:
+  ``upright-deploy recover``.
 - ``camera`` + ``shared_frames``: camera sources of a chunked policy (sim-robot's frames, OpenCV/V4L2), each grabbing
   in its own thread; the memory-mapped frame files they and the logger's image ring use.
 - ``operator``: Unix-socket API and keyboard.

@@ -13,7 +13,7 @@ from upright.deploy.cli_run_args import _add_run
 
 def cmd_sim_robot(args) -> int:
     if args.camera:  # MuJoCo reads MUJOCO_GL once, at import: pick an offscreen backend first
-        from upright.viewer.gl import choose_offscreen_gl
+        from upright.gl import choose_offscreen_gl
 
         choose_offscreen_gl()
     from upright.deploy.camera import parse_size

@@ -84,15 +84,15 @@ def _onnx_policy(spec):
 def cmd_run(args) -> int:
     """``upright-deploy run``: the daemon. Every refusal to start is one line on stderr and exit 2, before anything
     moves: first a damaged ``--dataset`` or one that is not a folder
-    (:func:`~upright.deploy.dataset_check.check_dataset`, before the policy is loaded, any port opens or the logger
+    (:func:`~upright.dataset_io.check.check_dataset`, before the policy is loaded, any port opens or the logger
     starts; nothing of the dataset is changed), then the policy, the operator socket, the serial ports and the dataset's
     writer lock."""
     from dataclasses import replace
 
+    from upright.dataset_io.check import DatasetError, check_dataset
     from upright.deploy.camera import parse_camera_args, parse_size
     from upright.deploy.chunk_policy import check_camera_sources, is_chunk_policy_source, load_chunk_policy
     from upright.deploy.controller import Controller, ControllerConfig
-    from upright.deploy.dataset_check import DatasetError, check_dataset
     from upright.deploy.metadata import check_plausible, load_policy_spec
     from upright.deploy.operator import SocketSecurityError, resolve_group
     from upright.deploy.robot_config import load_robot_config
@@ -151,7 +151,7 @@ def cmd_run(args) -> int:
         hint = "; nothing was changed (or use another --dataset, or --no-log)" if isinstance(err, DatasetError) else ""
         print(f"upright-deploy: refusing to start: {err}{hint}", file=sys.stderr)
         return 2
-    from upright.deploy.lerobot_dataset import DatasetLockedError
+    from upright.dataset_io.lock import DatasetLockedError
     from upright.deploy.logger_client import LoggerClient
     from upright.deploy.logger_records import frame_features
     from upright.deploy.loop import run_loop, setup_realtime

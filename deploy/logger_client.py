@@ -18,7 +18,8 @@ import time
 
 import numpy as np
 
-from upright.deploy.lerobot_dataset import OUTCOMES, DatasetLock
+from upright.dataset_io.lerobot import OUTCOMES
+from upright.dataset_io.lock import DatasetLock
 from upright.deploy.logger_records import KIND_CLOSE, KIND_EPISODE_END, REASON_BYTES, image_features, record_dtype
 from upright.deploy.shared_frames import SharedFrames
 
@@ -59,7 +60,7 @@ class LoggerClient:
         pipe_bytes: size asked for the record pipe.
 
     Raises:
-        ~upright.deploy.lerobot_dataset.DatasetLockedError: another process writes ``root`` (a daemon's logger,
+        ~upright.dataset_io.lock.DatasetLockedError: another process writes ``root`` (a daemon's logger,
             ``recover``): refused before anything of the dataset is read or written (a RuntimeError).
         RuntimeError: the logger process could not open ``root`` (its own message is on stderr), or did not
             answer within ``ready_timeout_s``.

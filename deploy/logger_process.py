@@ -5,7 +5,7 @@ Control side (:class:`~upright.deploy.logger_client.LoggerClient`): one ``os.wri
 ``LOGGER_DROP`` safety flag is raised, the control loop never waits on disk (an episode-end record that does not fit
 is queued and sent before the next frame).
 
-One writer: the client takes the dataset's writer lock (:class:`~upright.deploy.lerobot_dataset.DatasetLock`) before
+One writer: the client takes the dataset's writer lock (:class:`~upright.dataset_io.lock.DatasetLock`) before
 the logger touches the dataset, hands its descriptor to the logger process (``pass_fds``) and closes its own copy
 once the logger is ready, so the logger holds it for its whole life and the kernel releases it when the logger
 exits or dies. A dataset whose lock another process holds is refused (``DatasetLockedError``, a RuntimeError)
@@ -38,7 +38,7 @@ said once on its stderr); so does a frame without a camera image yet.
 Logger side (``python -m upright.deploy.logger_process``, :func:`main`): reads records, appends
 them to the episode's crash-safe journal every ``flush_every`` frames or ``flush_interval_s``,
 reports progress in ``journal/progress.json``, and converts each finished episode into the
-LeRobotDataset v3 files (:mod:`upright.deploy.lerobot_dataset`). If the daemon dies the logger
+LeRobotDataset v3 files (:mod:`upright.dataset_io.lerobot`). If the daemon dies the logger
 sees end-of-file and closes the open episode as ``interrupted``; if both die, the journal is
 converted the next time a logger opens the dataset (or by ``upright-deploy recover``).
 """

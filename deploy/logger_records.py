@@ -8,7 +8,7 @@ import select
 
 import numpy as np
 
-from upright.deploy.lerobot_dataset import OUTCOMES
+from upright.dataset_io.lerobot import OUTCOMES
 from upright.deploy.safety import FAULT_FLAGS, SafetyFlag
 from upright.deploy.state_machine import ControlSource
 

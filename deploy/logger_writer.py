@@ -14,13 +14,8 @@ import time
 import numpy as np
 import pyarrow as pa
 
-from upright.deploy.lerobot_dataset import (
-    OUTCOMES,
-    DatasetLock,
-    LeRobotV3Writer,
-    atomic_write_bytes,
-    column,
-)
+from upright.dataset_io.lerobot import OUTCOMES, LeRobotV3Writer, atomic_write_bytes, column
+from upright.dataset_io.lock import DatasetLock
 from upright.deploy.logger_records import (
     KIND_CLOSE,
     KIND_EPISODE_END,
@@ -117,7 +112,7 @@ class _Logger:
         self._progress()
 
     def _open(self, key: int) -> None:
-        from upright.deploy.lerobot_dataset import JournalWriter
+        from upright.dataset_io.lerobot import JournalWriter
 
         self.episode_key = key
         self.episode_index = self.writer.next_episode_index

@@ -12,14 +12,15 @@ def cmd_recover(args) -> int:
 
     Prints ``{"recovered_episodes": [...], "total_episodes": N, "quarantined": [...]}`` and exits 0. Refusals and
     failures are one line on stderr: exit 2 when ``DS`` is damaged or not a folder
-    (:func:`~upright.deploy.dataset_check.check_dataset`, first: nothing is written, not even the lock file), holds no
+    (:func:`~upright.dataset_io.check.check_dataset`, first: nothing is written, not even the lock file), holds no
     dataset, or another process holds its writer lock (a daemon records it: no journal is read, nothing written),
     exit 1 when a write fails (a full disk, EIO): the journal being converted and every later one are kept, the
     dataset stays as it was after its last whole episode. A journal that cannot be read is moved to
     ``journal/quarantine/`` (named on stderr), never deleted.
     """
-    from upright.deploy.dataset_check import DatasetError, check_dataset, read_info
-    from upright.deploy.lerobot_dataset import IMPLICIT_FEATURES, DatasetLock, DatasetLockedError, LeRobotV3Writer
+    from upright.dataset_io.check import DatasetError, check_dataset, read_info
+    from upright.dataset_io.lerobot import IMPLICIT_FEATURES, LeRobotV3Writer
+    from upright.dataset_io.lock import DatasetLock, DatasetLockedError
 
     root = pathlib.Path(args.dataset)
     info_path = root / "meta" / "info.json"

@@ -15,7 +15,7 @@ daemon includes the render time.
 Cost: MuJoCo's renderer releases the GIL while it draws, so the pty exchange goes on in the main thread; a 64 x 64
 frame of the lift scene took ~50 ms with Mesa's software EGL on the project's 2-core machine (about 10 frames/s for
 two cameras). Rendering needs an offscreen OpenGL context: ``MUJOCO_GL=egl`` or ``osmesa``, chosen by the CLI before
-MuJoCo is imported (:func:`upright.viewer.gl.choose_offscreen_gl`).
+MuJoCo is imported (:func:`upright.gl.choose_offscreen_gl`).
 
 Fault injection: ``--fault camera_stall:NAME:START[:END]`` (:class:`~upright.deploy.pty_device.Fault`, I/O ticks;
 empty NAME: every camera): the camera publishes nothing in [START, END), a frozen camera for the daemon's

@@ -4,7 +4,7 @@ renderer of :mod:`upright.viewer.video`) and the ``human`` window (MuJoCo's pass
 tracks the robot.
 
 Headless machines need EGL or OSMesa, chosen through ``MUJOCO_GL`` before MuJoCo is first imported (``make`` does it
-with :func:`upright.viewer.gl.choose_offscreen_gl` when it is the first to import MuJoCo).
+with :func:`upright.gl.choose_offscreen_gl` when it is the first to import MuJoCo).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from __future__ import annotations
 import mujoco
 import numpy as np
 
-from upright.viewer.gl import has_display
+from upright.gl import has_display
 from upright.viewer.video import make_renderer
 
 CAMERA = {"distance": 3.0, "azimuth": 135.0, "elevation": -20.0}

@@ -174,7 +174,7 @@ def _clone(state: Any) -> Any:
 def prepare_gl(render_mode: str | None) -> None:
     """Choose EGL/OSMesa for offscreen frames when this is the first import of MuJoCo (it reads ``MUJOCO_GL`` once)."""
     if render_mode == "rgb_array" and "mujoco" not in sys.modules:
-        from upright.viewer.gl import choose_offscreen_gl
+        from upright.gl import choose_offscreen_gl
 
         choose_offscreen_gl()
 

@@ -7,7 +7,7 @@ Two backends, as the lift task's ``rgb`` observation group (:mod:`upright.tasks.
 
 - ``opengl``: MuJoCo's rasteriser (``mujoco.Renderer``), one env after the other from one ``MjData`` that takes that
   env's qpos; the cost grows linearly with N. Needs an offscreen GL context (``MUJOCO_GL=egl`` or ``osmesa`` before
-  MuJoCo is imported; :func:`upright.viewer.gl.choose_offscreen_gl`).
+  MuJoCo is imported; :func:`upright.gl.choose_offscreen_gl`).
 - ``warp``: MuJoCo Warp's batch ray tracer, all envs in one launch (needs ``mujoco-warp``, ``pip install
   "upright[warp]"``); ``auto`` picks it when Warp sees a CUDA device.
 

@@ -5,6 +5,6 @@ chooses EGL or OSMesa on a headless machine when it is the first to import MuJoC
 modules import MuJoCo first, so the choice is made here, as a user's process that imports upright first gets it.
 """
 
-from upright.viewer.gl import choose_offscreen_gl
+from upright.gl import choose_offscreen_gl
 
 choose_offscreen_gl()

@@ -13,7 +13,7 @@ import warnings
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 os.environ.setdefault("MENAGERIE_ROOT", str((ROOT / ".." / "shared" / "menagerie").resolve()))
 
-from upright.viewer.gl import choose_offscreen_gl  # noqa: E402
+from upright.gl import choose_offscreen_gl  # noqa: E402
 
 choose_offscreen_gl()  # before MuJoCo is imported: EGL or OSMesa for rgb_array frames on a headless machine
 

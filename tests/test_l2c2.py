@@ -19,15 +19,15 @@ from rsl_rl.storage import RolloutStorage
 from tensordict import TensorDict
 
 from upright.training.config import TrainCfg
-from upright.training.multi_critic_model import MultiCriticModel, TanhActorModel
-from upright.training.multi_critic_ppo import (
+from upright.training.l2c2 import (
     HOST_L2C2_POLICY_COEF,
     HOST_L2C2_VALUE_COEF,
-    MultiCriticPPO,
     l2c2_losses,
     mix_observations,
     sample_l2c2_mix_weights,
 )
+from upright.training.multi_critic_model import MultiCriticModel, TanhActorModel
+from upright.training.multi_critic_ppo import MultiCriticPPO
 from upright.training.runner import UprightRunner
 from upright.training.train_loop import rsl_rl_config
 

@@ -17,13 +17,9 @@ from rsl_rl.env import VecEnv
 from rsl_rl.runners import OnPolicyRunner
 from tensordict import TensorDict
 
+from upright.training.group_advantages import combine_group_advantages, compute_group_gae, normalize_group_advantages
 from upright.training.multi_critic_model import MultiCriticModel, TanhActorModel
-from upright.training.multi_critic_ppo import (
-    MultiCriticPPO,
-    combine_group_advantages,
-    compute_group_gae,
-    normalize_group_advantages,
-)
+from upright.training.multi_critic_ppo import MultiCriticPPO
 from upright.training.multi_critic_storage import MultiCriticRolloutStorage
 
 GAMMA, LAM = 0.99, 0.95

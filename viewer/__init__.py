@@ -5,7 +5,6 @@
 - :mod:`~upright.viewer.session`: one env played by a policy, or a recorded trajectory, behind one interface.
 - :mod:`~upright.viewer.trajectory`: the qpos trajectory ``.npz`` format and deploy-dataset replay.
 - :mod:`~upright.viewer.variants`: posture/terrain variants the viewers switch between.
-- :mod:`~upright.viewer.gl`: choosing EGL or OSMesa for headless rendering.
 - :mod:`~upright.viewer.video` (headless MP4), :mod:`~upright.viewer.native` (``mujoco.viewer``),
   :mod:`~upright.viewer.web` (viser in the browser).
 - :mod:`~upright.viewer.viser_scene`: MuJoCo geoms and meshes as viser scene nodes.

@@ -9,8 +9,8 @@ import numpy as np
 import torch
 from omegaconf import DictConfig
 
+from upright.gl import has_display
 from upright.viewer.config import ViewerKind
-from upright.viewer.gl import has_display
 
 
 class PlayError(Exception):

@@ -219,7 +219,7 @@ def dataset_to_trajectory(
     Raises:
         TrajectoryError: no frames, no ``observation.state``, or joints unknown to the model.
     """
-    from upright.deploy.lerobot_dataset import load_frames
+    from upright.dataset_io.lerobot import load_frames
 
     root = pathlib.Path(root)
     info = json.loads((root / "meta" / "info.json").read_text())

@@ -1,4 +1,4 @@
-"""Headless video: MuJoCo's offscreen renderer (EGL or OSMesa, see :mod:`upright.viewer.gl`) with a camera that
+"""Headless video: MuJoCo's offscreen renderer (EGL or OSMesa, see :mod:`upright.gl`) with a camera that
 frames the robot (:mod:`upright.viewer.framing`) and a strip under each frame with time, episode and the task's key
 quantity (:mod:`upright.viewer.strip`). The path's suffix picks the output: ``.mp4`` (H.264, imageio-ffmpeg),
 ``.gif`` (PIL) or ``.png``, a poster: ``poster_frames`` frames spread over the played time, side by side."""

@@ -1,9 +1,9 @@
 """Behaviour-cloning data from LeRobotDataset v3 folders written by :mod:`upright.tasks.lift.record_demos` (or by the
-deploy daemon's logger, :mod:`upright.deploy.lerobot_dataset`), as tensors, with ACT/LeRobot chunk targets.
+deploy daemon's logger, :mod:`upright.dataset_io.lerobot`), as tensors, with ACT/LeRobot chunk targets.
 
 Read with pyarrow only: ``meta/info.json`` (features, fps), ``meta/tasks.parquet`` (task_index -> instruction) and
 every ``data/chunk-*/file-*.parquet`` (frames, in ``index`` order), after
-:func:`~upright.deploy.dataset_check.check_dataset` (a damaged dataset is one ``DatasetError`` line naming the file).
+:func:`~upright.dataset_io.check.check_dataset` (a damaged dataset is one ``DatasetError`` line naming the file).
 Image features are PNG bytes in the parquet (``struct<bytes, path>``, LeRobot's non-video image storage) and are
 decoded with imageio.
 """
@@ -20,7 +20,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import torch
 
-from upright.deploy.dataset_check import DatasetError, check_dataset
+from upright.dataset_io.check import DatasetError, check_dataset
 from upright.vla.policy import IMAGE_PREFIX, STATE_KEY
 
 RECORD_HINT = "record one with python -m upright.tasks.lift.record_demos --episodes N --out DIR"
@@ -97,8 +97,8 @@ def load_dataset(
 
     Raises:
         FileNotFoundError: no dataset at ``root`` (no ``meta/info.json``) or no data files.
-        ~upright.deploy.dataset_check.DatasetError: a damaged dataset, or ``root`` is a file (a ValueError; one line
-            naming the file: :func:`~upright.deploy.dataset_check.check_dataset`), or a data file that does not read.
+        ~upright.dataset_io.check.DatasetError: a damaged dataset, or ``root`` is a file (a ValueError; one line
+            naming the file: :func:`~upright.dataset_io.check.check_dataset`), or a data file that does not read.
         ValueError: a needed feature is missing (the message names the flag to record it with), or
             ``max_episodes`` < 1.
     """

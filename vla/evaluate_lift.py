@@ -29,7 +29,7 @@ import sys
 import time
 
 if __name__ == "__main__":
-    from upright.viewer.gl import choose_offscreen_gl
+    from upright.gl import choose_offscreen_gl
 
     choose_offscreen_gl()  # before MuJoCo is imported, in case the policy reads cameras
 

@@ -96,7 +96,7 @@ def _frame_table(root: pathlib.Path, columns: list[str], max_episodes: int | Non
 
 def load_episode_success(root: str | pathlib.Path, max_episodes: int | None = None) -> torch.Tensor:
     """(N,) bool per frame: the frame's episode has ``upright/outcome`` ``success`` (the episodes table of a LeRobot v3
-    dataset written by :class:`upright.deploy.lerobot_dataset.LeRobotV3Writer`), in the frame order of
+    dataset written by :class:`upright.dataset_io.lerobot.LeRobotV3Writer`), in the frame order of
     :func:`load_intervention_flags`.
 
     Raises:

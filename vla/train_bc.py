@@ -21,7 +21,7 @@ stores what the deploy daemon needs beside the VLA metadata (joints, Kp/Kd, defa
 :data:`upright.policy_io.schema.CHUNK_CONTRACT_KEYS`) in ``model.pt`` and ``policy.onnx``, so that
 ``upright-deploy run --policy`` runs either alone (``docs/deploy_chunked.md``).
 
-Every ``--dataset`` is checked before any is read (:func:`~upright.deploy.dataset_check.check_dataset`): a damaged one
+Every ``--dataset`` is checked before any is read (:func:`~upright.dataset_io.check.check_dataset`): a damaged one
 (``meta/info.json`` truncated, empty or without ``features``, a parquet file cut short, ``meta/tasks.parquet``
 missing) or a path that is a file is one line naming the file, exit 2, nothing written.
 """
@@ -37,7 +37,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from upright.deploy.dataset_check import check_dataset
+from upright.dataset_io.check import check_dataset
 from upright.vla.dataset import BCData, chunk_targets, concat, load_dataset
 from upright.vla.policy import IMAGE_PREFIX, STATE_KEY
 from upright.vla.tiny import TinyVLA, TinyVLAConfig
@@ -235,8 +235,8 @@ def dataset_cameras(root: str | pathlib.Path) -> tuple[str, ...]:
     """The cameras a dataset holds (its ``observation.images.<camera>`` features); () when none or no dataset.
 
     Raises:
-        ~upright.deploy.dataset_check.DatasetError: a damaged dataset, or ``root`` is a file (one line naming the
-            file: :func:`~upright.deploy.dataset_check.check_dataset`).
+        ~upright.dataset_io.check.DatasetError: a damaged dataset, or ``root`` is a file (one line naming the
+            file: :func:`~upright.dataset_io.check.check_dataset`).
     """
     info = check_dataset(root)
     if info is None:

@@ -2,7 +2,7 @@
 
 On CPU it renders with MuJoCo's own OpenGL renderer (``mujoco.Renderer``), which needs an offscreen GL context:
 ``MUJOCO_GL=egl`` (Mesa or a GPU driver) or ``MUJOCO_GL=osmesa``, set before MuJoCo is imported
-(:func:`upright.viewer.gl.choose_offscreen_gl` picks one). Each env is drawn in turn from one ``MjData`` that takes
+(:func:`upright.gl.choose_offscreen_gl` picks one). Each env is drawn in turn from one ``MjData`` that takes
 that env's qpos (and the target marker's position), so the cost grows linearly with N. Shadows, floor reflections and
 the skybox are off: with Mesa's software EGL on this project's 2-core CPU they made a 64 x 64 frame of the Panda's
 ~137,000-triangle visual meshes take 456 ms instead of ~50 ms. This group is for

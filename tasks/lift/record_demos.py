@@ -5,7 +5,7 @@
 
 The expert (:mod:`upright.tasks.lift.expert`) runs in ``--num-envs`` envs at once on the full reset ranges
 (curriculum off, domain randomisation on unless ``--no-domain-rand``); every finished episode becomes one dataset
-episode, written by :class:`upright.deploy.lerobot_dataset.LeRobotV3Writer` with the daemon's features
+episode, written by :class:`upright.dataset_io.lerobot.LeRobotV3Writer` with the daemon's features
 (:func:`upright.deploy.logger_records.frame_features`), so datasets recorded on the robot and in simulation share
 one schema, at 50 fps (one frame per env step). Frame t holds:
 
@@ -33,7 +33,7 @@ import pathlib
 import sys
 
 if __name__ == "__main__" and "--cameras" in sys.argv[1:]:
-    from upright.viewer.gl import choose_offscreen_gl
+    from upright.gl import choose_offscreen_gl
 
     choose_offscreen_gl()  # before MuJoCo is imported (it reads MUJOCO_GL once): EGL, else OSMesa
 
@@ -111,7 +111,7 @@ class EpisodeBuffer:
         return len(next(iter(self.rows.values()), []))
 
     def table(self, features: dict[str, dict]) -> pa.Table:
-        from upright.deploy.lerobot_dataset import column
+        from upright.dataset_io.lerobot import column
 
         cols = {}
         for name, f in features.items():
@@ -150,7 +150,7 @@ def record(
     instructions = [str(t) for t in instructions]
     if not instructions or any(not t.strip() for t in instructions):
         raise ValueError(f"instructions must be non-empty strings, got {instructions!r}; pass --instruction TEXT")
-    from upright.deploy.lerobot_dataset import LeRobotV3Writer
+    from upright.dataset_io.lerobot import LeRobotV3Writer
     from upright.deploy.logger_records import extra_info
     from upright.deploy.state_machine import ControlSource
     from upright.tasks.lift.evaluate import make_lift_eval_env

@@ -16,7 +16,7 @@ import subprocess
 import numpy as np
 import pyarrow as pa
 
-from upright.deploy.lerobot_dataset import EPISODES_PATH, LeRobotV3Writer, column
+from upright.dataset_io.lerobot import EPISODES_PATH, LeRobotV3Writer, column
 from upright.deploy.logger_records import extra_info, frame_features
 
 FEATURES = frame_features(("a", "b", "c"), [f"o{i}" for i in range(16)])

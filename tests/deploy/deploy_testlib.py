@@ -529,7 +529,7 @@ def wait_for_mode(tmp: pathlib.Path, mode: str, timeout: float = 60) -> dict:
 # ------------------------------------------------------------------ cameras
 _RENDER = """
 import sys
-from upright.viewer.gl import choose_offscreen_gl
+from upright.gl import choose_offscreen_gl
 choose_offscreen_gl()
 import mujoco, numpy as np
 from upright.deploy.sim_robot import panda_lift_scene
@@ -566,7 +566,7 @@ def offscreen_gl_available() -> bool:
     """Whether MuJoCo can render offscreen here (EGL or OSMesa, or MUJOCO_GL already set)."""
     import os
 
-    from upright.viewer.gl import gl_backend_works, has_display
+    from upright.gl import gl_backend_works, has_display
 
     if os.environ.get("MUJOCO_GL"):
         return gl_backend_works(os.environ["MUJOCO_GL"])

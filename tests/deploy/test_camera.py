@@ -239,7 +239,7 @@ def test_the_runner_feeds_the_newest_frame_and_skips_stale_or_missing_ones(tmp_p
 
 # ------------------------------------------------------------------ logging
 def test_the_logger_stores_camera_frames_as_png_images(tmp_path):
-    from upright.deploy.lerobot_dataset import load_frames
+    from upright.dataset_io.lerobot import load_frames
     from upright.deploy.logger_client import LoggerClient
     from upright.deploy.logger_records import frame_features
     from upright.vla.dataset import load_dataset

@@ -26,7 +26,7 @@ from deploy_testlib import (
     stop,
 )
 
-from upright.deploy.lerobot_dataset import load_frames
+from upright.dataset_io.lerobot import load_frames
 from upright.deploy.safety import SafetyFlag
 from upright.robots import panda
 

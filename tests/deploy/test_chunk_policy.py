@@ -139,7 +139,7 @@ def test_a_remote_policy_runs_through_the_chunk_runner(tmp_path, contract):
     """upright-policy-server serves the TinyVLA on loopback; the daemon's loader connects with a JSON contract (the
     server's metadata has none) and the ChunkRunner gets the model's actions over the wire."""
     from upright.deploy.chunk_runner import ChunkRunner
-    from upright.vla.server import BackgroundServer
+    from upright.vla.server_thread import BackgroundServer
 
     goal = np.array(contract["default_joint_pos"]) + 0.1
     model = goal_seeking_tiny_vla(goal, contract)

@@ -17,7 +17,7 @@ import pyarrow.parquet as pq
 import pytest
 from deploy_testlib import ctl, goal_seeking_tiny_vla, start_daemon, start_sim_robot, stop, wait_for_mode
 
-from upright.deploy.lerobot_dataset import load_frames
+from upright.dataset_io.lerobot import load_frames
 from upright.deploy.safety import SafetyFlag
 from upright.robots import panda
 

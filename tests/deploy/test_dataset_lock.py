@@ -27,15 +27,8 @@ import pytest
 from deploy_testlib import ctl_run, start_daemon, start_sim_robot, stop
 from deploy_testlib import wait_until as _wait_until
 
-from upright.deploy.lerobot_dataset import (
-    EPISODES_PATH,
-    LOCK_NAME,
-    DatasetLock,
-    DatasetLockedError,
-    LeRobotV3Writer,
-    load_frames,
-    load_journal,
-)
+from upright.dataset_io.lerobot import EPISODES_PATH, LeRobotV3Writer, load_frames, load_journal
+from upright.dataset_io.lock import LOCK_NAME, DatasetLock, DatasetLockedError
 from upright.deploy.logger_client import LoggerClient
 from upright.deploy.logger_records import frame_features
 
@@ -145,7 +138,7 @@ def test_the_lock_is_released_when_the_logger_exits(tmp_path):
 
 # ---------------------------------------------------------------- recover: unreadable journals, a full disk
 def journal_table(n: int, features=FEATURES) -> pa.Table:
-    from upright.deploy.lerobot_dataset import column
+    from upright.dataset_io.lerobot import column
 
     dt = {"float32": np.float32, "int64": np.int64, "bool": bool}
     cols = {

@@ -30,8 +30,8 @@ import pyarrow.parquet as pq
 import pytest
 from deploy_testlib import ConstantPolicy, Fault, Harness, ctl_run, start_daemon, start_sim_robot, stop
 
+from upright.dataset_io.lerobot import EPISODES_PATH, load_frames
 from upright.deploy.controller import ControllerConfig
-from upright.deploy.lerobot_dataset import EPISODES_PATH, load_frames
 from upright.deploy.loop import run_loop
 from upright.deploy.safety import SafetyConfig, SafetyFlag
 from upright.deploy.state_machine import Mode

@@ -14,7 +14,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from upright.deploy.lerobot_dataset import LeRobotV3Writer, load_frames, read_journal
+from upright.dataset_io.lerobot import LeRobotV3Writer, load_frames, read_journal
 from upright.deploy.logger_client import LoggerClient
 from upright.deploy.logger_records import frame_features, record_dtype
 
@@ -161,7 +161,7 @@ def test_existing_dataset_is_extended_not_overwritten(tmp_path):
         )
         for name, f in FEATURES.items()
     }
-    from upright.deploy.lerobot_dataset import column
+    from upright.dataset_io.lerobot import column
 
     table = pa.table({**{n: column(v, FEATURES[n]) for n, v in cols.items()}, "frame_index": pa.array([0, 1, 2])})
     w.add_episode(0, table, "t", "success")

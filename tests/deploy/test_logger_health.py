@@ -26,8 +26,8 @@ import pytest
 from deploy_testlib import ConstantPolicy, Harness, ctl_run, start_daemon, start_sim_robot, stop
 from deploy_testlib import wait_until as _wait_until
 
+from upright.dataset_io.lerobot import EPISODES_PATH, load_frames, load_journal
 from upright.deploy.controller import Controller, ControllerConfig
-from upright.deploy.lerobot_dataset import EPISODES_PATH, load_frames, load_journal
 from upright.deploy.logger_client import LoggerClient
 from upright.deploy.logger_records import frame_features
 from upright.deploy.loop import run_loop

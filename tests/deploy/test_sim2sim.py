@@ -20,7 +20,7 @@ import pytest
 import torch
 from deploy_testlib import ctl, start_daemon, start_sim_robot, stop, wait_for_mode
 
-from upright.deploy.lerobot_dataset import load_frames, read_journal
+from upright.dataset_io.lerobot import load_frames, read_journal
 from upright.deploy.metadata import load_policy_spec
 from upright.tasks.standup.config import SimCfg, StandupEnvCfg
 from upright.tasks.standup.curriculum import CurriculumCfg

@@ -18,7 +18,7 @@ from upright.tasks.lift.record_demos import TASK, demo_features, record
 
 
 def _gl() -> str | None:
-    from upright.viewer.gl import gl_backend_works
+    from upright.gl import gl_backend_works
 
     for name in ("egl", "osmesa"):
         if gl_backend_works(name):

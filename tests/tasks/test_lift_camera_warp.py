@@ -77,8 +77,8 @@ def _changed(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def test_warp_and_opengl_see_the_scene_change_in_the_same_pixels(scene, warp_images):
+    from upright.gl import gl_backend_works
     from upright.tasks.lift.camera import CameraRenderer
-    from upright.viewer.gl import gl_backend_works
 
     if not any(gl_backend_works(name) for name in ("egl", "osmesa")):
         pytest.skip("no offscreen OpenGL (EGL or OSMesa) for the reference renderer")

@@ -73,7 +73,7 @@ def test_replay_errors(tmp_path, standup_env):
 
 
 def _write_deploy_dataset(root, joint_names, state: np.ndarray, fps: int = 50) -> None:
-    from upright.deploy.lerobot_dataset import LeRobotV3Writer, column
+    from upright.dataset_io.lerobot import LeRobotV3Writer, column
     from upright.deploy.logger_records import extra_info, frame_features
 
     frame_names = [f"obs.{i}" for i in range(76)]

@@ -10,7 +10,7 @@ EPISODE_STEPS = 25
 
 
 def _gl_works() -> bool:
-    from upright.viewer.gl import gl_backend_works
+    from upright.gl import gl_backend_works
 
     return any(gl_backend_works(name) for name in ("egl", "osmesa"))
 

@@ -2,7 +2,7 @@
 tests/deploy/dataset_damage.py: ``meta/info.json`` truncated, empty, without ``features`` or removed; the episodes
 table or a data file cut short; ``meta/tasks.parquet`` removed; a regular file in the dataset's place): one stderr line
 naming the file and what is wrong, exit 2, no traceback, the dataset byte for byte as before and ``--out`` untouched.
-The same check (``upright.deploy.dataset_check``) refuses them in ``upright-deploy run`` and ``recover``."""
+The same check (``upright.dataset_io.check``) refuses them in ``upright-deploy run`` and ``recover``."""
 
 from __future__ import annotations
 

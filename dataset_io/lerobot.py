@@ -24,11 +24,12 @@ A write that fails (a full disk, EIO, EFBIG) raises OSError and leaves every fil
 all written to temporary names first, then renamed, ``info.json`` last (:func:`write_files_together`), and a journal
 is deleted only after its episode is written.
 
-One writer. A dataset being recorded has exactly one writer: the logger process holds :class:`DatasetLock`, an
-advisory ``flock`` (LOCK_EX | LOCK_NB) on ``.upright-writer.lock`` in the dataset folder, for its whole life, and
-``upright-deploy recover`` holds it while it converts. A second writer is refused (:class:`DatasetLockedError`)
-before it reads or writes anything of the dataset. The kernel releases the lock when its holder dies (SIGKILL
-included), so the dataset of a crashed daemon is recoverable at once.
+One writer. A dataset being recorded has exactly one writer: the logger process holds the writer lock
+(:class:`~upright.dataset_io.lock.DatasetLock`), an advisory ``flock`` (LOCK_EX | LOCK_NB) on
+``.upright-writer.lock`` in the dataset folder, for its whole life, and ``upright-deploy recover`` holds it while it
+converts. A second writer is refused (:class:`~upright.dataset_io.lock.DatasetLockedError`) before it reads or writes
+anything of the dataset. The kernel releases the lock when its holder dies (SIGKILL included), so the dataset of a
+crashed daemon is recoverable at once.
 
 Vector features are ``fixed_size_list<float32>[n]`` columns; shape-[1] features are scalar
 columns, as LeRobot stores them. Image features (``dtype: "image"``, shape ``[H, W, 3]``) are stored in the parquet
@@ -38,8 +39,6 @@ per frame (``path`` null); they get no entry in the stats (LeRobot's per-channel
 
 from __future__ import annotations
 
-import errno
-import fcntl
 import json
 import os
 import pathlib
@@ -54,7 +53,7 @@ from upright.atomic_io import (
     atomic_write_bytes,
     fsync_dir,
 )
-from upright.deploy.dataset_check import check_dataset
+from upright.dataset_io.check import check_dataset
 
 CODEBASE_VERSION = "v3.0"
 CHUNKS_SIZE = 1000
@@ -221,84 +220,6 @@ def read_journal(path: pathlib.Path) -> pa.Table | None:
         return None
 
 
-LOCK_NAME = ".upright-writer.lock"
-"""The writer lock's file in the dataset folder (:class:`DatasetLock`)."""
-
-
-class DatasetLockedError(RuntimeError):
-    """Another process holds the dataset's writer lock (a daemon's logger records it, or ``recover`` converts it)."""
-
-
-class DatasetLock:
-    """The advisory writer lock of a dataset: ``fcntl.flock(LOCK_EX | LOCK_NB)`` on ``root/.upright-writer.lock``.
-
-    flock locks belong to the open file: a child that inherits the descriptor (``pass_fds``) holds the same lock,
-    which lasts until every copy of the descriptor is closed, and the kernel releases it when the holders die
-    (SIGKILL included). The file holds one line naming the holder (for the refusal's message only).
-    """
-
-    def __init__(self, fd: int, root: pathlib.Path):
-        self.fd = fd
-        self.root = root
-
-    @classmethod
-    def acquire(cls, root: str | pathlib.Path, holder: str, create: bool = True) -> DatasetLock:
-        """Take the lock of the dataset at ``root`` (``create``: make the folder if missing) without waiting.
-
-        Raises:
-            DatasetLockedError: another process holds it (the message names the holder); nothing of the dataset
-                was read or written.
-            OSError: the lock file cannot be opened (no folder, no permission, ...).
-        """
-        root = pathlib.Path(root)
-        if create:
-            root.mkdir(parents=True, exist_ok=True)
-        fd = os.open(root / LOCK_NAME, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as err:
-            try:
-                who = os.pread(fd, 200, 0).decode(errors="replace").strip()
-            except OSError:
-                who = ""
-            os.close(fd)
-            if err.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
-                raise DatasetLockedError(
-                    f"{root} is being written by another process ({who or 'holder unknown'}; "
-                    f"it holds {root / LOCK_NAME})"
-                ) from None
-            raise
-        lock = cls(fd, root)
-        lock.stamp(holder)
-        return lock
-
-    @classmethod
-    def adopt(cls, fd: int, root: str | pathlib.Path, holder: str) -> DatasetLock:
-        """The lock whose descriptor ``fd`` this process inherited (checked: flock on a held lock's own open file
-        succeeds; raises :class:`DatasetLockedError` when ``fd`` is not that lock's)."""
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            raise DatasetLockedError(f"descriptor {fd} is not the writer lock of {root}") from None
-        lock = cls(fd, pathlib.Path(root))
-        lock.stamp(holder)
-        return lock
-
-    def stamp(self, holder: str) -> None:
-        """Write ``pid <pid> (<holder>)`` into the lock file; best effort (a full disk must not fail the lock)."""
-        try:
-            os.ftruncate(self.fd, 0)
-            os.pwrite(self.fd, f"pid {os.getpid()}: {holder}\n".encode(), 0)
-        except OSError:
-            pass
-
-    def close(self) -> None:
-        """Close this copy of the descriptor (the lock is released once no process has one left)."""
-        if self.fd >= 0:
-            os.close(self.fd)
-            self.fd = -1
-
-
 def _stats(values: np.ndarray) -> dict[str, list]:
     v = values.astype(np.float64).reshape(len(values), -1)
     out = {
@@ -351,8 +272,8 @@ class LeRobotV3Writer:
         extra_info: more keys for info.json (upright's codes for control_source and safety_flags).
 
     Raises:
-        ~upright.deploy.dataset_check.DatasetError: ``root`` is not a folder or holds a damaged dataset (one line
-            naming the file: :func:`~upright.deploy.dataset_check.check_dataset`); nothing was written.
+        ~upright.dataset_io.check.DatasetError: ``root`` is not a folder or holds a damaged dataset (one line
+            naming the file: :func:`~upright.dataset_io.check.check_dataset`); nothing was written.
         ValueError: ``root`` holds a dataset with different features or fps.
     """
 
@@ -549,7 +470,7 @@ class LeRobotV3Writer:
         """Convert journals left by a crash into episodes (outcome ``interrupted``, ``reason``); return their indices.
 
         A journal that cannot be read is quarantined, not deleted (:attr:`quarantined` lists it); an empty one is
-        deleted. The caller must hold the dataset's :class:`DatasetLock`.
+        deleted. The caller must hold the dataset's :class:`~upright.dataset_io.lock.DatasetLock`.
 
         Raises:
             OSError: writing an episode failed (a full disk, EIO, ...); the message names the journal, which is kept

@@ -1,7 +1,7 @@
 """Is a folder a LeRobot v3 dataset that can be read and extended? One check for every entry point that opens one.
 
 ``upright-deploy run --dataset DS``, ``upright-deploy recover DS`` and ``python -m upright.vla.train_bc --dataset DS``
-(and :class:`~upright.deploy.lerobot_dataset.LeRobotV3Writer`, so the logger process and ``record_demos`` too) call
+(and :class:`~upright.dataset_io.lerobot.LeRobotV3Writer`, so the logger process and ``record_demos`` too) call
 :func:`check_dataset` before anything else touches ``DS``. A damaged dataset is refused with one
 :class:`DatasetError`, whose message is one line naming the file and what is wrong with it, and the fix:
 

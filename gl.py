@@ -5,6 +5,9 @@ MuJoCo reads ``MUJOCO_GL`` once, when it is imported. With a display (``DISPLAY`
 tries EGL, then OSMesa, each in a throw-away subprocess (a failing GL backend can abort the process),
 and sets ``MUJOCO_GL`` to the first that creates a context. Debian packages: EGL comes with
 ``libegl1`` + ``libegl-mesa0`` (Mesa's software or a GPU driver), OSMesa with ``libosmesa6``.
+
+It sits on the package's ground floor (standard library only) because every floor that renders calls it first: the
+task cameras, the gym adapters, training, the viewer, the VLA evaluation and the deploy CLI.
 """
 
 from __future__ import annotations
