@@ -15,7 +15,6 @@ envs, bool flags), or torch tensors on the task's device with ``as_torch=True`` 
 
 from __future__ import annotations
 
-import warnings
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from typing import Any
@@ -505,10 +504,3 @@ class UprightEnv(gymnasium.Env):
         if getattr(self, "task", None) is not None:
             self.task.close()
             self.task = None  # type: ignore[assignment]
-
-
-def warn_once(message: str, _seen: set[str] = set()) -> None:  # noqa: B006 (a process-wide memo)
-    """Issue a gymnasium-style UserWarning once per process per message."""
-    if message not in _seen:
-        _seen.add(message)
-        warnings.warn(message, UserWarning, stacklevel=3)

@@ -9,6 +9,8 @@ with :func:`upright.gl.choose_offscreen_gl` when it is the first to import MuJoC
 
 from __future__ import annotations
 
+import warnings
+
 import mujoco
 import numpy as np
 
@@ -66,8 +68,6 @@ class HumanWindow:
         self.data = mujoco.MjData(model)
         self.viewer = None
         if not has_display():
-            from upright.envs.core import warn_once
-
             warn_once(
                 "render_mode='human' needs a display (DISPLAY or WAYLAND_DISPLAY is unset): nothing is shown; "
                 "use render_mode='rgb_array' on a headless machine"
@@ -97,3 +97,10 @@ class HumanWindow:
         if self.viewer is not None:
             self.viewer.close()
             self.viewer = None
+
+
+def warn_once(message: str, _seen: set[str] = set()) -> None:  # noqa: B006 (a process-wide memo)
+    """Issue a gymnasium-style UserWarning once per process per message."""
+    if message not in _seen:
+        _seen.add(message)
+        warnings.warn(message, UserWarning, stacklevel=3)

@@ -2,8 +2,9 @@
 
 The reward is split into G groups (HoST: task, regularization, style, post-task). Each group has its own critic and
 its own GAE; each group's advantage is normalised over the whole rollout and the policy is trained on the weighted
-sum ``A = sum_g w_g * Ahat_g`` (no re-normalisation after the sum). The value loss is rsl_rl's clipped loss applied
-element-wise to the (B, G) values and averaged over batch and critics. Method and constants:
+sum ``A = sum_g w_g * Ahat_g`` (no re-normalisation after the sum; :mod:`upright.training.group_advantages`). The
+value loss is rsl_rl's clipped loss applied element-wise to the (B, G) values and averaged over batch and critics.
+Method and constants:
 HoST's ``rsl_rl/rsl_rl/algorithms/ppo.py``, ``rsl_rl/rsl_rl/modules/actor_critic.py`` and
 ``rsl_rl/rsl_rl/storage/rollout_storage.py`` (InternRobotics/HoST at commit 70bb580949a3).
 
@@ -11,7 +12,7 @@ HoST's L2C2 smoothness term (spec section 5; Kobayashi, "L2C2: Locally Lipschitz
 added to the PPO loss: for the mixed state ``s_mix = s_t + u * (s_{t+1} - s_t)``, ``u ~ U(-1, 1)`` per transition
 and ``u = 0`` where the episode ended after t,
 ``L = lambda_pi * mean_B ||mu(s_t) - mu(s_mix)||^2 + lambda_V * mean_B ||V(s_t) - V(s_mix)||^2`` with ``V`` the
-(B, G) values of the G critics (see :func:`l2c2_losses`).
+(B, G) values of the G critics (see :func:`~upright.training.l2c2.l2c2_losses`).
 
 :class:`MultiCriticPPO` plugs into rsl_rl's unmodified ``OnPolicyRunner`` through
 ``cfg["algorithm"]["class_name"] = "upright.training.multi_critic_ppo:MultiCriticPPO"``. The environment must put the
@@ -32,6 +33,8 @@ from rsl_rl.models import MLPModel
 from rsl_rl.utils import resolve_class, resolve_obs_groups
 from tensordict import TensorDict
 
+from .group_advantages import combine_group_advantages, compute_group_gae, normalize_group_advantages
+from .l2c2 import HOST_L2C2_POLICY_COEF, HOST_L2C2_VALUE_COEF, l2c2_losses, mix_observations, sample_l2c2_mix_weights
 from .multi_critic_model import MultiCriticModel
 from .multi_critic_storage import MultiCriticRolloutStorage
 from .std_learning_rate import FIXED_LR_KEY, GROUP_KEY, build_optimizer, convert_optimizer_state
@@ -39,156 +42,6 @@ from .std_learning_rate import FIXED_LR_KEY, GROUP_KEY, build_optimizer, convert
 DEFAULT_GROUP_WEIGHTS: tuple[float, ...] = (2.5, 0.1, 1.0, 1.0)
 """HoST ``reward_group_weights`` for (task, regularization, style, post-task) (HoST
 ``legged_gym/legged_gym/envs/g1/g1_config_ground.py``)."""
-
-ADVANTAGE_EPS: float = 1e-8
-"""Denominator guard of the per-group advantage normalisation (HoST / rsl_rl)."""
-
-HOST_SMOOTHNESS_LOWER_BOUND: float = 0.1
-"""HoST ``smoothness_lower_bound`` (spec section 5)."""
-
-HOST_SMOOTHNESS_UPPER_BOUND: float = 1.0
-"""HoST ``smoothness_upper_bound`` (spec section 5)."""
-
-HOST_VALUE_SMOOTHNESS_COEF: float = 0.1
-"""HoST ``value_smoothness_coef``, the ratio lambda_V / lambda_pi (spec section 5; 0.25 for the wall task)."""
-
-HOST_L2C2_POLICY_COEF: float = HOST_SMOOTHNESS_UPPER_BOUND * (
-    HOST_SMOOTHNESS_LOWER_BOUND / (HOST_SMOOTHNESS_UPPER_BOUND - HOST_SMOOTHNESS_LOWER_BOUND)
-)
-"""HoST's policy L2C2 weight lambda_pi = upper * lower / (upper - lower) = 0.111 (spec section 5; paper: 1)."""
-
-HOST_L2C2_VALUE_COEF: float = HOST_VALUE_SMOOTHNESS_COEF * HOST_L2C2_POLICY_COEF
-"""HoST's value L2C2 weight lambda_V = value_smoothness_coef * lambda_pi = 0.0111 (spec section 5; paper: 0.1)."""
-
-
-def compute_group_gae(
-    rewards: torch.Tensor,
-    values: torch.Tensor,
-    dones: torch.Tensor,
-    last_values: torch.Tensor,
-    gamma: float,
-    lam: float,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Generalised advantage estimation, independently for every reward group.
-
-    Args:
-        rewards: float (T, N, G), already bootstrapped on timeouts.
-        values: float (T, N, G), critic values V_g(s_t) recorded during the rollout.
-        dones: (T, N) or (T, N, 1), any numeric/bool dtype; nonzero where the episode ended after step t
-            (the value of the next state is then not used).
-        last_values: float (N, G), V_g of the observation after the last step.
-        gamma: Discount factor (HoST 0.99).
-        lam: GAE lambda (HoST 0.95).
-
-    Returns:
-        ``(returns, advantages)``, both float (T, N, G), with ``returns = advantages + values``.
-    """
-    num_steps, num_envs = rewards.shape[:2]
-    not_done = 1.0 - dones.reshape(num_steps, num_envs, 1).to(rewards.dtype)
-    advantages = torch.zeros_like(rewards)
-    advantage = torch.zeros_like(last_values)
-    next_values = last_values
-    for step in reversed(range(num_steps)):
-        delta = rewards[step] + gamma * not_done[step] * next_values - values[step]
-        advantage = delta + gamma * lam * not_done[step] * advantage
-        advantages[step] = advantage
-        next_values = values[step]
-    return advantages + values, advantages
-
-
-def normalize_group_advantages(advantages: torch.Tensor, eps: float = ADVANTAGE_EPS) -> torch.Tensor:
-    """Normalise each group's advantages over the whole rollout: ``(A_g - mean(A_g)) / (std(A_g) + eps)``.
-
-    Args:
-        advantages: float (..., G); statistics are taken over all leading dimensions (e.g. T and N).
-        eps: Denominator guard (1e-8).
-
-    Returns:
-        float tensor of the same shape. ``std`` is the unbiased (Bessel-corrected) one, as ``torch.std`` in rsl_rl.
-    """
-    flat = advantages.reshape(-1, advantages.shape[-1])
-    return (advantages - flat.mean(dim=0)) / (flat.std(dim=0) + eps)
-
-
-def combine_group_advantages(
-    advantages: torch.Tensor, weights: torch.Tensor | Sequence[float], eps: float = ADVANTAGE_EPS
-) -> torch.Tensor:
-    """HoST advantage combination: ``A = sum_g w_g * normalize(A_g)``, not re-normalised after the sum.
-
-    Args:
-        advantages: Raw per-group advantages, float (T, N, G).
-        weights: Group weights, G floats (HoST: 2.5, 0.1, 1.0, 1.0).
-        eps: Denominator guard of the per-group normalisation.
-
-    Returns:
-        Combined advantages, float (T, N, 1).
-    """
-    weights = torch.as_tensor(weights, dtype=advantages.dtype, device=advantages.device)
-    return (normalize_group_advantages(advantages, eps) * weights).sum(dim=-1, keepdim=True)
-
-
-def sample_l2c2_mix_weights(dones: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
-    """L2C2 interpolation weights: ``u ~ U(-1, 1)`` per transition, ``u = 0`` where the episode ended after it.
-
-    Args:
-        dones: (B,) or (B, 1), any numeric/bool dtype; nonzero where s_t was terminal (then s_{t+1} is the first
-            observation of a new episode and must not be mixed in).
-        generator: Optional torch generator (default: torch's global one).
-
-    Returns:
-        float32 (B, 1) on ``dones.device``, values in [-1, 1) (as HoST: ``(rand - 0.5) * 2 * (1 - done)``).
-    """
-    not_done = 1.0 - dones.reshape(-1, 1).float()
-    u = torch.rand(not_done.shape, generator=generator, device=dones.device) * 2.0 - 1.0
-    return u * not_done
-
-
-def mix_observations(obs: TensorDict, next_obs: TensorDict, u: torch.Tensor) -> TensorDict:
-    """Mixed state of L2C2, ``obs + u * (next_obs - obs)``, for every observation group.
-
-    Args:
-        obs: s_t, TensorDict (B, ...) of float groups.
-        next_obs: s_{t+1}, TensorDict with the same groups and shapes.
-        u: Interpolation weights, float (B, 1) (or (B,)), broadcast over each group's feature dimensions.
-
-    Returns:
-        TensorDict (B, ...) with the groups of ``obs``.
-    """
-    batch = obs.batch_size[0]
-    mixed = {}
-    for key, value in obs.items():
-        weight = u.reshape(batch, *([1] * (value.dim() - 1))).to(value.dtype)
-        mixed[key] = value + weight * (next_obs[key] - value)
-    return TensorDict(mixed, batch_size=obs.batch_size, device=obs.device)
-
-
-def l2c2_losses(
-    actor: MLPModel,
-    critic: MultiCriticModel,
-    mean_actions: torch.Tensor,
-    values: torch.Tensor,
-    mixed_obs: TensorDict,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """The two unweighted L2C2 terms of HoST (spec section 5), gradients flowing into both sides.
-
-    ``mixed_obs`` goes through the models' ``forward``, i.e. through the same empirical observation normaliser as
-    s_t; in rsl_rl 5.5.1 ``forward`` only applies the normaliser (its statistics change only in
-    ``update_normalization``), so this does not update it.
-
-    Args:
-        actor: Policy model; ``actor(mixed_obs)`` is its deterministic output, the action mean mu(s_mix) (B, A).
-        critic: Multi-critic model; ``critic(mixed_obs)`` is V(s_mix), (B, G).
-        mean_actions: mu(s_t), float (B, A), from the update's forward pass (keeps its graph).
-        values: V(s_t), float (B, G), from the update's forward pass (keeps its graph).
-        mixed_obs: s_mix, TensorDict (B, ...) (see :func:`mix_observations`).
-
-    Returns:
-        ``(policy_term, value_term)``: scalar float tensors ``mean_B sum_A (mu(s_t) - mu(s_mix))^2`` and
-        ``mean_B sum_G (V(s_t) - V(s_mix))^2`` (squared L2 norms, averaged over the batch, as HoST).
-    """
-    policy_term = (mean_actions - actor(mixed_obs)).square().sum(dim=-1).mean()
-    value_term = (values - critic(mixed_obs)).square().sum(dim=-1).mean()
-    return policy_term, value_term
 
 
 class MultiCriticPPO(PPO):

@@ -166,8 +166,8 @@ def train(cfg: DictConfig) -> pathlib.Path:
         meta = policy_metadata(cfg.task_name, env) | {"run_path": str(run_dir.resolve())}
         residual = cfg.get("policy") is not None and cfg.policy.get("base")
         if residual:  # residual RL on a frozen base (policy.base=...)
-            from upright.vla.residual import residual_metadata, setup_residual
             from upright.vla.residual_config import ResidualCfg, check_residual_cfg
+            from upright.vla.residual_setup import residual_metadata, setup_residual
 
             rcfg = ResidualCfg(**OmegaConf.to_container(cfg.policy, resolve=True))
             check_residual_cfg(rcfg, cfg.task_name)
@@ -217,7 +217,7 @@ def train(cfg: DictConfig) -> pathlib.Path:
                 raise RuntimeError(f"rank {rank}: policy parameters diverged from rank 0 by {diff}")
     finally:
         if residual and rank == 0:  # also after Ctrl-C/SIGTERM: the record says whether the base stayed frozen
-            from upright.vla.residual import describe_record, finish_residual
+            from upright.vla.residual_setup import describe_record, finish_residual
 
             print(describe_record(finish_residual(env, run_dir)), flush=True)
         env.close()

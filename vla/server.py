@@ -41,7 +41,6 @@ from __future__ import annotations
 import asyncio
 import http
 import logging
-import threading
 import time
 from collections.abc import Callable, Mapping
 
@@ -54,7 +53,7 @@ from websockets.frames import CloseCode
 
 from upright.vla import wire
 from upright.vla.keymap import DEFAULT_KEY_MAP, check_key_map, observation_to_batch, parse_key_map
-from upright.vla.policy import IMAGE_PREFIX, STATE_KEY, TASK_KEY, ChunkPolicy
+from upright.vla.policy import STATE_KEY, TASK_KEY, ChunkPolicy
 from upright.vla.server_guard import (
     API_KEY_ENV,
     DEFAULT_MAX_MESSAGE_BYTES,
@@ -67,70 +66,12 @@ from upright.vla.server_guard import (
     exposed_addresses,
     one_line,
 )
+from upright.vla.server_metadata import DEFAULT_MAX_BATCH, _declared, policy_metadata
 
 log = logging.getLogger(__name__)
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8000
-DEFAULT_MAX_BATCH = 256
-"""Most pipelined requests of one connection answered by one policy call (module docstring)."""
-
-DESCRIPTION_KEYS = ("state_dim", "state_key", "image_height", "image_width")
-"""Optional metadata keys, sent when the policy declares them (as attributes, in a ``cfg`` like TinyVLA's, or in a
-``metadata`` dict like OnnxChunkPolicy's); ``state_key`` is the lift feature the policy's ``observation.state`` holds
-(``observation.state``: the 22-value proprioceptive state, ``observation.policy_obs``: the env's 49-value
-observation), which residual RL on a remote base needs (:mod:`upright.vla.residual`)."""
-
-
-def _declared(policy: ChunkPolicy, key: str):
-    """``key`` as the policy declares it: its attribute, its ``cfg``'s, or its ``metadata`` dict's (None if none)."""
-    value = getattr(policy, key, None)
-    if value is None:
-        value = getattr(getattr(policy, "cfg", None), key, None)
-    meta = getattr(policy, "metadata", None)
-    if value is None and isinstance(meta, Mapping):
-        value = meta.get(key)
-    return value
-
-
-def policy_metadata(
-    policy: ChunkPolicy,
-    key_map: Mapping[str, str] = DEFAULT_KEY_MAP,
-    max_batch: int = DEFAULT_MAX_BATCH,
-    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
-) -> dict:
-    """The metadata sent on connect: ``chunk_size``, ``action_dim``, ``action_convention``, ``observation_keys``
-    (openpi keys read), ``required_keys`` (those a request must have), ``key_map``, ``policy`` (class name),
-    ``cameras``, ``max_batch``, ``max_message_bytes`` (largest request accepted, bytes), the
-    :data:`DESCRIPTION_KEYS` the policy declares, and ``weights_sha256`` when the weights can be hashed
-    (:func:`~upright.vla.checksums.policy_weights_sha256`: a torch module's parameters, an ONNX policy's file), so a
-    client can tell whether the served weights changed."""
-    from upright.vla.checksums import policy_weights_sha256
-
-    reverse = {v: k for k, v in key_map.items()}
-    cameras = tuple(_declared(policy, "cameras") or ())
-    required = [reverse.get(STATE_KEY, STATE_KEY)] + [reverse.get(IMAGE_PREFIX + c, IMAGE_PREFIX + c) for c in cameras]
-    meta = {
-        "server": "upright-policy-server",
-        "policy": type(policy).__name__,
-        "chunk_size": int(policy.chunk_size),
-        "action_dim": int(policy.action_dim),
-        "action_convention": policy.action_convention,
-        "observation_keys": list(key_map),
-        "required_keys": required,
-        "key_map": dict(key_map),
-        "cameras": list(cameras),
-        "max_batch": int(max_batch),
-        "max_message_bytes": int(max_message_bytes),
-    }
-    for key in DESCRIPTION_KEYS:
-        value = _declared(policy, key)
-        if isinstance(value, (int, str)) and not isinstance(value, bool):
-            meta[key] = value
-    weights = policy_weights_sha256(policy)
-    if weights is not None:
-        meta["weights_sha256"] = weights
-    return meta
 
 
 def _signature(batch: dict) -> tuple:
@@ -434,70 +375,6 @@ class PolicyServer:
 def serve(policy: ChunkPolicy, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, **kwargs) -> None:
     """Serve ``policy`` until interrupted (blocking; :class:`PolicyServer` for the arguments and errors)."""
     asyncio.run(PolicyServer(policy, host, port, **kwargs).run())
-
-
-class BackgroundServer:
-    """A :class:`PolicyServer` on a thread of its own (tests, benchmarks, notebooks); a context manager.
-
-    ``port=0`` (the default) picks a free port: read :attr:`port`. :meth:`stop` closes it. Other keyword arguments
-    (``key_map``, ``max_batch``, ``max_message_bytes``, ``send_timeout_s``, ``api_key``) go to :class:`PolicyServer`.
-
-    Raises:
-        OSError: the address cannot be bound (raised by the constructor).
-        ValueError: as :class:`PolicyServer`.
-    """
-
-    def __init__(self, policy: ChunkPolicy, host: str = DEFAULT_HOST, port: int = 0, **kwargs):
-        self.server = PolicyServer(policy, host, port, **kwargs)
-        self.host = host
-        self.port: int | None = None
-        self._loop = asyncio.new_event_loop()
-        self._stop: asyncio.Event | None = None
-        self._bound = threading.Event()
-        self._error: BaseException | None = None
-        self._thread = threading.Thread(target=self._main, name="upright-policy-server", daemon=True)
-        self._thread.start()
-        self._bound.wait(timeout=30.0)
-        if self._error is not None:
-            raise self._error
-        if self.port is None:
-            raise RuntimeError("the policy server thread did not start within 30 s")
-
-    def _main(self) -> None:
-        asyncio.set_event_loop(self._loop)
-
-        async def run():
-            self._stop = asyncio.Event()
-            await self.server.run(self._stop, on_bound=self._on_bound)
-
-        try:
-            self._loop.run_until_complete(run())
-        except BaseException as e:  # noqa: BLE001  reported to the constructor
-            self._error = e
-            self._bound.set()
-        finally:
-            self._loop.close()
-
-    def _on_bound(self, port: int) -> None:
-        self.port = port
-        self._bound.set()
-
-    @property
-    def url(self) -> str:
-        """``ws://host:port``."""
-        return f"ws://{self.host}:{self.port}"
-
-    def stop(self) -> None:
-        """Close the listening socket and every connection; returns once the thread has ended (5 s at most)."""
-        if self._thread.is_alive() and self._stop is not None:
-            self._loop.call_soon_threadsafe(self._stop.set)
-        self._thread.join(timeout=5.0)
-
-    def __enter__(self) -> BackgroundServer:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.stop()
 
 
 def main(argv: list[str] | None = None) -> None:

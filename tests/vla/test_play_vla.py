@@ -67,7 +67,7 @@ def test_vla_policy_builds_the_batch_from_the_env_and_resets_its_queue_per_episo
 def test_viewer_takes_a_policy_server():
     from upright.tasks.lift.record_demos import TASK
     from upright.vla.evaluate_lift import make_batch
-    from upright.vla.server import BackgroundServer
+    from upright.vla.server_thread import BackgroundServer
 
     assert is_vla("ws://127.0.0.1:8000")
     torch.manual_seed(0)

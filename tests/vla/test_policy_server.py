@@ -23,7 +23,7 @@ import torch
 from upright.vla.linear import LinearChunkPolicy
 from upright.vla.policy import ChunkPolicy
 from upright.vla.remote import RemotePolicy
-from upright.vla.server import BackgroundServer
+from upright.vla.server_thread import BackgroundServer
 
 OPENPI_SKIP = "openpi-client not installed: pip install --no-deps openpi-client==0.1.2 (README's test command)"
 H, A, S = 6, 4, 5
@@ -334,7 +334,7 @@ def test_file_loaders_serve_a_tinyvla_and_its_onnx_with_their_weights_hash(tmp_p
     from upright.vla.export import export_onnx
     from upright.vla.loaders import load_policy
     from upright.vla.onnx_policy import OnnxChunkPolicy
-    from upright.vla.server import policy_metadata
+    from upright.vla.server_metadata import policy_metadata
     from upright.vla.tiny import TinyVLA, TinyVLAConfig
 
     model = TinyVLA(TinyVLAConfig(cameras=(), state_dim=49, state_key="observation.policy_obs", chunk_size=4)).eval()

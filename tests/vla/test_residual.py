@@ -22,11 +22,14 @@ from upright.tasks.lift.config import LiftEnvCfg
 from upright.tasks.lift.env import LiftEnv
 from upright.tasks.standup.config import SimCfg
 from upright.training.onnx_export import read_metadata
+from upright.vla.checksums import parameters_sha256
 from upright.vla.evaluate_lift import remote_spec
 from upright.vla.remote import RemotePolicy
-from upright.vla.residual import ResidualChunkPolicy, ResidualEnv, finish_residual, parameters_sha256, setup_residual
+from upright.vla.residual import ResidualChunkPolicy
 from upright.vla.residual_config import ResidualCfg, check_residual_cfg
-from upright.vla.server import BackgroundServer
+from upright.vla.residual_env import ResidualEnv
+from upright.vla.residual_setup import finish_residual, setup_residual
+from upright.vla.server_thread import BackgroundServer
 from upright.vla.tiny import TinyVLA, TinyVLAConfig
 
 SPEC = {"state_key": "observation.policy_obs", "cameras": [], "image_height": 64, "image_width": 64, "state_dim": 49}
@@ -327,7 +330,7 @@ def test_remote_base_gives_the_local_bases_actions_in_env_order():
 
 
 def test_remote_base_record_catches_another_server_and_survives_a_lost_one(tmp_path):
-    from upright.vla.residual import describe_record
+    from upright.vla.residual_setup import describe_record
 
     with (
         BackgroundServer(_base()) as server,

@@ -1,6 +1,6 @@
 """Issue 33 §5: the policy server stays bounded and closed under any client (``vla/server_guard.py``).
 
-Real websockets on loopback: an in-process :class:`~upright.vla.server.BackgroundServer`, or ``upright-policy-server``
+Real websockets on loopback: an in-process :class:`~upright.vla.server_thread.BackgroundServer`, or ``upright-policy-server``
 in its own process where its memory is measured; the real openpi-client 0.1.2 (``WebsocketClientPolicy``) wherever
 interoperability is the point (error replies, the API key header). Rows 33.5 of ``docs/fault_injection.md``.
 """
@@ -23,8 +23,9 @@ import numpy as np
 import pytest
 
 from upright.vla.linear import LinearChunkPolicy
-from upright.vla.server import BackgroundServer, PolicyServer
+from upright.vla.server import PolicyServer
 from upright.vla.server_guard import API_KEY_ENV, DEFAULT_MAX_MESSAGE_BYTES
+from upright.vla.server_thread import BackgroundServer
 
 ws_client = pytest.importorskip(
     "openpi_client.websocket_client_policy",
