@@ -1,8 +1,9 @@
 """Issue 33 §5: the policy server stays bounded and closed under any client (``vla/server_guard.py``).
 
-Real websockets on loopback: an in-process :class:`~upright.vla.server_thread.BackgroundServer`, or ``upright-policy-server``
-in its own process where its memory is measured; the real openpi-client 0.1.2 (``WebsocketClientPolicy``) wherever
-interoperability is the point (error replies, the API key header). Rows 33.5 of ``docs/fault_injection.md``.
+Real websockets on loopback: an in-process :class:`~upright.vla.server_thread.BackgroundServer`, or
+``upright-policy-server`` in its own process where its memory is measured; the real openpi-client 0.1.2
+(``WebsocketClientPolicy``) wherever interoperability is the point (error replies, the API key header). Rows 33.5 of
+``docs/fault_injection.md``.
 """
 
 from __future__ import annotations
