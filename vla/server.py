@@ -66,12 +66,9 @@ from upright.vla.server_guard import (
     exposed_addresses,
     one_line,
 )
-from upright.vla.server_metadata import DEFAULT_MAX_BATCH, _declared, policy_metadata
+from upright.vla.server_metadata import DEFAULT_HOST, DEFAULT_MAX_BATCH, DEFAULT_PORT, _declared, policy_metadata
 
 log = logging.getLogger(__name__)
-
-DEFAULT_HOST = "127.0.0.1"
-DEFAULT_PORT = 8000
 
 
 def _signature(batch: dict) -> tuple:

@@ -13,9 +13,8 @@ from collections.abc import Callable
 import numpy as np
 
 from upright.vla.keymap import DEFAULT_KEY_MAP
-from upright.vla.server import DEFAULT_HOST, DEFAULT_PORT
 from upright.vla.server_guard import API_KEY_ENV, DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_SEND_TIMEOUT_S, one_line
-from upright.vla.server_metadata import DEFAULT_MAX_BATCH
+from upright.vla.server_metadata import DEFAULT_HOST, DEFAULT_MAX_BATCH, DEFAULT_PORT
 
 
 class _OneLineParser(argparse.ArgumentParser):

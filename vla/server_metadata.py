@@ -1,5 +1,5 @@
-"""What ``upright-policy-server`` (:mod:`upright.vla.server`) sends a client on connect: :func:`policy_metadata`,
-built from what the served policy declares."""
+"""The defaults of ``upright-policy-server`` (:mod:`upright.vla.server`: host, port, batch) and what it sends a client
+on connect: :func:`policy_metadata`, built from what the served policy declares."""
 
 from __future__ import annotations
 
@@ -9,6 +9,10 @@ from upright.vla.keymap import DEFAULT_KEY_MAP
 from upright.vla.policy import IMAGE_PREFIX, STATE_KEY, ChunkPolicy
 from upright.vla.server_guard import DEFAULT_MAX_MESSAGE_BYTES
 
+DEFAULT_HOST = "127.0.0.1"
+"""Where ``upright-policy-server`` listens by default: loopback only (a non-loopback bind is warned about)."""
+DEFAULT_PORT = 8000
+"""openpi's default policy-server port."""
 DEFAULT_MAX_BATCH = 256
 """Most pipelined requests of one connection answered by one policy call (:mod:`upright.vla.server`)."""
 

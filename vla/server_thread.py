@@ -7,7 +7,8 @@ import asyncio
 import threading
 
 from upright.vla.policy import ChunkPolicy
-from upright.vla.server import DEFAULT_HOST, PolicyServer
+from upright.vla.server import PolicyServer
+from upright.vla.server_metadata import DEFAULT_HOST
 
 
 class BackgroundServer:

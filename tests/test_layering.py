@@ -1,0 +1,200 @@
+"""Imports run one way (issue 35 item 5): every import of an upright module, at module level or inside a function,
+goes to the same floor or a lower one, and no modules import each other in a circle.
+
+The source is parsed with :mod:`ast` (nothing is imported). Floors, lowest first (:data:`FLOORS`): the ground floor
+(standard library, numpy, pyarrow, onnxruntime: ``atomic_io``, ``gl``, ``policy_io``, ``dataset_io``, ``robots``),
+``sim``, ``managers``, ``tasks``, ``conf``, ``training``, ``vla``, ``viewer``, then the consumers (``envs``: the
+gymnasium adapters; ``deploy``: the daemon) and the entry points (``train.py``, ``play.py``, ``examples``).
+
+:data:`KNOWN_UP_ARROWS` and :data:`KNOWN_CIRCLE` are what is left to move (issue 35 item 5). They are listed so that
+the test fails on any NEW arrow up or circle, and on a listed arrow that has gone (delete its line then).
+"""
+
+from __future__ import annotations
+
+import ast
+import pathlib
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+NOT_PACKAGE = {"tests", "benchmarks", "docs", "logs", "outputs", ".git", ".devstage", ".whl", "build", "shared"}
+
+FLOORS: tuple[tuple[str, ...], ...] = (
+    ("atomic_io", "gl", "policy_io", "dataset_io", "robots", "assets"),
+    ("sim",),
+    ("managers",),
+    ("tasks",),
+    ("conf",),
+    ("training",),
+    ("vla",),
+    ("viewer",),
+    ("envs", "deploy"),
+    ("__init__", "train", "play", "examples"),
+)
+"""Top-level parts of the package, lowest floor first; a part may import its own floor and the floors below."""
+
+KNOWN_UP_ARROWS: frozenset[tuple[str, str]] = frozenset(
+    {
+        # the config schema imports the train and residual dataclasses it composes, and validation reads a run's
+        # config through training.export and a remote base's metadata through vla.remote
+        ("conf/__init__.py", "training"),
+        ("conf/__init__.py", "vla"),
+        ("conf/validate.py", "training"),
+        ("conf/validate.py", "vla"),
+        # lift's evaluation and demo-recording CLIs live in the task folder (they belong with the entry points)
+        ("tasks/lift/evaluate.py", "conf"),
+        ("tasks/lift/evaluate.py", "training"),
+        ("tasks/lift/evaluate.py", "viewer"),
+        ("tasks/lift/record_demos.py", "deploy"),
+        # evaluation takes the env-level policy loader from the viewer; the train loop sets up residual RL
+        ("training/evaluate.py", "viewer"),
+        ("training/train_loop.py", "vla"),
+    }
+)
+"""(file, floor part it imports upwards) still to move."""
+
+KNOWN_CIRCLE: frozenset[str] = frozenset(
+    {
+        "upright.conf.validate",
+        "upright.tasks.lift.evaluate",
+        "upright.tasks.lift.record_demos",
+        "upright.training.export",
+        "upright.training.train_loop",
+        "upright.viewer.policy",
+        "upright.viewer.vla_policy",
+        "upright.vla.evaluate_lift",
+        "upright.vla.residual",
+        "upright.vla.residual_env",
+        "upright.vla.residual_setup",
+    }
+)
+"""The one circle left (the modules of its strongly connected component): the policy loaders of the viewer and the VLA
+code, export, the train loop and lift's evaluation reach each other through function-level imports."""
+
+
+def level_of(part: str) -> int:
+    """Floor index of a top-level part of the package.
+
+    Raises:
+        KeyError: the part is on no floor (add it to :data:`FLOORS`).
+    """
+    for i, floor in enumerate(FLOORS):
+        if part in floor:
+            return i
+    raise KeyError(f"{part!r} is on no floor of FLOORS in tests/test_layering.py: add it where it belongs")
+
+
+def package_sources(root: pathlib.Path = ROOT) -> dict[str, str]:
+    """{path relative to ``root``: source} of every module of the package."""
+    out = {}
+    for path in sorted(root.rglob("*.py")):
+        rel = path.relative_to(root)
+        if rel.parts[0] in NOT_PACKAGE or "__pycache__" in rel.parts:
+            continue
+        out[rel.as_posix()] = path.read_text()
+    return out
+
+
+def module_name(rel: str) -> str:
+    """``upright.<dotted path>`` of a source file (``pkg/__init__.py`` is ``upright.pkg``)."""
+    name = "upright." + rel.removesuffix(".py").replace("/", ".")
+    return name.removesuffix(".__init__") if name != "upright.__init__" else "upright"
+
+
+def imports_of(source: str) -> list[str]:
+    """Every ``upright.*`` module a source imports, at module level or in a function (``from upright.a import b``
+    gives ``upright.a`` and ``upright.a.b``)."""
+    out = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("upright."):
+            out += [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+        elif isinstance(node, ast.Import):
+            out += [a.name for a in node.names if a.name.startswith("upright.")]
+    return out
+
+
+def part_of(rel: str) -> str:
+    """Top-level part of a source path (``deploy/cli.py`` -> ``deploy``; ``train.py`` -> ``train``)."""
+    first = rel.split("/")[0]
+    return first.removesuffix(".py")
+
+
+def up_arrows(sources: dict[str, str]) -> set[tuple[str, str]]:
+    """(file, part) for every import of a higher floor's part."""
+    out = set()
+    for rel, source in sources.items():
+        here = level_of(part_of(rel))
+        for target in imports_of(source):
+            part = target.split(".")[1]
+            if level_of(part) > here:
+                out.add((rel, part))
+    return out
+
+
+def circles(sources: dict[str, str]) -> list[set[str]]:
+    """The strongly connected components of more than one module in the import graph (Tarjan's algorithm)."""
+    names = {module_name(rel): source for rel, source in sources.items()}
+    graph = {m: {t for t in imports_of(src) if t in names and t != m} for m, src in names.items()}
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[set[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = set()
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.add(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(component)
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_every_part_of_the_package_is_on_a_floor():
+    parts = {part_of(rel) for rel in package_sources()}
+    for part in parts:
+        level_of(part)
+
+
+def test_imports_run_down_apart_from_the_listed_ones():
+    found = up_arrows(package_sources())
+    new = sorted(found - KNOWN_UP_ARROWS)
+    assert not new, f"imports that run up a floor (move the code, or the import, down): {new}"
+    gone = sorted(KNOWN_UP_ARROWS - found)
+    assert not gone, f"these listed arrows are gone: delete them from KNOWN_UP_ARROWS: {gone}"
+
+
+def test_no_import_circle_apart_from_the_listed_one():
+    found = circles(package_sources())
+    assert all(c <= KNOWN_CIRCLE for c in found), [sorted(c) for c in found if not c <= KNOWN_CIRCLE]
+    assert any(c == KNOWN_CIRCLE for c in found), "the listed circle changed: update KNOWN_CIRCLE (or delete it)"
+
+
+def test_the_checks_catch_an_arrow_up_and_a_circle():
+    """The checkers on a synthetic package: a function-level import from sim into training, and two modules of
+    managers importing each other."""
+    sources = {
+        "sim/a.py": "def f():\n    from upright.training.runner import UprightRunner\n",
+        "managers/x.py": "from upright.managers.y import Y\n",
+        "managers/y.py": "import upright.managers.x\n",
+        "tasks/t.py": "from upright.sim.a import f\n",
+    }
+    assert up_arrows(sources) == {("sim/a.py", "training")}
+    assert circles(sources) == [{"upright.managers.x", "upright.managers.y"}]
