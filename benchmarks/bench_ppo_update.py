@@ -15,7 +15,7 @@ median seconds per update for each variant and its ratio to HoST's (medians of t
 Variants (``--variants``, names from :data:`VARIANTS`; each is a set of ``train.*`` overrides): ``host`` (HoST: four
 separate critics, 5 epochs x 4 mini-batches, L2C2, fp32), ``shared`` (+ one critic trunk), ``shared_bf16``
 (+ bfloat16 autocast), ``shared_bf16_e2`` (+ 2 epochs), ``shared_bf16_small`` (+ actor [256, 128, 128], critic
-trunk [256, 256]), ``upright`` (the default recipe's settings, :data:`upright.training.config.UPRIGHT_TRAIN`).
+trunk [256, 256]), ``upright`` (the default recipe's settings, :data:`upright.conf.train_cfg.UPRIGHT_TRAIN`).
 
 Usage: ``python benchmarks/bench_ppo_update.py [--num-envs 512] [--steps 50] [--reps 4] [--threads 0]
 [--variants host shared ...] [--out F]``.
@@ -34,7 +34,7 @@ from omegaconf import OmegaConf
 from rsl_rl.env import VecEnv
 from tensordict import TensorDict
 
-from upright.training.config import TrainCfg
+from upright.conf.train_cfg import TrainCfg
 from upright.training.multi_critic_ppo import MultiCriticPPO
 from upright.training.train_loop import rsl_rl_config
 
@@ -69,7 +69,7 @@ VARIANTS: dict[str, dict] = {
     "shared_bf16_e2": {"critic_shared_trunk": True, "use_mixed_precision": True, "num_learning_epochs": 2},
     "shared_bf16_small": {"critic_shared_trunk": True, "use_mixed_precision": True, **SMALL},
 }
-"""``train.*`` overrides of each variant (on top of :class:`~upright.training.config.TrainCfg`, HoST's values)."""
+"""``train.*`` overrides of each variant (on top of :class:`~upright.conf.train_cfg.TrainCfg`, HoST's values)."""
 
 
 def build(overrides: dict, env: RandomEnv, steps: int) -> MultiCriticPPO:

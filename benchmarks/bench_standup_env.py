@@ -44,6 +44,7 @@ from machine import CpuMeter, record_iteration_times
 from mujoco import batch as mj_batch
 from omegaconf import OmegaConf
 
+from upright.conf.train_cfg import TrainCfg
 from upright.robots import g1
 from upright.sim.native import NativeSim
 from upright.sim.options import PhysicsOptions
@@ -51,7 +52,6 @@ from upright.tasks.registry import make_env, policy_metadata
 from upright.tasks.standup.config import SimCfg, StandupEnvCfg
 from upright.tasks.standup.env import SUPINE_QUAT, StandupEnv
 from upright.tasks.standup.scene import standup_scene
-from upright.training.config import TrainCfg
 from upright.training.runner import UprightRunner
 from upright.training.train_loop import rsl_rl_config, seed_everything
 

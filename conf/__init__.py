@@ -25,13 +25,13 @@ from typing import Any
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, OmegaConf
 
+from upright.conf.residual_cfg import ResidualCfg
+from upright.conf.train_cfg import TrainCfg
 from upright.tasks.lift.config import LiftEnvCfg
 from upright.tasks.standup.config import SimCfg, StandupEnvCfg
 from upright.tasks.standup.rewards.variants import POSTURE_REWARDS
 from upright.tasks.standup.terrains import POSTURE_NAMES, TERRAINS
 from upright.tasks.standup.terrains.settings import POSTURE_ENV_OVERRIDES
-from upright.training.config import TrainCfg
-from upright.vla.residual_config import ResidualCfg
 
 
 @dataclass

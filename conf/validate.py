@@ -241,7 +241,7 @@ def check_values(cfg) -> str | None:
             return problem
     policy = cfg.get("policy")
     if policy is not None and "base" in policy and policy.base:
-        from upright.vla.residual_config import ResidualCfg, check_residual_cfg, is_remote_base, resolve_base_file
+        from upright.conf.residual_cfg import ResidualCfg, check_residual_cfg, is_remote_base, resolve_base_file
 
         try:
             check_residual_cfg(ResidualCfg(**OmegaConf.to_container(policy, resolve=True)), str(cfg.task_name))
@@ -265,7 +265,7 @@ def check_values(cfg) -> str | None:
 def run_task(resume: str) -> tuple[str, pathlib.Path] | None:
     """The task a run was trained for and the run config that says so: ``task_name`` of the ``config_<n>.yaml`` of
     the run directory ``resume`` (or beside the checkpoint ``resume``); None where there is no readable one."""
-    from upright.training.export import run_config_for
+    from upright.conf.run_files import run_config_for
 
     path = pathlib.Path(resume).expanduser()
     try:

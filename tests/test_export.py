@@ -4,7 +4,8 @@ import pathlib
 
 import pytest
 
-from upright.training.export import main, run_config_for
+from upright.conf.run_files import run_config_for
+from upright.training.export import main
 
 
 def test_run_config_in_force_at_checkpoint(tmp_path):

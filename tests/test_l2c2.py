@@ -18,7 +18,7 @@ from rsl_rl.env import VecEnv
 from rsl_rl.storage import RolloutStorage
 from tensordict import TensorDict
 
-from upright.training.config import TrainCfg
+from upright.conf.train_cfg import TrainCfg
 from upright.training.l2c2 import (
     HOST_L2C2_POLICY_COEF,
     HOST_L2C2_VALUE_COEF,

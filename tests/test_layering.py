@@ -34,15 +34,12 @@ FLOORS: tuple[tuple[str, ...], ...] = (
 
 KNOWN_UP_ARROWS: frozenset[tuple[str, str]] = frozenset(
     {
-        # the config schema imports the train and residual dataclasses it composes, and validation reads a run's
-        # config through training.export and a remote base's metadata through vla.remote
-        ("conf/__init__.py", "training"),
-        ("conf/__init__.py", "vla"),
-        ("conf/validate.py", "training"),
+        # override validation checks a residual base's ws:// address and asks a remote base for its metadata
+        # (upright.vla.remote) before a run folder is made
+        ("conf/residual_cfg.py", "vla"),
         ("conf/validate.py", "vla"),
         # lift's evaluation and demo-recording CLIs live in the task folder (they belong with the entry points)
         ("tasks/lift/evaluate.py", "conf"),
-        ("tasks/lift/evaluate.py", "training"),
         ("tasks/lift/evaluate.py", "viewer"),
         ("tasks/lift/record_demos.py", "deploy"),
         # evaluation takes the env-level policy loader from the viewer; the train loop sets up residual RL
@@ -54,10 +51,8 @@ KNOWN_UP_ARROWS: frozenset[tuple[str, str]] = frozenset(
 
 KNOWN_CIRCLE: frozenset[str] = frozenset(
     {
-        "upright.conf.validate",
         "upright.tasks.lift.evaluate",
         "upright.tasks.lift.record_demos",
-        "upright.training.export",
         "upright.training.train_loop",
         "upright.viewer.policy",
         "upright.viewer.vla_policy",
@@ -68,7 +63,7 @@ KNOWN_CIRCLE: frozenset[str] = frozenset(
     }
 )
 """The one circle left (the modules of its strongly connected component): the policy loaders of the viewer and the VLA
-code, export, the train loop and lift's evaluation reach each other through function-level imports."""
+code, the train loop's residual set-up and lift's evaluation reach each other through function-level imports."""
 
 
 def level_of(part: str) -> int:

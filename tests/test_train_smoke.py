@@ -89,9 +89,9 @@ def test_tensorboard_has_every_group_and_term(first_run):
 def test_onnx_matches_the_checkpoint_actor_to_1e5(first_run):
     from omegaconf import OmegaConf
 
+    from upright.conf.train_cfg import TrainCfg
     from upright.tasks.standup.config import SimCfg, StandupEnvCfg
     from upright.tasks.standup.env import StandupEnv
-    from upright.training.config import TrainCfg
     from upright.viewer.policy import checkpoint_policy, expected_metadata, onnx_policy
 
     run_dir, _ = first_run

@@ -16,7 +16,7 @@ from upright.training.std_learning_rate import set_action_std
 
 
 def rsl_rl_config(train: DictConfig) -> dict:
-    """Translate :class:`~upright.training.config.TrainCfg` into rsl-rl-lib's runner dict (MultiCriticPPO by class
+    """Translate :class:`~upright.conf.train_cfg.TrainCfg` into rsl-rl-lib's runner dict (MultiCriticPPO by class
     name)."""
     return {
         "num_steps_per_env": train.num_steps_per_env,
@@ -166,7 +166,7 @@ def train(cfg: DictConfig) -> pathlib.Path:
         meta = policy_metadata(cfg.task_name, env) | {"run_path": str(run_dir.resolve())}
         residual = cfg.get("policy") is not None and cfg.policy.get("base")
         if residual:  # residual RL on a frozen base (policy.base=...)
-            from upright.vla.residual_config import ResidualCfg, check_residual_cfg
+            from upright.conf.residual_cfg import ResidualCfg, check_residual_cfg
             from upright.vla.residual_setup import residual_metadata, setup_residual
 
             rcfg = ResidualCfg(**OmegaConf.to_container(cfg.policy, resolve=True))

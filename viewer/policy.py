@@ -29,9 +29,9 @@ def policy_action_mode(policy: str) -> str | None:
 
     - ONNX of metadata schema >= 3: its ``action_mode``.
     - ONNX of an older schema (its ``action_mode`` always said relative, whatever the run trained with): the
-      ``env.action_mode`` of the run config beside it (:func:`upright.training.export.config_beside`), relative
+      ``env.action_mode`` of the run config beside it (:func:`upright.conf.run_files.config_beside`), relative
       without one.
-    - checkpoint ``model_<it>.pt``: its run config's (:func:`upright.training.export.run_config_for`); relative when
+    - checkpoint ``model_<it>.pt``: its run config's (:func:`upright.conf.run_files.run_config_for`); relative when
       the config predates the setting.
 
     Raises:
@@ -39,7 +39,7 @@ def policy_action_mode(policy: str) -> str | None:
     """
     from omegaconf import OmegaConf
 
-    from upright.training.export import config_beside, run_config_for
+    from upright.conf.run_files import config_beside, run_config_for
 
     if policy in ("zero", "random"):
         return None
@@ -74,7 +74,7 @@ def policy_mdp(policy: str) -> str | None:
     (loading it reports why) or a non-standup policy."""
     from omegaconf import OmegaConf
 
-    from upright.training.export import run_config_for
+    from upright.conf.run_files import run_config_for
 
     if policy in ("zero", "random"):
         return None
@@ -94,11 +94,11 @@ def policy_mdp(policy: str) -> str | None:
 def policy_task(policy: str) -> tuple[str, str] | None:
     """The task the policy ``policy=`` names was trained for, and where that is written: an ONNX file's metadata
     ``task`` (``"its ONNX metadata"``), a checkpoint's run config ``task_name``
-    (:func:`upright.training.export.run_config_for`; ``"its <config name>"``). None for ``zero``, ``random``, a file
+    (:func:`upright.conf.run_files.run_config_for`; ``"its <config name>"``). None for ``zero``, ``random``, a file
     that cannot be read or says no task (loading it reports why)."""
     from omegaconf import OmegaConf
 
-    from upright.training.export import run_config_for
+    from upright.conf.run_files import run_config_for
 
     if policy in ("zero", "random"):
         return None
@@ -245,10 +245,10 @@ def checkpoint_policy(
 
 
 def _saved_train_cfg(checkpoint: pathlib.Path):
-    """The ``train`` section of the run config beside ``checkpoint`` (:func:`upright.training.export.run_config_for`),
+    """The ``train`` section of the run config beside ``checkpoint`` (:func:`upright.conf.run_files.run_config_for`),
     or None where there is none or it cannot be read (the caller's config is used then)."""
     from upright.conf import load_run_config
-    from upright.training.export import run_config_for
+    from upright.conf.run_files import run_config_for
 
     try:
         return load_run_config(run_config_for(checkpoint)).train
@@ -294,7 +294,7 @@ def load_policy(
     if train_cfg is None:  # the default actor layout
         from omegaconf import OmegaConf
 
-        from upright.training.config import TrainCfg
+        from upright.conf.train_cfg import TrainCfg
 
         train_cfg = OmegaConf.structured(TrainCfg)
     return checkpoint_policy(path, env, train_cfg, device, task_name)

@@ -35,9 +35,9 @@ if __name__ == "__main__":
 
 import torch
 
+from upright.conf.residual_cfg import is_remote_base, resolve_base_file
 from upright.policy_io.registry import find_loader, policy_kind
 from upright.vla.policy import IMAGE_PREFIX, STATE_KEY, TASK_KEY, ChunkPolicy
-from upright.vla.residual_config import is_remote_base, resolve_base_file
 
 POLICY_OBS_KEY = "observation.policy_obs"
 """The lift env's own observation (its ``actor`` group) as a policy's state feature."""

@@ -36,10 +36,10 @@ import pathlib
 import numpy as np
 import torch
 
+from upright.conf.residual_cfg import is_remote_base, resolve_base_file
 from upright.policy_io.registry import onnx_kind, register_loader
 from upright.vla.checksums import file_sha256, metadata_sha256, parameters_sha256
 from upright.vla.policy import ChunkPolicy
-from upright.vla.residual_config import is_remote_base, resolve_base_file
 
 TRANSPORT_KEYS = ("max_batch",)
 """Server metadata keys left out of :func:`remote_base_sha256`: how requests are served, not what answers them."""

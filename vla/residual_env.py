@@ -7,8 +7,8 @@ import torch
 from rsl_rl.env import VecEnv
 from tensordict import TensorDict
 
+from upright.conf.residual_cfg import ResidualCfg, check_residual_cfg
 from upright.vla.policy import ChunkPolicy
-from upright.vla.residual_config import ResidualCfg, check_residual_cfg
 
 BASE_ACTION_TERM = "base_action"
 """Name of the observation term appended for the residual (the base's action of this step, (A,) in [-1, 1])."""

@@ -66,7 +66,7 @@ def policy_action_overrides(policy: str) -> list[str]:
     if mode != "ee_delta":
         return out
     from upright.conf import load_run_config
-    from upright.training.export import run_config_for
+    from upright.conf.run_files import run_config_for
 
     path = resolve_policy_path(policy)
     values: dict = {}

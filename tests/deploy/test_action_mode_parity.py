@@ -41,7 +41,7 @@ def _env(mode: str) -> StandupEnv:
 @pytest.fixture(scope="module", params=["relative", "absolute"])
 def exported(request, tmp_path_factory):
     """(mode, policy.onnx) of a freshly constructed actor, exported by the runner with the env's metadata."""
-    from upright.training.config import TrainCfg
+    from upright.conf.train_cfg import TrainCfg
     from upright.training.runner import UprightRunner
     from upright.training.train_loop import rsl_rl_config
 

@@ -122,7 +122,7 @@ def test_onnx_input_width_mismatch(tmp_path, standup_env, standup_meta):
 def _train_cfg(**overrides):
     from omegaconf import OmegaConf
 
-    from upright.training.config import TrainCfg
+    from upright.conf.train_cfg import TrainCfg
 
     cfg = OmegaConf.structured(TrainCfg)
     for k, v in overrides.items():

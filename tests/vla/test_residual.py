@@ -18,6 +18,7 @@ import pytest
 import torch
 from train_testlib import ROOT, run_train
 
+from upright.conf.residual_cfg import ResidualCfg, check_residual_cfg
 from upright.tasks.lift.config import LiftEnvCfg
 from upright.tasks.lift.env import LiftEnv
 from upright.tasks.standup.config import SimCfg
@@ -26,7 +27,6 @@ from upright.vla.checksums import parameters_sha256
 from upright.vla.evaluate_lift import remote_spec
 from upright.vla.remote import RemotePolicy
 from upright.vla.residual import ResidualChunkPolicy
-from upright.vla.residual_config import ResidualCfg, check_residual_cfg
 from upright.vla.residual_env import ResidualEnv
 from upright.vla.residual_setup import finish_residual, setup_residual
 from upright.vla.server_thread import BackgroundServer
