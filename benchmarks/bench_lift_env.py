@@ -192,8 +192,9 @@ def training_times(mode: str, args, mj_rate) -> dict:
 
     from upright.conf import register_configs, with_task_groups
     from upright.tasks.registry import make_env, policy_metadata
+    from upright.training.rsl_rl_cfg import rsl_rl_config
     from upright.training.runner import UprightRunner
-    from upright.training.train_loop import rsl_rl_config, seed_everything
+    from upright.training.train_loop import seed_everything
 
     register_configs()
     with initialize(version_base=None, config_path=None):

@@ -169,7 +169,7 @@ def _shown(path: pathlib.Path) -> str:
 
 def bench_base_throughput(args) -> list[str]:
     """Report lines of ``--base-throughput`` (module docstring)."""
-    from upright.tasks.lift.record_demos import TASK
+    from upright.tasks.lift.vla_io import TASK
     from upright.vla.tiny import TinyVLA
 
     local = TinyVLA.load(args.base)

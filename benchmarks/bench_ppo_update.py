@@ -36,7 +36,7 @@ from tensordict import TensorDict
 
 from upright.conf.train_cfg import TrainCfg
 from upright.training.multi_critic_ppo import MultiCriticPPO
-from upright.training.train_loop import rsl_rl_config
+from upright.training.rsl_rl_cfg import rsl_rl_config
 
 OBS_DIM = 456
 """Standup observation: 6 frames of 76 (HoST)."""

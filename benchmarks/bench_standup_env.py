@@ -52,8 +52,9 @@ from upright.tasks.registry import make_env, policy_metadata
 from upright.tasks.standup.config import SimCfg, StandupEnvCfg
 from upright.tasks.standup.env import SUPINE_QUAT, StandupEnv
 from upright.tasks.standup.scene import standup_scene
+from upright.training.rsl_rl_cfg import rsl_rl_config
 from upright.training.runner import UprightRunner
-from upright.training.train_loop import rsl_rl_config, seed_everything
+from upright.training.train_loop import seed_everything
 
 GOAL_N, GOAL_THREADS, GOAL_RATIO = 1024, 2, 0.8
 """The issue's goal: at N=1024 with 2 threads the env reaches >= 0.8 of the physical limit."""

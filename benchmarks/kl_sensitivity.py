@@ -27,9 +27,9 @@ from hydra import compose, initialize
 
 from upright.conf import register_configs
 from upright.tasks.registry import make_env, policy_metadata
+from upright.training.rsl_rl_cfg import rsl_rl_config
 from upright.training.runner import UprightRunner
 from upright.training.std_learning_rate import std_parameter
-from upright.training.train_loop import rsl_rl_config
 
 LEARNING_RATES = (1e-5, 1e-4, 1e-3)
 

@@ -22,7 +22,8 @@ import collections
 
 import torch
 
-from upright.tasks.lift.evaluate import make_lift_eval_env, policy_action_overrides
+from upright.tasks.lift.evaluate import policy_action_overrides
+from upright.tasks.lift.evaluation import make_lift_eval_env
 
 LIFTED_M = 0.05
 """Cube rise that counts as lifted for the failure kinds, m."""

@@ -76,7 +76,8 @@ def evaluate(checkpoint: pathlib.Path, episodes: int, seed: int, num_envs: int) 
         )[0]
         cache.write_text(json.dumps(result))
         return result
-    from upright.tasks.lift.evaluate import make_lift_eval_env, policy_action_overrides, run_episodes, summarize
+    from upright.tasks.lift.evaluate import policy_action_overrides
+    from upright.tasks.lift.evaluation import make_lift_eval_env, run_episodes, summarize
     from upright.viewer.policy import load_policy
 
     overrides = ["sim.num_threads=1", *policy_action_overrides(str(checkpoint))]  # the run's action mode

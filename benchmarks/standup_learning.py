@@ -704,8 +704,9 @@ def build_recipe(recipe: Recipe, log_root: pathlib.Path) -> None:
     the same way; a fresh run, rank 0), with checkpoint saves turned off and each iteration's rsl-rl
     ``collect_time`` / ``learn_time`` recorded."""
     from upright.tasks.registry import make_env, policy_metadata
+    from upright.training.rsl_rl_cfg import rsl_rl_config
     from upright.training.runner import UprightRunner
-    from upright.training.train_loop import rsl_rl_config, seed_everything
+    from upright.training.train_loop import seed_everything
 
     cfg = recipe.cfg
     seed_everything(cfg.seed)

@@ -25,7 +25,7 @@ class ResidualCfg:
     alpha_ramp_iterations: int = 0
     """Training iterations over which α rises from ``alpha_start`` to ``alpha`` (0: no ramp)."""
     instruction: str | None = None
-    """Instruction given to the base (None: the demonstrations' :data:`upright.tasks.lift.record_demos.TASK`)."""
+    """Instruction given to the base (None: the demonstrations' :data:`upright.tasks.lift.vla_io.TASK`)."""
     n_action_steps: int | None = None
     """Base chunk execution: actions run per chunk (None: the base's own setting, the whole chunk by default)."""
     temporal_ensemble: float | None = None

@@ -8,7 +8,7 @@ from omegaconf import OmegaConf
 from test_l2c2 import build, collect  # scripted CountingEnv + the training entry point's rsl-rl dict
 
 from upright.conf.train_cfg import TrainCfg
-from upright.training.train_loop import rsl_rl_config
+from upright.training.rsl_rl_cfg import rsl_rl_config
 
 NUM_STEPS = 6
 

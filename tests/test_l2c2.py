@@ -28,8 +28,8 @@ from upright.training.l2c2 import (
 )
 from upright.training.multi_critic_model import MultiCriticModel, TanhActorModel
 from upright.training.multi_critic_ppo import MultiCriticPPO
+from upright.training.rsl_rl_cfg import rsl_rl_config
 from upright.training.runner import UprightRunner
-from upright.training.train_loop import rsl_rl_config
 
 GROUPS = {"actor": ["actor"], "critic": ["critic"]}
 

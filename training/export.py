@@ -37,8 +37,8 @@ def export_checkpoint(checkpoint: str | pathlib.Path, out_dir: str | pathlib.Pat
         FileNotFoundError: the checkpoint or its run config is missing.
     """
     from upright.tasks.registry import make_env, policy_metadata
+    from upright.training.rsl_rl_cfg import rsl_rl_config
     from upright.training.runner import UprightRunner
-    from upright.training.train_loop import rsl_rl_config
 
     checkpoint = pathlib.Path(checkpoint)
     if not checkpoint.is_file():

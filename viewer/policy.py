@@ -207,8 +207,8 @@ def checkpoint_policy(
     Raises:
         PolicyLoadError: not a checkpoint, or its actor does not fit the task's observation/action sizes.
     """
+    from upright.training.rsl_rl_cfg import rsl_rl_config
     from upright.training.runner import UprightRunner
-    from upright.training.train_loop import rsl_rl_config
 
     try:
         data = torch.load(str(path), weights_only=False, map_location="cpu")

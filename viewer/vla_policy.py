@@ -30,7 +30,7 @@ class VLAPolicyFn:
     Args:
         spec: the VLA (module docstring).
         env: the lift env (one or more envs).
-        instruction: the instruction string (default: the demonstrations' task, ``record_demos.TASK``).
+        instruction: the instruction string (default: the demonstrations' task, ``vla_io.TASK``).
 
     Raises:
         FileNotFoundError, ValueError: nothing loadable at ``spec`` (one line naming the fix), or a policy that reads
@@ -39,7 +39,7 @@ class VLAPolicyFn:
     """
 
     def __init__(self, spec: str, env, instruction: str | None = None):
-        from upright.tasks.lift.record_demos import TASK
+        from upright.tasks.lift.vla_io import TASK
         from upright.vla.evaluate_lift import load_chunk_policy
 
         self.policy, self.spec = load_chunk_policy(spec)

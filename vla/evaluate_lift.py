@@ -17,7 +17,7 @@ Every step the policy gets a batch with LeRobot's keys: ``observation.state`` (t
 22-value proprioceptive state of :func:`~upright.tasks.lift.record_demos.proprio_state`, or the 49-value
 ``observation.policy_obs``, the env's ``actor`` observation), ``observation.images.<camera>`` (the env's ``rgb``
 group, rendered when the policy reads cameras; ``--cameras`` forces it on), and ``task`` (``--instruction``, default
-the recorder's :data:`~upright.tasks.lift.record_demos.TASK`). Chunks are executed through
+the recorder's :data:`~upright.tasks.lift.vla_io.TASK`). Chunks are executed through
 :meth:`~upright.vla.policy.ChunkPolicy.select_action` (queue mode by default).
 """
 
@@ -155,7 +155,7 @@ def make_batch(env, obs, spec: dict, instruction: str, camera_order: list[str]) 
     Raises:
         ValueError: the policy's state feature is neither observation.state nor observation.policy_obs.
     """
-    from upright.tasks.lift.record_demos import proprio_state
+    from upright.tasks.lift.vla_io import proprio_state
 
     if spec["state_key"] == STATE_KEY:
         state = torch.from_numpy(proprio_state(env))
@@ -193,14 +193,15 @@ def evaluate_chunk_policy(
     ``check_base`` as :func:`load_chunk_policy`'s.
 
     Returns:
-        (:func:`upright.tasks.lift.evaluate.summarize` of the episodes, the env config, seconds taken, a protocol note).
+        (:func:`upright.tasks.lift.evaluation.summarize` of the episodes, the env config, seconds taken, a protocol
+        note).
 
     Raises:
         FileNotFoundError, ValueError: nothing loadable at ``policy_path``, or bad overrides (one line each).
         ConnectionError: a policy server that does not answer.
     """
-    from upright.tasks.lift.evaluate import make_lift_eval_env, run_episodes, summarize
-    from upright.tasks.lift.record_demos import TASK
+    from upright.tasks.lift.evaluation import make_lift_eval_env, run_episodes, summarize
+    from upright.tasks.lift.vla_io import TASK
 
     instruction = TASK if instruction is None else instruction
     policy, spec = load_chunk_policy(policy_path, base, check_base)
@@ -245,8 +246,8 @@ def evaluate_chunk_policy(
 
 
 def main(argv: list[str] | None = None) -> None:
-    from upright.tasks.lift.evaluate import write_report
-    from upright.tasks.lift.record_demos import TASK
+    from upright.tasks.lift.evaluation import write_report
+    from upright.tasks.lift.vla_io import TASK
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument(

@@ -35,7 +35,7 @@ class ResidualEnv(VecEnv):
     """
 
     def __init__(self, env, base: ChunkPolicy, spec: dict, cfg: ResidualCfg, steps_per_iteration: int = 24):
-        from upright.tasks.lift.record_demos import TASK
+        from upright.tasks.lift.vla_io import TASK
 
         check_residual_cfg(cfg, "lift")
         if getattr(base, "action_convention", "delta") != "delta":

@@ -20,7 +20,7 @@ def residual_metadata(env_metadata: dict, base_info: dict, cfg: ResidualCfg, act
     ``residual_base_file`` and ``residual_base_sha256`` (its bytes); for a remote base ``residual_base_url``,
     ``residual_base_metadata_sha256`` (:func:`remote_base_sha256`), ``residual_base_weights_sha256`` (when the server
     sends one) and ``residual_base_note``."""
-    from upright.tasks.lift.record_demos import TASK
+    from upright.tasks.lift.vla_io import TASK
 
     meta = dict(env_metadata)
     meta["observation_dim"] = int(env_metadata["observation_dim"]) + action_dim

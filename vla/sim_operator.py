@@ -56,7 +56,7 @@ class TakeoverController:
         operator: tuple | None = None,
     ):
         from upright.tasks.lift.expert import ScriptedExpert
-        from upright.tasks.lift.record_demos import TASK
+        from upright.tasks.lift.vla_io import TASK
 
         if hand_back_height is not None and hand_back_height <= 0:
             raise ValueError(f"hand_back_height must be > 0 m (e.g. 0.03), got {hand_back_height}")

@@ -44,17 +44,8 @@ import torch
 
 from upright.robots import panda
 from upright.tasks.lift.observations import OBSERVATION_DIMS, OBSERVATION_TERMS
+from upright.tasks.lift.vla_io import PARAPHRASES, TASK, proprio_state
 
-TASK = "Pick up the green cube and lift it to the red target."
-"""The instruction string stored with every episode."""
-PARAPHRASES = (
-    TASK,
-    "Lift the green cube up to the red target.",
-    "Grab the green block and raise it to the red marker.",
-    "Pick the cube up and bring it to the red sphere.",
-    "Move the green cube to the red target above the table.",
-)
-"""Phrasings of :data:`TASK` that ``--paraphrases`` cycles through (one per episode)."""
 FPS = 50
 """Frames per second: one frame per 0.02 s env step."""
 
@@ -78,17 +69,6 @@ def demo_features(cameras: tuple[str, ...], height: int, width: int) -> dict[str
             "names": ["height", "width", "channel"],
         }
     return features
-
-
-def proprio_state(env) -> np.ndarray:
-    """(N, 22) float32 ``observation.state`` of every env of a lift env: q and q̇ of the 8 actuated joints (rad, m;
-    rad/s, m/s), the base gyro (0: the Panda's base is fixed) and gravity in the base frame ((0, 0, -1))."""
-    state = env.state
-    q = state.q[:, :8].cpu().numpy().astype(np.float32)
-    dq = state.dq[:, :8].cpu().numpy().astype(np.float32)
-    n = q.shape[0]
-    fixed = np.tile(np.array([0.0, 0.0, 0.0, 0.0, 0.0, -1.0], np.float32), (n, 1))
-    return np.concatenate([q, dq, fixed], axis=1)
 
 
 def _png(image: np.ndarray) -> bytes:
@@ -153,7 +133,7 @@ def record(
     from upright.dataset_io.lerobot import LeRobotV3Writer
     from upright.deploy.logger_records import extra_info
     from upright.deploy.state_machine import ControlSource
-    from upright.tasks.lift.evaluate import make_lift_eval_env
+    from upright.tasks.lift.evaluation import make_lift_eval_env
     from upright.tasks.lift.expert import ScriptedExpert
 
     extra = list(overrides) + (["env.camera.enabled=true"] if cameras else [])

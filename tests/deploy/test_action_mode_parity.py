@@ -42,8 +42,8 @@ def _env(mode: str) -> StandupEnv:
 def exported(request, tmp_path_factory):
     """(mode, policy.onnx) of a freshly constructed actor, exported by the runner with the env's metadata."""
     from upright.conf.train_cfg import TrainCfg
+    from upright.training.rsl_rl_cfg import rsl_rl_config
     from upright.training.runner import UprightRunner
-    from upright.training.train_loop import rsl_rl_config
 
     mode = request.param
     env = _env(mode)

@@ -14,7 +14,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from upright.deploy.logger_records import frame_features
-from upright.tasks.lift.record_demos import TASK, demo_features, record
+from upright.tasks.lift.record_demos import demo_features, record
+from upright.tasks.lift.vla_io import TASK
 
 
 def _gl() -> str | None:

@@ -9,7 +9,7 @@ import torch
 
 from upright.tasks.lift.config import LiftEnvCfg
 from upright.tasks.lift.env import LiftEnv
-from upright.tasks.lift.evaluate import run_episodes, summarize
+from upright.tasks.lift.evaluation import run_episodes, summarize
 from upright.tasks.lift.expert import LIFT, ScriptedExpert
 from upright.tasks.standup.config import SimCfg
 

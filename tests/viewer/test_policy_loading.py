@@ -134,8 +134,8 @@ def _write_checkpoint(path, env, train_cfg):
     import contextlib
     import io
 
+    from upright.training.rsl_rl_cfg import rsl_rl_config
     from upright.training.runner import UprightRunner
-    from upright.training.train_loop import rsl_rl_config
 
     threads = torch.get_num_threads()
     with contextlib.redirect_stdout(io.StringIO()):

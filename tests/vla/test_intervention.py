@@ -259,7 +259,7 @@ def test_a_policy_can_play_the_operator(untrained_base, tmp_path):
     human = np.asarray(t.column("intervention"))
     obs = np.stack(t.column("observation.policy_obs").to_numpy(zero_copy_only=False)).astype(np.float32)
     act = np.stack(t.column("action").to_numpy(zero_copy_only=False)).astype(np.float32)
-    from upright.tasks.lift.record_demos import TASK
+    from upright.tasks.lift.vla_io import TASK
 
     expected = op.select_action({"observation.state": torch.from_numpy(obs), "task": [TASK] * len(obs)}).numpy()
     np.testing.assert_allclose(np.clip(act[human], -1, 1), np.clip(expected[human], -1, 1), atol=1e-4)

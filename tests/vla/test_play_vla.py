@@ -65,7 +65,7 @@ def test_vla_policy_builds_the_batch_from_the_env_and_resets_its_queue_per_episo
 
 
 def test_viewer_takes_a_policy_server():
-    from upright.tasks.lift.record_demos import TASK
+    from upright.tasks.lift.vla_io import TASK
     from upright.vla.evaluate_lift import make_batch
     from upright.vla.server_thread import BackgroundServer
 
