@@ -52,6 +52,7 @@ KNOWN_UP_ARROWS: frozenset[tuple[str, str]] = frozenset(
 )
 """(file, floor part it imports upwards) still to move."""
 
+
 def level_of(part: str) -> int:
     """Floor index of a top-level part of the package.
 
