@@ -25,8 +25,8 @@ from typing import Any
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, OmegaConf
 
-from upright.conf.residual_cfg import ResidualCfg
 from upright.conf.train_cfg import TrainCfg
+from upright.policy_io.residual_base import ResidualCfg
 from upright.tasks.lift.config import LiftEnvCfg
 from upright.tasks.standup.config import SimCfg, StandupEnvCfg
 from upright.tasks.standup.rewards.variants import POSTURE_REWARDS

@@ -241,7 +241,7 @@ def check_values(cfg) -> str | None:
             return problem
     policy = cfg.get("policy")
     if policy is not None and "base" in policy and policy.base:
-        from upright.conf.residual_cfg import ResidualCfg, check_residual_cfg, is_remote_base, resolve_base_file
+        from upright.policy_io.residual_base import ResidualCfg, check_residual_cfg, is_remote_base, resolve_base_file
 
         try:
             check_residual_cfg(ResidualCfg(**OmegaConf.to_container(policy, resolve=True)), str(cfg.task_name))

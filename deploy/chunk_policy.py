@@ -15,7 +15,7 @@ and scale, control dt): embedded in the policy (``train_bc --deploy-contract lif
 for a remote policy; its keys win). A missing key is refused in one line naming the fix.
 
 Observation. The daemon builds ``observation.state`` (1, 2J + 6) float32 from the reading, in the layout of the
-lift demonstrations (:func:`upright.tasks.lift.record_demos.proprio_state`) and of the daemon's own datasets: q and
+lift demonstrations (:func:`upright.tasks.lift.vla_io.proprio_state`) and of the daemon's own datasets: q and
 dq of the policy joints in policy-joint order (rad or m, rad/s or m/s), the IMU gyro (3, rad/s, body frame) and the
 projected gravity (3). In :class:`~upright.policy_io.spec.PolicySpec` terms: the shared observation terms
 ``joint_pos``, ``joint_vel``, ``base_ang_vel``, ``projected_gravity`` at scale 1, no history, no clip.

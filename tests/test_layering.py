@@ -35,9 +35,8 @@ FLOORS: tuple[tuple[str, ...], ...] = (
 
 KNOWN_UP_ARROWS: frozenset[tuple[str, str]] = frozenset(
     {
-        # override validation checks a residual base's ws:// address and asks a remote base for its metadata
-        # (upright.vla.remote) before a run folder is made
-        ("conf/residual_cfg.py", "vla"),
+        # override validation asks a remote residual base for its metadata (upright.vla.remote) before a run
+        # folder is made
         ("conf/validate.py", "vla"),
         # lift's evaluation protocol builds its env through Hydra (conf); its CLI loads policies through the viewer;
         # demo recording writes the daemon's record layout (deploy.logger_records)
@@ -66,11 +65,15 @@ def level_of(part: str) -> int:
 
 
 def package_sources(root: pathlib.Path = ROOT) -> dict[str, str]:
-    """{path relative to ``root``: source} of every module of the package."""
+    """{path relative to ``root``: source} of every module of the package (dot-folders, ``*.egg-info`` and the
+    folders of :data:`NOT_PACKAGE` left out)."""
     out = {}
     for path in sorted(root.rglob("*.py")):
         rel = path.relative_to(root)
-        if rel.parts[0] in NOT_PACKAGE or "__pycache__" in rel.parts:
+        folders = rel.parts[:-1]
+        if rel.parts[0] in NOT_PACKAGE or "__pycache__" in folders:
+            continue
+        if any(part.startswith(".") or part.endswith(".egg-info") for part in folders):
             continue
         out[rel.as_posix()] = path.read_text()
     return out
@@ -82,16 +85,30 @@ def module_name(rel: str) -> str:
     return name.removesuffix(".__init__") if name != "upright.__init__" else "upright"
 
 
-def imports_of(source: str) -> list[str]:
-    """Every ``upright.*`` module a source imports, at module level or in a function (``from upright.a import b``
-    gives ``upright.a`` and ``upright.a.b``)."""
+def imports_of(source: str, module: str = "upright") -> list[str]:
+    """Every ``upright.*`` module a source imports, at module level or in a function: ``from upright.a import b`` gives
+    ``upright.a`` and ``upright.a.b``; ``from upright import a`` gives ``upright.a``; a relative import is resolved
+    against ``module`` (the importing module's name; for a package, its ``__init__``'s). A module looked up by name at
+    run time (``importlib``, as the loader registry of :mod:`upright.policy_io.registry` does) is not an import."""
     out = []
+    package = module.split(".")[:-1]  # the importing module's package (``upright.pkg.__init__`` -> ``upright.pkg``)
     for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("upright."):
-            out += [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+        if isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parent = package[: len(package) - (node.level - 1)] if node.level > 1 else package
+                base = ".".join([*parent, *([base] if base else [])])
+            if base == "upright" or base.startswith("upright."):
+                out += ([base] if base != "upright" else []) + [f"{base}.{a.name}" for a in node.names]
         elif isinstance(node, ast.Import):
             out += [a.name for a in node.names if a.name.startswith("upright.")]
     return out
+
+
+def _importer(rel: str) -> str:
+    """The name relative imports of ``rel`` resolve against (``upright.pkg.__init__`` for a package's
+    ``__init__.py``)."""
+    return "upright." + rel.removesuffix(".py").replace("/", ".")
 
 
 def part_of(rel: str) -> str:
@@ -105,7 +122,7 @@ def up_arrows(sources: dict[str, str]) -> set[tuple[str, str]]:
     out = set()
     for rel, source in sources.items():
         here = level_of(part_of(rel))
-        for target in imports_of(source):
+        for target in imports_of(source, _importer(rel)):
             part = target.split(".")[1]
             if level_of(part) > here:
                 out.add((rel, part))
@@ -115,7 +132,8 @@ def up_arrows(sources: dict[str, str]) -> set[tuple[str, str]]:
 def circles(sources: dict[str, str]) -> list[set[str]]:
     """The strongly connected components of more than one module in the import graph (Tarjan's algorithm)."""
     names = {module_name(rel): source for rel, source in sources.items()}
-    graph = {m: {t for t in imports_of(src) if t in names and t != m} for m, src in names.items()}
+    importer = {module_name(rel): _importer(rel) for rel in sources}
+    graph = {m: {t for t in imports_of(src, importer[m]) if t in names and t != m} for m, src in names.items()}
     index: dict[str, int] = {}
     low: dict[str, int] = {}
     stack: list[str] = []
@@ -176,6 +194,9 @@ def test_the_checks_catch_an_arrow_up_and_a_circle():
         "managers/x.py": "from upright.managers.y import Y\n",
         "managers/y.py": "import upright.managers.x\n",
         "tasks/t.py": "from upright.sim.a import f\n",
+        "robots/r.py": "from upright import deploy\n",
+        "sim/b.py": "from ..training import runner\n",
+        "sim/c.py": "from .a import f\n",
     }
-    assert up_arrows(sources) == {("sim/a.py", "training")}
+    assert up_arrows(sources) == {("sim/a.py", "training"), ("robots/r.py", "deploy"), ("sim/b.py", "training")}
     assert circles(sources) == [{"upright.managers.x", "upright.managers.y"}]

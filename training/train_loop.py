@@ -115,7 +115,7 @@ def train(cfg: DictConfig) -> pathlib.Path:
         meta = policy_metadata(cfg.task_name, env) | {"run_path": str(run_dir.resolve())}
         residual = cfg.get("policy") is not None and cfg.policy.get("base")
         if residual:  # residual RL on a frozen base (policy.base=...)
-            from upright.conf.residual_cfg import ResidualCfg, check_residual_cfg
+            from upright.policy_io.residual_base import ResidualCfg, check_residual_cfg
             from upright.vla.residual_setup import residual_metadata, setup_residual
 
             rcfg = ResidualCfg(**OmegaConf.to_container(cfg.policy, resolve=True))

@@ -14,7 +14,7 @@ copy of its base (e.g. the run's ``base_model.pt`` served on a GPU machine), che
 The protocol and the table are those of :mod:`upright.tasks.lift.evaluate` (150-step episodes on the full reset
 ranges, curriculum off, domain randomisation on; success = cube centre within 2.5 cm of the target at some step).
 Every step the policy gets a batch with LeRobot's keys: ``observation.state`` (the feature it was trained on: the
-22-value proprioceptive state of :func:`~upright.tasks.lift.record_demos.proprio_state`, or the 49-value
+22-value proprioceptive state of :func:`~upright.tasks.lift.vla_io.proprio_state`, or the 49-value
 ``observation.policy_obs``, the env's ``actor`` observation), ``observation.images.<camera>`` (the env's ``rgb``
 group, rendered when the policy reads cameras; ``--cameras`` forces it on), and ``task`` (``--instruction``, default
 the recorder's :data:`~upright.tasks.lift.vla_io.TASK`). Chunks are executed through
@@ -35,8 +35,8 @@ if __name__ == "__main__":
 
 import torch
 
-from upright.conf.residual_cfg import is_remote_base, resolve_base_file
 from upright.policy_io.registry import find_loader, policy_kind
+from upright.policy_io.residual_base import is_remote_base, resolve_base_file
 from upright.vla.policy import IMAGE_PREFIX, STATE_KEY, TASK_KEY, ChunkPolicy
 
 POLICY_OBS_KEY = "observation.policy_obs"

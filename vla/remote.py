@@ -30,6 +30,7 @@ import torch
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus, InvalidURI
 from websockets.sync.client import ClientConnection, connect
 
+from upright.policy_io.residual_base import parse_ws_url
 from upright.vla import wire
 from upright.vla.keymap import DEFAULT_KEY_MAP, batch_to_observations, check_key_map
 from upright.vla.policy import ACTION_CONVENTIONS, ChunkPolicy, PolicyBatch
@@ -238,21 +239,6 @@ class RemotePolicy(ChunkPolicy):
 
     def __exit__(self, *exc) -> None:
         self.close()
-
-
-def parse_ws_url(url: str, label: str = "policy.base") -> tuple[str, int]:
-    """(host, port) of ``ws://HOST:PORT`` (a trailing ``/`` allowed; IPv6 hosts in brackets, ``ws://[::1]:8000``).
-    ``label`` names the setting in the error.
-
-    Raises:
-        ValueError: anything else (``wss://`` included: RemotePolicy speaks plain websockets).
-    """
-    address = url[len("ws://") :].rstrip("/") if url.startswith("ws://") else ""
-    host, sep, port = address.rpartition(":")
-    host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
-    if not sep or not host or not port.isdigit() or "/" in address:
-        raise ValueError(f"{label}={url}: expected ws://HOST:PORT, e.g. ws://127.0.0.1:8000")
-    return host, int(port)
 
 
 def fetch_metadata(url: str, timeout: float = 30.0, api_key: str | None = None) -> dict:

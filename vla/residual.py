@@ -36,8 +36,8 @@ import pathlib
 import numpy as np
 import torch
 
-from upright.conf.residual_cfg import is_remote_base, resolve_base_file
 from upright.policy_io.registry import onnx_kind, register_loader
+from upright.policy_io.residual_base import is_remote_base, resolve_base_file
 from upright.vla.checksums import file_sha256, metadata_sha256, parameters_sha256
 from upright.vla.policy import ChunkPolicy
 

@@ -7,7 +7,7 @@ import torch
 from rsl_rl.env import VecEnv
 from tensordict import TensorDict
 
-from upright.conf.residual_cfg import ResidualCfg, check_residual_cfg
+from upright.policy_io.residual_base import ResidualCfg, check_residual_cfg
 from upright.vla.policy import ChunkPolicy
 
 BASE_ACTION_TERM = "base_action"

@@ -7,7 +7,7 @@ import json
 import pathlib
 import shutil
 
-from upright.conf.residual_cfg import ResidualCfg, is_remote_base, resolve_base_file
+from upright.policy_io.residual_base import ResidualCfg, is_remote_base, resolve_base_file
 from upright.vla.checksums import file_sha256, parameters_sha256
 from upright.vla.residual import REMOTE_BASE_NOTE, remote_base_sha256
 from upright.vla.residual_env import BASE_ACTION_TERM, ResidualEnv

@@ -357,7 +357,7 @@ def test_file_loaders_serve_a_tinyvla_and_its_onnx_with_their_weights_hash(tmp_p
 
 
 def test_parse_ws_url():
-    from upright.vla.remote import parse_ws_url
+    from upright.policy_io.residual_base import parse_ws_url
 
     assert parse_ws_url("ws://127.0.0.1:8000") == ("127.0.0.1", 8000)
     assert parse_ws_url("ws://gpu-box:8001/") == ("gpu-box", 8001)

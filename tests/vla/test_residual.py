@@ -18,7 +18,7 @@ import pytest
 import torch
 from train_testlib import ROOT, run_train
 
-from upright.conf.residual_cfg import ResidualCfg, check_residual_cfg
+from upright.policy_io.residual_base import ResidualCfg, check_residual_cfg
 from upright.tasks.lift.config import LiftEnvCfg
 from upright.tasks.lift.env import LiftEnv
 from upright.tasks.standup.config import SimCfg

@@ -1,6 +1,8 @@
-"""``policy.*`` settings of ``train.py``: residual RL on a frozen base policy (:mod:`upright.vla.residual`).
+"""``policy.*`` settings of ``train.py``: residual RL on a frozen base policy (:mod:`upright.vla.residual`), and where
+that base comes from (a weight file or folder, or an openpi-protocol server at ``ws://HOST:PORT``).
 
-Kept apart from :mod:`upright.vla.residual` so that the Hydra config can import it without torch.
+Standard library only, on the ground floor: the Hydra config (:mod:`upright.conf`), the residual hook and the VLA
+loaders that the deploy daemon imports all read it, and none of them may pull in the others' dependencies.
 """
 
 from __future__ import annotations
@@ -40,8 +42,6 @@ def is_remote_base(base: str | pathlib.Path | None) -> bool:
 def check_residual_cfg(cfg: ResidualCfg, task_name: str) -> None:
     """Raise ValueError (one line naming the fix) for settings the residual hook cannot run."""
     if is_remote_base(cfg.base):
-        from upright.vla.remote import parse_ws_url
-
         parse_ws_url(cfg.base)  # ValueError naming the form
     if not 0.0 < float(cfg.alpha) <= 1.0:
         raise ValueError(f"policy.alpha must be in (0, 1] (the residual's largest share of an action), got {cfg.alpha}")
@@ -77,3 +77,18 @@ def resolve_base_file(base: str | pathlib.Path, label: str = "policy.base") -> p
             "python -m upright.vla.train_bc --dataset DIR --out DIR"
         )
     return path
+
+
+def parse_ws_url(url: str, label: str = "policy.base") -> tuple[str, int]:
+    """(host, port) of ``ws://HOST:PORT`` (a trailing ``/`` allowed; IPv6 hosts in brackets, ``ws://[::1]:8000``).
+    ``label`` names the setting in the error.
+
+    Raises:
+        ValueError: anything else (``wss://`` included: RemotePolicy speaks plain websockets).
+    """
+    address = url[len("ws://") :].rstrip("/") if url.startswith("ws://") else ""
+    host, sep, port = address.rpartition(":")
+    host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
+    if not sep or not host or not port.isdigit() or "/" in address:
+        raise ValueError(f"{label}={url}: expected ws://HOST:PORT, e.g. ws://127.0.0.1:8000")
+    return host, int(port)
