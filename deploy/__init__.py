@@ -20,7 +20,8 @@ Modules, from the policy file to the motors:
   ``upright-deploy recover``.
 - ``camera`` + ``shared_frames``: camera sources of a chunked policy (sim-robot's frames, OpenCV/V4L2), each grabbing
   in its own thread; the memory-mapped frame files they and the logger's image ring use.
-- ``operator``: Unix-socket API and keyboard.
+- ``operator``: Unix-socket API and keyboard (``operator_socket``: the socket's path and security checks, and the
+  ``ctl`` client).
 - ``sim_robot`` + ``pty_device``: the G1 (standup scene) or the Panda (lift scene) in MuJoCo answering the same
   bytes over pseudo-terminals; ``sim_camera``: its cameras, rendered from the simulated state
   (the only modules here that import MuJoCo and the robot/scene definitions; the daemon never imports them).

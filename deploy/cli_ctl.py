@@ -42,7 +42,7 @@ def ctl_request(command: str, items: list[str]) -> dict:
 
 
 def cmd_ctl(args) -> int:
-    from upright.deploy.operator import default_socket_path, resolve_user, send_command
+    from upright.deploy.operator_socket import default_socket_path, resolve_user, send_command
 
     try:
         req = ctl_request(args.command, args.args)

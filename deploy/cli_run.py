@@ -94,7 +94,7 @@ def cmd_run(args) -> int:
     from upright.deploy.chunk_policy import check_camera_sources, is_chunk_policy_source, load_chunk_policy
     from upright.deploy.controller import Controller, ControllerConfig
     from upright.deploy.metadata import check_plausible, load_policy_spec
-    from upright.deploy.operator import SocketSecurityError, resolve_group
+    from upright.deploy.operator_socket import SocketSecurityError, resolve_group
     from upright.deploy.robot_config import load_robot_config
     from upright.deploy.safety import SafetyConfig
     from upright.policy_io.schema import PolicyMetadataError
@@ -155,7 +155,8 @@ def cmd_run(args) -> int:
     from upright.deploy.logger_client import LoggerClient
     from upright.deploy.logger_records import frame_features
     from upright.deploy.loop import run_loop, setup_realtime
-    from upright.deploy.operator import Keyboard, OperatorServer, default_socket_path
+    from upright.deploy.operator import Keyboard, OperatorServer
+    from upright.deploy.operator_socket import default_socket_path
     from upright.deploy.robot import SerialRobot
 
     safety = SafetyConfig(

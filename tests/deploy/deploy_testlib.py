@@ -512,7 +512,7 @@ def ctl_run(tmp: pathlib.Path, *args: str, env: dict | None = None) -> _subproce
 
 
 def wait_for_mode(tmp: pathlib.Path, mode: str, timeout: float = 60) -> dict:
-    from upright.deploy.operator import send_command
+    from upright.deploy.operator_socket import send_command
 
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

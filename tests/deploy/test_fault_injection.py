@@ -457,7 +457,8 @@ def test_readme_sim_walkthrough_works_on_this_machine(tmp_path):
 def test_socket_path_checks_of_the_daemon(tmp_path):
     """Issue 13.4, as any user: a stale socket of ours is replaced, a live daemon's socket or a plain file is refused,
     and so is a folder its group may write (it could replace the socket; the unit's folder is 0750)."""
-    from upright.deploy.operator import OperatorServer, SocketSecurityError, prepare_socket_path
+    from upright.deploy.operator import OperatorServer
+    from upright.deploy.operator_socket import SocketSecurityError, prepare_socket_path
 
     path = tmp_path / "d" / "ctl.sock"
     first = OperatorServer(str(path))
@@ -647,12 +648,12 @@ def test_daemon_answers_only_its_user_root_and_its_group(shared_dir, group):
 def test_default_socket_is_private_and_a_hijacked_fallback_folder_is_refused(tmp_path, shared_dir, linear_policy):
     """Issue 13.4: the default socket is in $XDG_RUNTIME_DIR; without it, in a private <tmp>/upright-deploy-<uid>
     folder, which the daemon refuses when another user created it first."""
-    from upright.deploy.operator import default_socket_path
+    from upright.deploy.operator_socket import default_socket_path
 
     xdg = tmp_path / "xdg"
     xdg.mkdir(mode=0o700)
     env = {k: v for k, v in os.environ.items() if k not in ("UPRIGHT_DEPLOY_SOCKET", "XDG_RUNTIME_DIR")}
-    code = "from upright.deploy.operator import default_socket_path as d; print(d())"
+    code = "from upright.deploy.operator_socket import default_socket_path as d; print(d())"
     out = subprocess.run([sys.executable, "-c", code], env={**env, "XDG_RUNTIME_DIR": str(xdg)}, capture_output=True,
                          text=True, check=True)  # fmt: skip
     assert out.stdout.strip() == str(xdg / "upright-deploy.sock")

@@ -11,7 +11,8 @@ import time
 
 import pytest
 
-from upright.deploy.operator import MAX_JSON_DEPTH, MAX_LINE_BYTES, Keyboard, OperatorServer, send_command
+from upright.deploy.operator import MAX_JSON_DEPTH, MAX_LINE_BYTES, Keyboard, OperatorServer
+from upright.deploy.operator_socket import send_command
 
 
 def test_socket_round_trip(tmp_path):
