@@ -9,8 +9,8 @@ machine without a GPU; there it is slower than MuJoCo's OpenGL renderer (``bench
 both). Frames are not pixel-identical to OpenGL's: a ray tracer with MuJoCo Warp's shading model against a rasteriser.
 
 Only ``qpos`` (and, when given, mocap positions) are read from the simulator. Positions, camera poses and lights are
-recomputed from them (``kinematics``, ``com_pos`` for ``trackcom`` cameras such as the G1's ``tracking`` camera,
-``camlight``). Shadows and the skybox are off unless ``effects`` is set.
+recomputed from them (``kinematics``, ``camlight``, and ``com_pos`` when a camera follows a centre of mass, as the
+G1's ``tracking`` camera does). Shadows and the skybox are off unless ``effects`` is set.
 
 Needs ``mujoco-warp`` (``pip install "upright[warp]"``), which brings ``warp-lang``.
 """
@@ -66,6 +66,9 @@ class WarpBatchRenderer:
         self.width, self.height, self.effects = int(width), int(height), bool(effects)
         self.device = str(wp.get_device(device))
         """Warp device the batch renders on."""
+        com_modes = (mujoco.mjtCamLight.mjCAMLIGHT_TRACKCOM, mujoco.mjtCamLight.mjCAMLIGHT_TARGETBODYCOM)
+        self._needs_com = any(int(model.cam_mode[model.camera(c).id]) in {int(m) for m in com_modes} for c in cameras)
+        """A camera follows a subtree's centre of mass, so each frame needs ``com_pos`` (others skip it)."""
         self._n = 0
         with wp.ScopedDevice(self.device):
             self._m = mjw.put_model(model)
@@ -113,7 +116,8 @@ class WarpBatchRenderer:
                     pos[:, index] = value.detach().to("cpu", torch.float32).numpy()
                 self._d.mocap_pos.assign(pos)
             mjw.kinematics(self._m, self._d)
-            mjw.com_pos(self._m, self._d)
+            if self._needs_com:
+                mjw.com_pos(self._m, self._d)
             mjw.camlight(self._m, self._d)
             mjw.refit_bvh(self._m, self._d, self._rc)
             mjw.render(self._m, self._d, self._rc)
