@@ -17,7 +17,7 @@ trip's median minus the in-process median. ``--note`` adds a line (e.g. what els
 
 ``--base-throughput``: instead, base queries per second for a residual-RL base (``policy.base``) at B envs
 (``--batch-sizes``, default 64 and 256): the base (``--base``, default the committed residual run's TinyVLA,
-``assets/policies/panda_lift_residual/base_model.pt``: 49-value env observation, 10 x 8 chunks) in this process
+``upright/assets/policies/panda_lift_residual/base_model.pt``: 49-value env observation, 10 x 8 chunks) in this process
 (``predict_action_chunk`` on the batch), and served by ``upright-policy-server`` in its own process and asked through
 :class:`~upright.vla.remote.RemotePolicy` for the B rows (one openpi request per row):
 
@@ -158,7 +158,7 @@ def bench_payload(args, images: bool) -> list[tuple[str, list[float]]]:
 
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-DEFAULT_BASE = ROOT / "assets" / "policies" / "panda_lift_residual" / "base_model.pt"
+DEFAULT_BASE = ROOT / "upright" / "assets" / "policies" / "panda_lift_residual" / "base_model.pt"
 
 
 def _shown(path: pathlib.Path) -> str:

@@ -1,6 +1,6 @@
 """Where and how does a lift policy fail? Success by cube start position and target height, failures by kind.
 
-    python benchmarks/lift_failure_breakdown.py --policy assets/policies/panda_lift/policy.onnx [--episodes 500]
+    python benchmarks/lift_failure_breakdown.py --policy upright/assets/policies/panda_lift/policy.onnx [--episodes 500]
     python benchmarks/lift_failure_breakdown.py --policy expert
 
 Runs the evaluation protocol of :mod:`upright.tasks.lift.evaluate` (full ranges, randomisation on, ``--seed``; the

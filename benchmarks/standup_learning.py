@@ -418,7 +418,8 @@ def training_seconds(run: Run, completed: list[int]) -> dict[int, tuple[float | 
 
 # ----------------------------------------------------------------------------------------------- evaluation
 def evaluate_checkpoint(checkpoint: pathlib.Path, run_flat: dict[str, Any], settings: EvalSettings) -> dict[str, Any]:
-    """Evaluate one checkpoint with HoST's protocol (``training/evaluate.py``'s env builder, episodes and metrics).
+    """Evaluate one checkpoint with HoST's protocol (``upright/training/evaluate.py``'s env builder, episodes and
+    metrics).
 
     Returns:
         a record: ``E_succ`` (%), ``E_feet`` (cm²/step), ``E_smth``, ``E_engy`` (kJ), ``peak_height`` (mean peak

@@ -5,7 +5,7 @@
 #                                                              LR_SCHEDULE=constant|cosine)
 #
 # BASE: a TinyVLA folder (the round-0 student); DEMOS: the LeRobot v3 demonstrations it was trained on; OUT: a folder.
-# Per arm and round k = 1..3: the simulated operator (the residual pair assets/policies/panda_lift_residual plays the
+# Per arm and round k = 1..3: the simulated operator (the residual pair upright/assets/policies/panda_lift_residual plays the
 # human; takeover when the cube is not grasped 1.0 s in, hand-back once it is 3 cm up) logs EPS episodes of the
 # current student with the daemon's columns; the student is fine-tuned for STEPS steps on DEMOS + every round's
 # interventions with the arm's weighting (`control`: DEMOS only, no operator, same steps) and evaluated on 500
@@ -23,7 +23,7 @@ for arm in ${ARMS:-sirius bc control}; do
     if [ "$arm" = control ]; then w=bc; else
       int=$D/int_${arm}_s${SEED}_r$k
       [ -d "$int" ] || python -m upright.vla.sim_operator --policy "$prev" --episodes "$EPS" --num-envs 25 \
-        --seed $((300 + 10 * k + SEED)) --hand-back-height 0.03 --operator assets/policies/panda_lift_residual --out "$int"
+        --seed $((300 + 10 * k + SEED)) --hand-back-height 0.03 --operator upright/assets/policies/panda_lift_residual --out "$int"
       ds+=(--dataset "$int")
     fi
     [ -f "$out/eval0/eval.md" ] || {

@@ -37,16 +37,16 @@ KNOWN_UP_ARROWS: frozenset[tuple[str, str]] = frozenset(
     {
         # override validation asks a remote residual base for its metadata (upright.vla.remote) before a run
         # folder is made
-        ("conf/validate.py", "vla"),
+        ("upright/conf/validate.py", "vla"),
         # lift's evaluation protocol builds its env through Hydra (conf); its CLI loads policies through the viewer;
         # demo recording writes the daemon's record layout (deploy.logger_records)
-        ("tasks/lift/evaluate.py", "conf"),
-        ("tasks/lift/evaluation.py", "conf"),
-        ("tasks/lift/evaluate.py", "viewer"),
-        ("tasks/lift/record_demos.py", "deploy"),
+        ("upright/tasks/lift/evaluate.py", "conf"),
+        ("upright/tasks/lift/evaluation.py", "conf"),
+        ("upright/tasks/lift/evaluate.py", "viewer"),
+        ("upright/tasks/lift/record_demos.py", "deploy"),
         # evaluation takes the env-level policy loader from the viewer; the train loop sets up residual RL
-        ("training/evaluate.py", "viewer"),
-        ("training/train_loop.py", "vla"),
+        ("upright/training/evaluate.py", "viewer"),
+        ("upright/training/train_loop.py", "vla"),
     }
 )
 """(file, floor part it imports upwards) still to move."""
@@ -65,8 +65,9 @@ def level_of(part: str) -> int:
 
 
 def package_sources(root: pathlib.Path = ROOT) -> dict[str, str]:
-    """{path relative to ``root``: source} of every module of the package (dot-folders, ``*.egg-info`` and the
-    folders of :data:`NOT_PACKAGE` left out)."""
+    """{path relative to ``root``: source} of every module of the package (``upright/...``) and of the entry points
+    at the repository root (``train.py``, ``play.py``, ``examples/``); dot-folders, ``*.egg-info`` and the folders of
+    :data:`NOT_PACKAGE` left out."""
     out = {}
     for path in sorted(root.rglob("*.py")):
         rel = path.relative_to(root)
@@ -81,7 +82,7 @@ def package_sources(root: pathlib.Path = ROOT) -> dict[str, str]:
 
 def module_name(rel: str) -> str:
     """``upright.<dotted path>`` of a source file (``pkg/__init__.py`` is ``upright.pkg``)."""
-    name = "upright." + rel.removesuffix(".py").replace("/", ".")
+    name = "upright." + rel.removeprefix("upright/").removesuffix(".py").replace("/", ".")
     return name.removesuffix(".__init__") if name != "upright.__init__" else "upright"
 
 
@@ -108,12 +109,12 @@ def imports_of(source: str, module: str = "upright") -> list[str]:
 def _importer(rel: str) -> str:
     """The name relative imports of ``rel`` resolve against (``upright.pkg.__init__`` for a package's
     ``__init__.py``)."""
-    return "upright." + rel.removesuffix(".py").replace("/", ".")
+    return "upright." + rel.removeprefix("upright/").removesuffix(".py").replace("/", ".")
 
 
 def part_of(rel: str) -> str:
-    """Top-level part of a source path (``deploy/cli.py`` -> ``deploy``; ``train.py`` -> ``train``)."""
-    first = rel.split("/")[0]
+    """Top-level part of a source path (``upright/deploy/cli.py`` -> ``deploy``; ``train.py`` -> ``train``)."""
+    first = rel.removeprefix("upright/").split("/")[0]
     return first.removesuffix(".py")
 
 
@@ -190,13 +191,17 @@ def test_the_checks_catch_an_arrow_up_and_a_circle():
     """The checkers on a synthetic package: a function-level import from sim into training, and two modules of
     managers importing each other."""
     sources = {
-        "sim/a.py": "def f():\n    from upright.training.runner import UprightRunner\n",
-        "managers/x.py": "from upright.managers.y import Y\n",
-        "managers/y.py": "import upright.managers.x\n",
-        "tasks/t.py": "from upright.sim.a import f\n",
-        "robots/r.py": "from upright import deploy\n",
-        "sim/b.py": "from ..training import runner\n",
-        "sim/c.py": "from .a import f\n",
+        "upright/sim/a.py": "def f():\n    from upright.training.runner import UprightRunner\n",
+        "upright/managers/x.py": "from upright.managers.y import Y\n",
+        "upright/managers/y.py": "import upright.managers.x\n",
+        "upright/tasks/t.py": "from upright.sim.a import f\n",
+        "upright/robots/r.py": "from upright import deploy\n",
+        "upright/sim/b.py": "from ..training import runner\n",
+        "upright/sim/c.py": "from .a import f\n",
     }
-    assert up_arrows(sources) == {("sim/a.py", "training"), ("robots/r.py", "deploy"), ("sim/b.py", "training")}
+    assert up_arrows(sources) == {
+        ("upright/sim/a.py", "training"),
+        ("upright/robots/r.py", "deploy"),
+        ("upright/sim/b.py", "training"),
+    }
     assert circles(sources) == [{"upright.managers.x", "upright.managers.y"}]

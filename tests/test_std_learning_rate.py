@@ -1,4 +1,4 @@
-"""The action std's own learning rate (training/std_learning_rate.py) inside MultiCriticPPO."""
+"""The action std's own learning rate (upright/training/std_learning_rate.py) inside MultiCriticPPO."""
 
 from __future__ import annotations
 

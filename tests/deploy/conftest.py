@@ -36,13 +36,13 @@ def linear_policy(tmp_path_factory, standup_metadata):
 
 @pytest.fixture(scope="session")
 def latest_policy(tmp_path_factory, linear_policy):
-    """The trained standup policy committed under assets/policies/ (so CI runs it), else the newest
+    """The trained standup policy committed under upright/assets/policies/ (so CI runs it), else the newest
     trained checkpoint under logs/standup/*/policy.onnx (copied with its weights, since a training run may
     rewrite it), or the linear policy when there is neither."""
     from upright.deploy.metadata import load_policy_spec
     from upright.policy_io.schema import PolicyMetadataError
 
-    committed = sorted((ROOT / "assets" / "policies").glob("g1_standup_*/policy.onnx"))
+    committed = sorted((ROOT / "upright" / "assets" / "policies").glob("g1_standup_*/policy.onnx"))
     trained = sorted((ROOT / "logs" / "standup").glob("*/policy.onnx"), key=lambda p: p.stat().st_mtime, reverse=True)
     candidates = committed + trained
     for src in candidates:

@@ -432,7 +432,8 @@ a training run) slows the run down without changing it; the real-robot timing ch
 E2E_NICE = -10
 """Niceness increment of sim-robot and the daemon (``nice -n -10``; so also of the daemon's logger and inference thread)
 in the end to end tests, where the test may lower it (root, or an RLIMIT_NICE that allows it; else they keep the test's
-own). The daemon is deployed with SCHED_FIFO on a CPU of its own (deploy/systemd: ``--rt-priority 80 --cpu 1``) and
+own). The daemon is deployed with SCHED_FIFO on a CPU of its own (upright/deploy/systemd: ``--rt-priority 80 --cpu
+1``) and
 sim-robot stands in for hardware that the host's load does not slow; at nice 0 next to busy processes (training runs,
 ``benchmarks/cpu_load.py``) sim-robot's camera rendered frames older than ``--max-frame-age-s`` and the daemon's
 inference thread left the chunk queue empty for 25 ticks (issue 33.8). CPU weight at nice -10: ~9x a nice-0 process."""
@@ -552,7 +553,7 @@ np.save(sys.argv[2], np.array(out, np.uint8))
 
 def render_lift_camera(tmp: pathlib.Path, qpos: np.ndarray, camera: str, size: tuple[int, int]) -> np.ndarray:
     """(N, H, W, 3) uint8 images of ``camera`` of sim-robot's Panda lift scene at the (N, nq) ``qpos``, drawn as
-    sim-robot draws them (tasks/lift/camera.draw), in a subprocess (MuJoCo reads MUJOCO_GL once, at import)."""
+    sim-robot draws them (upright/tasks/lift/camera.draw), in a subprocess (MuJoCo reads MUJOCO_GL once, at import)."""
     src, dst = tmp / "render_in.npz", tmp / "render_out.npy"
     np.savez(src, qpos=np.atleast_2d(qpos), camera=camera, size=np.array(size))
     proc = _subprocess.run(

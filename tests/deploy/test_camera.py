@@ -1,4 +1,5 @@
-"""Camera sources of the daemon (deploy/camera.py, deploy/shared_frames.py) and their use by the chunk runner, the
+"""Camera sources of the daemon (upright/deploy/camera.py, upright/deploy/shared_frames.py) and their use by the
+chunk runner, the
 logger and the CLI, without sim-robot (test_camera_sim2sim.py runs the whole chain): the shared-frames file's
 seqlocked slots, SimCamera's latest-frame semantics, size and restart handling on a file written by a real
 SharedFrames writer (the producer sim-robot uses), the OpenCV camera's missing-dependency error and argument

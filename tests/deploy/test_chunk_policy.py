@@ -1,4 +1,5 @@
-"""Loading a chunked (VLA) policy for the daemon (deploy/chunk_policy.py): the deploy contract from the model or a
+"""Loading a chunked (VLA) policy for the daemon (upright/deploy/chunk_policy.py): the deploy contract from the model
+or a
 JSON file, the observation.state layout, one-line refusals naming the fix (a missing contract key, a privileged
 state, a contradicting action mode, joints the robot lacks), a camera policy's cameras and image size in the spec,
 the CLI's instruction, and a remote policy served by upright-policy-server on loopback running through the

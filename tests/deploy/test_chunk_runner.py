@@ -1,4 +1,4 @@
-"""The chunked-policy runner (deploy/chunk_runner.py) with a real ChunkPolicy whose inference sleeps to emulate
+"""The chunked-policy runner (upright/deploy/chunk_runner.py) with a real ChunkPolicy whose inference sleeps to emulate
 latency: one queued action per tick, prefetch without a gap while latency < the prefetch margin, latency
 compensation, stale chunks discarded, and, inside the controller, hold + STALE_ACTION then DAMPING, a worker
 exception -> DAMPING, and a clean shutdown.

@@ -396,10 +396,13 @@ def test_readme_sim_walkthrough_works_on_this_machine(tmp_path):
     env = {**os.environ, "XDG_RUNTIME_DIR": str(tmp_path / "xdg")}
     env.pop("UPRIGHT_DEPLOY_SOCKET", None)
     (tmp_path / "xdg").mkdir(mode=0o700)
-    # the policy runs as written: the committed one (assets/policies/g1_standup_ground), from the repository root
+    # the policy runs as written: the committed one (upright/assets/policies/g1_standup_ground), from the repository
+    # root
     subst = {"/tmp/upright-sim": str(tmp_path / "links"), "deploy_data": str(tmp_path / "dataset")}
     assert all(old in " ".join(commands) for old in subst), commands
-    assert " assets/policies/" in commands[1], f"the walkthrough should start from a committed policy: {commands[1]}"
+    assert " upright/assets/policies/" in commands[1], (
+        f"the walkthrough should start from a committed policy: {commands[1]}"
+    )
     procs = []
 
     def argv(line: str) -> list[str]:

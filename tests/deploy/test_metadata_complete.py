@@ -167,7 +167,7 @@ def test_refresh_metadata_adds_only_missing_keys_and_checks_the_contract(tmp_pat
 
     src = tmp_path / "run"
     src.mkdir()
-    shutil.copy2(ROOT / "assets" / "policies" / "g1_standup_ground" / "config.yaml", src / "config.yaml")
+    shutil.copy2(ROOT / "upright" / "assets" / "policies" / "g1_standup_ground" / "config.yaml", src / "config.yaml")
     meta = _jsonable(standup_metadata) | {"action_scale": 0.4, "iteration": 7}
     path = write_linear_policy(src / "policy.onnx", 456, 23, meta)
     for key in ("history_layout", "unactuated_steps", "privileged_inputs", "held_torque_limit"):
@@ -187,8 +187,8 @@ def test_refresh_metadata_adds_only_missing_keys_and_checks_the_contract(tmp_pat
 
 
 def test_committed_policy_is_complete():
-    # the G1 policies the daemon runs (the lift policies under assets/policies/ are simulation-only)
-    paths = sorted((ROOT / "assets" / "policies").glob("g1_*/policy.onnx"))
+    # the G1 policies the daemon runs (the lift policies under upright/assets/policies/ are simulation-only)
+    paths = sorted((ROOT / "upright" / "assets" / "policies").glob("g1_*/policy.onnx"))
     assert paths
     for path in paths:
         spec = load_policy_spec(path, g1_29dof())
@@ -219,7 +219,7 @@ def test_refresh_gives_a_schema_2_file_the_action_mode_of_its_run_config(tmp_pat
 
     src = tmp_path / "run"
     src.mkdir()
-    cfg = OmegaConf.load(ROOT / "assets" / "policies" / "g1_standup_ground" / "config.yaml")
+    cfg = OmegaConf.load(ROOT / "upright" / "assets" / "policies" / "g1_standup_ground" / "config.yaml")
     OmegaConf.save(cfg, src / "config_0.yaml")  # an older segment of the run: relative
     cfg.env.action_mode = mode
     OmegaConf.save(cfg, src / "config_400.yaml")

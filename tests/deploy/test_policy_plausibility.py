@@ -222,7 +222,7 @@ def test_host_gains_and_the_getup_recipe_gains_pass(tmp_path, standup_metadata):
 
 
 def test_the_committed_policies_still_load():
-    paths = sorted((ROOT / "assets" / "policies").glob("*/policy.onnx"))
+    paths = sorted((ROOT / "upright" / "assets" / "policies").glob("*/policy.onnx"))
     assert paths
     for path in paths:
         if path.parent.name.startswith("g1_"):

@@ -131,7 +131,7 @@ lifting the head in the env (a sit-up from lying is about 0.3 m; standing about 
 
 @pytest.mark.slow
 def test_head_rises_as_in_training_env_trained_policy(tmp_path, latest_policy):
-    """The trained policy (assets/policies/, else the newest checkpoint under logs/).
+    """The trained policy (upright/assets/policies/, else the newest checkpoint under logs/).
 
     Trained policies saturate their actions, so daemon and env trajectories part after a few tenths of a second
     (motor quantisation of 3e-5 rad grows into cm within 0.25 s): the daemon must follow the env for the first
@@ -141,7 +141,8 @@ def test_head_rises_as_in_training_env_trained_policy(tmp_path, latest_policy):
     policy, source = latest_policy
     if source is None:
         pytest.skip(
-            "no trained policy in assets/policies/ or logs/standup/ (the linear-policy test covers the pipeline)"
+            "no trained policy in upright/assets/policies/ or logs/standup/ "
+            "(the linear-policy test covers the pipeline)"
         )
     r = run_parity(tmp_path, policy, duration=4.0)
     check_first_tick(r)

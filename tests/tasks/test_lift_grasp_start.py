@@ -1,4 +1,5 @@
-"""Grasped starts of the lift curriculum (``env.curriculum.grasped_start_fraction``, tasks/lift/grasp_start.py)."""
+"""Grasped starts of the lift curriculum (``env.curriculum.grasped_start_fraction``,
+upright/tasks/lift/grasp_start.py)."""
 
 from __future__ import annotations
 

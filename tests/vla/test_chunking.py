@@ -73,7 +73,8 @@ def test_bad_batches_name_the_key():
 
 
 def test_push_with_an_offset_drops_the_actions_of_elapsed_steps_in_both_modes():
-    """A chunk predicted ``offset`` steps ago (asynchronous inference, deploy/chunk_runner.py): its action ``offset``
+    """A chunk predicted ``offset`` steps ago (asynchronous inference, upright/deploy/chunk_runner.py): its action
+    ``offset``
     is the one for now; ``remaining`` counts the steps the queue can still serve."""
     q = ActionChunkQueue(2, 4, 1)
     assert q.remaining().tolist() == [0, 0]

@@ -21,7 +21,7 @@ from upright.viewer.policy import load_policy
 from upright.viewer.vla_policy import VLAPolicyFn, is_vla
 from upright.vla.tiny import TinyVLA, TinyVLAConfig
 
-RESIDUAL = ROOT / "assets" / "policies" / "panda_lift_residual"
+RESIDUAL = ROOT / "upright" / "assets" / "policies" / "panda_lift_residual"
 
 
 def _env(n: int = 2) -> LiftEnv:
@@ -42,7 +42,7 @@ def test_is_vla_tells_vla_files_from_rl_policies(tmp_path):
     rl.mkdir()
     (rl / "model_10.pt").write_bytes(b"")
     assert not is_vla(str(rl)) and not is_vla("zero")
-    assert not is_vla(str(ROOT / "assets" / "policies" / "g1_standup_ground" / "policy.onnx"))
+    assert not is_vla(str(ROOT / "upright" / "assets" / "policies" / "g1_standup_ground" / "policy.onnx"))
 
 
 def test_vla_policy_builds_the_batch_from_the_env_and_resets_its_queue_per_episode():

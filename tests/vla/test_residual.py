@@ -261,7 +261,7 @@ def test_committed_residual_policy_loads_with_its_checked_base():
 
     from upright.vla.residual import ResidualChunkPolicy
 
-    folder = pathlib.Path(__file__).resolve().parents[2] / "assets" / "policies" / "panda_lift_residual"
+    folder = pathlib.Path(__file__).resolve().parents[2] / "upright" / "assets" / "policies" / "panda_lift_residual"
     pair = ResidualChunkPolicy(folder / "policy.onnx")  # refuses a base whose SHA-256 differs from the metadata
     record = json.loads((folder / "base_checksum.json").read_text())
     assert parameters_sha256(pair.base) == record["parameters_sha256_start"]
@@ -280,7 +280,7 @@ def test_committed_residual_policy_loads_with_its_checked_base():
 def test_committed_residual_runs_with_its_base_served_and_refuses_another_server():
     import pathlib
 
-    folder = pathlib.Path(__file__).resolve().parents[2] / "assets" / "policies" / "panda_lift_residual"
+    folder = pathlib.Path(__file__).resolve().parents[2] / "upright" / "assets" / "policies" / "panda_lift_residual"
     local = ResidualChunkPolicy(folder / "policy.onnx")
     batch = {
         "observation.state": torch.randn(5, 49),

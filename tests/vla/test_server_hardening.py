@@ -1,4 +1,4 @@
-"""Issue 33 §5: the policy server stays bounded and closed under any client (``vla/server_guard.py``).
+"""Issue 33 §5: the policy server stays bounded and closed under any client (``upright/vla/server_guard.py``).
 
 Real websockets on loopback: an in-process :class:`~upright.vla.server_thread.BackgroundServer`, or
 ``upright-policy-server`` in its own process where its memory is measured; the real openpi-client 0.1.2

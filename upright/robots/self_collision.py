@@ -14,7 +14,7 @@ A robot's self-collision set is every pair of its collision geoms on different b
    safety ``margin`` is pruned.
 
 The G1's list is generated once by ``python -m upright.robots.self_collision`` (writes
-``robots/g1_collision_pairs.py``; settings in that file's header) and checked by a smaller fresh run in
+``upright/robots/g1_collision_pairs.py``; settings in that file's header) and checked by a smaller fresh run in
 ``tests/test_g1_self_collision.py``.
 """
 
@@ -246,7 +246,7 @@ def write_pair_module(path: pathlib.Path, survey: PairSurvey, margin: float, ela
 
 
 def main(argv: list[str] | None = None) -> None:
-    """CLI: sample the Menagerie G1 and write ``robots/g1_collision_pairs.py``."""
+    """CLI: sample the Menagerie G1 and write ``upright/robots/g1_collision_pairs.py``."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--samples", type=int, default=DEFAULT_SAMPLES)
     parser.add_argument("--seed", type=int, default=DEFAULT_SEED)

@@ -1,6 +1,6 @@
 """Export any training checkpoint to ONNX with upright's metadata (the file the daemon and play.py load).
 
-    python -m upright.training.export --checkpoint logs/standup/<run>/model_<it>.pt --out assets/policies/NAME
+    python -m upright.training.export --checkpoint logs/standup/<run>/model_<it>.pt --out upright/assets/policies/NAME
 
 The run's config (``config_<it>.yaml`` beside the checkpoint, the one in force when the checkpoint was trained) rebuilds
 the task (1 env) and the runner, the checkpoint is loaded, and ``policy.onnx`` is written with the same

@@ -1,6 +1,6 @@
 """Robustness battery: one standup policy under disruptions to its observations, actions and environment.
 
-    python -m upright.training.robustness --policy assets/policies/g1_standup_ground --episodes 200 --out DIR
+    python -m upright.training.robustness --policy upright/assets/policies/g1_standup_ground --episodes 200 --out DIR
 
 Each row evaluates the same policy with HoST's evaluation protocol (:mod:`upright.training.evaluate`: 5 s
 episodes, β fixed, no pull force, domain randomisation on unless ``--no-domain-rand``) plus one disruption

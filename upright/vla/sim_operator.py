@@ -11,13 +11,14 @@ ICRA 2019) and Sirius (Liu et al., RSS 2023): the expert gives control back as s
 intervention frames are then the corrections themselves, in the states the policy reaches.
 
 With ``--operator POLICY`` a trained policy (any chunked policy ``evaluate_lift`` loads, e.g. the residual pair
-``assets/policies/panda_lift_residual``) plays the human instead of the scripted expert. The scripted expert's action
+``upright/assets/policies/panda_lift_residual``) plays the human instead of the scripted expert. The scripted
+expert's action
 depends on its hidden waypoint phase and on when it took over, not on the observation alone, so its corrections are
 hard to clone from the observation; a policy's corrections are a function of what the student sees
 (``docs/vla_residual.md``, session 11).
 
     python -m upright.vla.sim_operator --policy runs/tiny_vla --episodes 100 --out data/interventions [--check-step 50]
-        [--hand-back-height 0.03] [--operator assets/policies/panda_lift_residual]
+        [--hand-back-height 0.03] [--operator upright/assets/policies/panda_lift_residual]
 """
 
 from __future__ import annotations

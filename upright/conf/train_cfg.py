@@ -58,7 +58,7 @@ class TrainCfg:
     ``value_smoothness_coef`` 0.1 · λ_π = 0.0111 (HoST wall task: 0.25 · λ_π; paper: λ_V = 0.1)."""
     std_learning_rate: float | None = None
     """Fixed Adam learning rate of the action std, in a parameter group outside the adaptive-KL schedule
-    (``training/std_learning_rate.py`` says why). None: rsl_rl's single group, as HoST. Not HoST's recipe."""
+    (``upright/training/std_learning_rate.py`` says why). None: rsl_rl's single group, as HoST. Not HoST's recipe."""
     critic_learning_rate: float | None = None
     """Fixed Adam learning rate of the critics, in a parameter group outside the adaptive-KL schedule (which follows
     the actor's KL and, at this project's batch sizes, sits at its 1e-5 floor, so the critics barely learn). None:

@@ -31,7 +31,8 @@ import torch
 from upright.envs.core import BatchedTask, UprightEnv, UprightVectorEnv, check_overrides
 
 RANDOMIZER_SEED_OFFSET = 1_000_003
-"""``StandupEnv`` seeds its domain randomiser with ``seed + 1_000_003`` (``tasks/standup/env.py``); :meth:`reseed`
+"""``StandupEnv`` seeds its domain randomiser with ``seed + 1_000_003`` (``upright/tasks/standup/env.py``);
+:meth:`reseed`
 does the same (a test compares a reseeded env with a freshly built one)."""
 
 RESERVED_OVERRIDES = ("num_envs", "terrain", "posture")
@@ -92,7 +93,7 @@ class StandupTask(BatchedTask):
         if tuple(obs.shape) != (num_envs, d):
             raise RuntimeError(
                 f"StandupEnv returned observations of shape {tuple(obs.shape)}, expected {(num_envs, d)}"
-                "; upright.envs.standup is out of date with tasks/standup"
+                "; upright.envs.standup is out of date with upright/tasks/standup"
             )
 
     @property
