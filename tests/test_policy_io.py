@@ -33,9 +33,7 @@ def test_every_inference_session_is_built_by_the_factory():
     found = []
     for path in (ROOT / "upright").rglob("*.py"):
         rel = path.relative_to(ROOT / "upright")
-        if rel.parts[0] == "policy_io" or any(
-            p.startswith(".") for p in rel.parts
-        ):
+        if rel.parts[0] == "policy_io" or any(p.startswith(".") for p in rel.parts):
             continue
         text = path.read_text(encoding="utf-8", errors="replace")
         found += [f"{rel}:{i}" for i, line in enumerate(text.splitlines(), 1) if "InferenceSession(" in line]

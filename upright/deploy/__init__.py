@@ -4,7 +4,8 @@ Modules, from the policy file to the motors:
 
 - ``metadata``: the policy contract read from the ONNX file alone; refuses files without metadata or
   whose joints do not match the robot.
-- ``observation``: the training env's observation terms (shared definitions) for one robot, with history.
+- ``observation``: the training env's observation terms (the neutral definitions of
+  :mod:`upright.policy_io.obs_terms`), in numpy, for one robot, with history.
 - ``policy``: onnxruntime, one thread (MLP files); ``chunk_policy`` + ``chunk_runner``: a chunked (VLA) policy
   (ONNX, TinyVLA, or a remote openpi server) with its deploy contract, run off the real-time thread through an
   action-chunk queue (``docs/deploy_chunked.md``).
@@ -26,7 +27,9 @@ Modules, from the policy file to the motors:
   bytes over pseudo-terminals; ``sim_camera``: its cameras, rendered from the simulated state
   (the only modules here that import MuJoCo and the robot/scene definitions; the daemon never imports them).
 
-Deploy imports only the shared observation term definitions (``upright.tasks.standup.observations``
-and ``.state``) and, for chunked policies, the VLA runtime (``upright.vla``: ONNX, TinyVLA, remote client) from the
-rest of upright; never training, the simulator backends or the env.
+For an MLP policy the daemon imports only the ground floor from the rest of upright (``policy_io``: the schema, the
+neutral observation terms, onnxruntime; ``dataset_io``) and numpy, onnxruntime, pyserial and pyarrow: the robot
+computer's slim install (pyproject's base dependencies; no torch, MuJoCo, Hydra or onnx). Chunked policies import the
+VLA runtime (``upright.vla``: ONNX, TinyVLA, remote client, with torch: the ``train`` extra), and ``sim-robot`` MuJoCo;
+each mode refuses in one line naming the extra when it is missing. Never training, the simulator backends or the env.
 """

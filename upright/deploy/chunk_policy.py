@@ -55,11 +55,11 @@ CONVENTION_MODES = {"delta": ("delta",), "absolute": ("absolute", "relative")}
 
 
 def _has_vla_metadata(path: pathlib.Path) -> bool:
-    import onnx
+    from upright.policy_io import onnx_info
 
     try:
-        keys = {p.key for p in onnx.load(str(path), load_external_data=False).metadata_props}
-    except Exception:  # noqa: BLE001 - not readable as ONNX: not a VLA file (the MLP loader says why)
+        keys = set(onnx_info.read(path).metadata)
+    except (OSError, onnx_info.OnnxFileError):  # not readable as ONNX: not a VLA file (the MLP loader says why)
         return False
     return "upright_vla_metadata_version" in keys
 

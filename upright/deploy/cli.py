@@ -8,10 +8,15 @@ import sys
 
 from upright.deploy.cli_ctl import cmd_ctl
 from upright.deploy.cli_run import cmd_run
-from upright.deploy.cli_run_args import _add_run
+from upright.deploy.cli_run_args import _add_run, require_module
 
 
 def cmd_sim_robot(args) -> int:
+    try:
+        require_module("mujoco", "sim-robot (the robot simulated in MuJoCo)")
+    except ValueError as err:
+        print(f"upright-deploy sim-robot: {err}", file=sys.stderr)
+        return 2
     if args.camera:  # MuJoCo reads MUJOCO_GL once, at import: pick an offscreen backend first
         from upright.gl import choose_offscreen_gl
 

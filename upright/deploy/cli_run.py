@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import sys
 
-from upright.deploy.cli_run_args import _check_sim_ports, _ports, _timing
+from upright.deploy.cli_run_args import _check_sim_ports, _ports, _timing, require_module
 
 CAMERA_START_TIMEOUT_S = 15.0
 """How long ``run`` waits for each camera's first frame before refusing to start."""
@@ -121,6 +121,7 @@ def cmd_run(args) -> int:
         if args.reply_timeout_ms is not None:
             robot_cfg = replace(robot_cfg, reply_timeout_s=args.reply_timeout_ms / 1e3)
         if is_chunk_policy_source(str(args.policy)):
+            require_module("torch", "a chunked (VLA) policy")  # the VLA runtime and ChunkRunner; an MLP file needs none
             if not args.instruction:
                 raise ValueError(
                     f"{args.policy} is a chunked (VLA) policy: give the instruction it is conditioned on, "

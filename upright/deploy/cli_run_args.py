@@ -36,6 +36,19 @@ _UNSET = object()
 """Default of the timing flags: filled from REAL_TIMING or SIM_TIMING (None is a value: 'none')."""
 
 
+def require_module(module: str, what: str, extra: str = "train") -> None:
+    """Check that ``module`` is installed before a mode that needs it (the robot computer's slim install has only
+    numpy, onnxruntime, pyserial and pyarrow: README, docs/deploy.md "Installing on the robot computer").
+
+    Raises:
+        ValueError: ``<what> needs <module>: pip install 'upright[<extra>]'`` (one line).
+    """
+    import importlib.util
+
+    if importlib.util.find_spec(module) is None:
+        raise ValueError(f"{what} needs {module}: pip install 'upright[{extra}]'")
+
+
 def _none_or_float(text: str) -> float | None:
     return None if text.lower() in ("none", "off", "") else float(text)
 

@@ -31,6 +31,7 @@ from upright.deploy.robot_config import (
     RobotConfig,
     gain_envelope,
 )  # fmt: skip
+from upright.policy_io.obs_terms import TERMS_BY_NAME
 from upright.policy_io.schema import (
     HISTORY_LAYOUT,
     METADATA_VERSION,
@@ -43,10 +44,6 @@ from upright.policy_io.schema import (
     read_raw_metadata,
 )  # fmt: skip
 from upright.policy_io.spec import PolicySpec, dry_run, joint_floats, positive_number
-from upright.tasks.standup.observations import OBSERVATION_TERMS, observation_dims
-
-TERMS_BY_NAME = {t.name: t for t in OBSERVATION_TERMS}
-"""The shared observation term definitions the daemon can build, by name."""
 
 
 def load_policy_spec(
@@ -110,16 +107,14 @@ def load_policy_spec(
     scales = tuple(float(s) for s in meta["observation_scales"])
     if not (len(names) == len(dims) == len(scales)):
         raise PolicyMetadataError(f"{path}: observation_names/dims/scales have different lengths")
-    expected_dims = dict(zip((t.name for t in OBSERVATION_TERMS), observation_dims(n)))
     for name, dim in zip(names, dims):
         if name not in TERMS_BY_NAME:
             raise PolicyMetadataError(
                 f"{path}: observation term '{name}' is unknown to this daemon (known: {sorted(TERMS_BY_NAME)})"
             )
-        if dim != expected_dims[name]:
-            raise PolicyMetadataError(
-                f"{path}: observation term '{name}' has dim {dim}, expected {expected_dims[name]}"
-            )
+        expected = TERMS_BY_NAME[name].width(n)
+        if dim != expected:
+            raise PolicyMetadataError(f"{path}: observation term '{name}' has dim {dim}, expected {expected}")
     history = int(meta["observation_history_length"])
     if history < 1:
         raise PolicyMetadataError(f"{path}: observation_history_length must be >= 1")
@@ -159,12 +154,13 @@ def load_policy_spec(
             f"{path}: graph has inputs {list(inputs)} and outputs {list(outputs)}, metadata names "
             f"'{spec.input_name}' -> '{spec.output_name}'"
         )
-    if inputs[spec.input_name][-1:] != [spec.obs_dim]:
+    # a width of -1 (dynamic, or one onnxruntime's shape inference could not settle) is checked by the dry run below
+    if inputs[spec.input_name][-1:] not in ([spec.obs_dim], [-1]):
         raise PolicyMetadataError(
             f"{path}: input '{spec.input_name}' has shape {inputs[spec.input_name]}, metadata implies "
             f"{spec.history_length} x {spec.frame_dim} = {spec.obs_dim}"
         )
-    if outputs[spec.output_name][-1:] != [n]:
+    if outputs[spec.output_name][-1:] not in ([n], [-1]):
         raise PolicyMetadataError(
             f"{path}: output '{spec.output_name}' has shape {outputs[spec.output_name]}, expected {n} joints"
         )

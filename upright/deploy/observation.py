@@ -1,10 +1,10 @@
 """The daemon's observation builder: the training env's observation terms, for one robot.
 
-The terms are the shared definitions of :mod:`upright.tasks.standup.observations` (the same Python
-functions the batched env calls), evaluated on a one-row :class:`~upright.tasks.standup.state.StandupState`
-whose fields are filled from the robot's readings. Names, scales, clip and history length come from
-the policy file (:class:`~upright.policy_io.spec.PolicySpec`), so a file is the contract even if the
-defaults change later.
+The terms are the neutral definitions of :mod:`upright.policy_io.obs_terms` (the same Python functions the
+batched env calls on its torch state), evaluated here with numpy on a one-row :class:`NeutralReading` whose arrays
+are filled from the robot's readings; float32 throughout, as the env's frames. Names, scales, clip and history length
+come from the policy file (:class:`~upright.policy_io.spec.PolicySpec`), so a file is the contract even if the
+defaults change later. numpy only: no torch, no task module (the robot computer's slim install runs this).
 
 History (POLICY mode). The env zeroes every observation frame while a robot is unactuated and
 keeps the last ``H`` frames, oldest first, so its first actuated step sees ``H - 1`` zero frames
@@ -17,11 +17,9 @@ action as ``last_action``), so a policy resumed after an intervention sees what 
 from __future__ import annotations
 
 import numpy as np
-import torch
 
-from upright.deploy.metadata import TERMS_BY_NAME
+from upright.policy_io.obs_terms import TERMS_BY_NAME
 from upright.policy_io.spec import PolicySpec
-from upright.tasks.standup.state import StandupState
 
 
 def projected_gravity(quat_wxyz: np.ndarray) -> np.ndarray:
@@ -35,6 +33,24 @@ def projected_gravity(quat_wxyz: np.ndarray) -> np.ndarray:
     return -np.array([2.0 * (x * z - w * y), 2.0 * (y * z + w * x), 1.0 - 2.0 * (x * x + y * y)])
 
 
+class NeutralReading:
+    """One robot reading as the terms of :mod:`upright.policy_io.obs_terms` read it: one row of float32 arrays."""
+
+    def __init__(self, num_joints: int, beta: float):
+        self.q = np.zeros((1, num_joints), np.float32)
+        """(1, J) policy-joint positions, rad."""
+        self.dq = np.zeros((1, num_joints), np.float32)
+        """(1, J) policy-joint velocities, rad/s."""
+        self.base_ang_vel = np.zeros((1, 3), np.float32)
+        """(1, 3) IMU gyro, body frame, rad/s."""
+        self.projected_gravity = np.zeros((1, 3), np.float32)
+        """(1, 3) unit gravity in the body frame."""
+        self.action = np.zeros((1, num_joints), np.float32)
+        """(1, J) the previous policy tick's action."""
+        self.beta = np.full((1,), beta, np.float32)
+        """(1,) the action scale β of the policy file."""
+
+
 class ObservationBuilder:
     """Builds observation frames and the stacked policy input for one robot.
 
@@ -43,23 +59,10 @@ class ObservationBuilder:
     """
 
     def __init__(self, spec: PolicySpec):
-        torch.set_num_threads(1)
         self.spec = spec
-        j = spec.num_joints
         self._terms = [(TERMS_BY_NAME[n], float(s)) for n, s in zip(spec.observation_names, spec.observation_scales)]
         self._clip = float(spec.observation_clip)
-        # numpy buffers shared with the torch tensors of a one-row state (no copies per tick)
-        self.q = np.zeros((1, j), np.float32)
-        self.dq = np.zeros((1, j), np.float32)
-        self.gyro = np.zeros((1, 3), np.float32)
-        self.gravity = np.zeros((1, 3), np.float32)
-        self.action = np.zeros((1, j), np.float32)
-        self.beta = np.full((1,), spec.action_scale, np.float32)
-        state = StandupState.zeros(1, j)
-        state.q, state.dq = torch.from_numpy(self.q), torch.from_numpy(self.dq)
-        state.base_ang_vel, state.projected_gravity = torch.from_numpy(self.gyro), torch.from_numpy(self.gravity)
-        state.action, state.beta = torch.from_numpy(self.action), torch.from_numpy(self.beta)
-        self.state = state
+        self.state = NeutralReading(spec.num_joints, spec.action_scale)
         self.history = np.zeros((spec.history_length, spec.frame_dim), np.float32)
         self._flat = self.history.reshape(1, -1)
 
@@ -75,17 +78,17 @@ class ObservationBuilder:
             last_action: (J,) the previous policy tick's action: the policy's own (clipped) action under the
                 policy, the executed one after a ramp or an intervention.
         """
-        self.q[0] = q
-        self.dq[0] = dq
-        self.gyro[0] = gyro
-        self.gravity[0] = projected_gravity(quat_wxyz)
-        self.action[0] = last_action
-        with torch.no_grad():
-            parts = [term.func(self.state) * scale for term, scale in self._terms]
-            out = torch.cat(parts, dim=-1)
-            if self._clip != float("inf"):
-                out = out.clamp(-self._clip, self._clip)
-        return out.numpy()[0]
+        state = self.state
+        state.q[0] = q
+        state.dq[0] = dq
+        state.base_ang_vel[0] = gyro
+        state.projected_gravity[0] = projected_gravity(quat_wxyz)
+        state.action[0] = last_action
+        # float32 array x Python float stays float32 (as the env's float32 tensor x float), and so does the clip
+        out = np.concatenate([term.func(state) * scale for term, scale in self._terms], axis=-1)
+        if self._clip != float("inf"):
+            out = np.clip(out, -self._clip, self._clip)
+        return out[0]
 
     def reset(self) -> None:
         """Zero the history (as the env's unactuated frames)."""

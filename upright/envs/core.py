@@ -9,6 +9,8 @@
   ``infos["final_obs"]``, as :class:`gymnasium.vector.SyncVectorEnv` does in that mode.
 * :class:`UprightEnv`: a :class:`gymnasium.Env` over one env of the batch (N = 1).
 
+Their input checks (:func:`check_overrides`, actions, seeds, reward weights) live in :mod:`upright.envs.core_checks`.
+
 Observations, rewards and flags are numpy arrays (float32 observations, float64 rewards as gymnasium's own vector
 envs, bool flags), or torch tensors on the task's device with ``as_torch=True`` (vector env only).
 """
@@ -25,6 +27,9 @@ import torch
 from gymnasium import spaces
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
+
+from upright.envs.core_checks import _as_actions, _seed_from, _weights
+from upright.envs.core_checks import check_overrides as check_overrides  # re-exported: the task adapters import it here
 
 
 class BatchedTask(ABC):
@@ -104,66 +109,6 @@ class BatchedTask(ABC):
 
     def close(self) -> None:
         self.env.close()
-
-
-def check_overrides(cfg: Any, overrides: dict[str, Any], reserved: Sequence[str] = ()) -> None:
-    """Check the dotted keys of ``overrides`` against the fields of dataclass ``cfg`` (a task's env config).
-
-    Raises:
-        ValueError: a key in ``reserved`` (a make kwarg of its own), or an unknown key (the message names the valid
-            fields at its level).
-    """
-    import dataclasses
-
-    for key in overrides:
-        if key in reserved:
-            raise ValueError(f"overrides[{key!r}]: pass {key}= to make() instead")
-        node, path = cfg, ""
-        for part in key.split("."):
-            names = [f.name for f in dataclasses.fields(node)] if dataclasses.is_dataclass(node) else []
-            if part not in names:
-                where = f"env.{path}" if path else "env"
-                raise ValueError(f"unknown override {key!r}: {where} has no field {part!r}; valid: {', '.join(names)}")
-            node = getattr(node, part)
-            path = f"{path}.{part}" if path else part
-
-
-def _as_actions(actions: Any, shape: tuple[int, ...], device: torch.device) -> torch.Tensor:
-    """Actions (numpy array, tensor or nested sequence) as a float32 tensor of ``shape`` on ``device``.
-
-    Raises:
-        ValueError: another shape, or a non-finite value (the message names the expected shape).
-    """
-    a = torch.as_tensor(actions, dtype=torch.float32)
-    if tuple(a.shape) != shape:
-        raise ValueError(f"actions must have shape {shape} (the action space's), got {tuple(a.shape)}")
-    if not bool(torch.isfinite(a).all()):
-        raise ValueError("actions contain NaN or inf; clip or fix the policy output before step()")
-    return a.to(device)
-
-
-def _seed_from(seed: Any) -> int | None:
-    """One int seed from a vector reset's ``seed`` (int, None, or a list whose first entry seeds the batch).
-
-    Raises:
-        ValueError: a negative seed, or a list of several distinct seeds (one batched simulation has one generator).
-    """
-    if seed is None:
-        return None
-    if isinstance(seed, (list, tuple, np.ndarray)):
-        values = [None if s is None else int(s) for s in seed]
-        if len(set(values)) > 1 and not (values and all(v == values[0] + i for i, v in enumerate(values))):
-            raise ValueError(
-                "upright's vector env is one batched simulation with one random generator: pass one int seed "
-                f"(or a list [s, s+1, ...] as gymnasium makes from it), got {list(seed)!r}"
-            )
-        seed = values[0] if values else None
-        if seed is None:
-            return None
-    seed = int(seed)
-    if seed < 0:
-        raise ValueError(f"seed must be >= 0, got {seed}")
-    return seed
 
 
 class UprightVectorEnv(VectorEnv):
@@ -339,20 +284,6 @@ class UprightVectorEnv(VectorEnv):
         if self.task is not None:
             self.task.close()
             self.task = None  # type: ignore[assignment]
-
-
-def _weights(weights: Sequence[float] | None, groups: int, device: torch.device) -> torch.Tensor | None:
-    """(G,) float32 reward weights, or None for the plain sum.
-
-    Raises:
-        ValueError: not one finite weight per reward group.
-    """
-    if weights is None:
-        return None
-    w = torch.as_tensor([float(x) for x in weights], dtype=torch.float32)
-    if w.numel() != groups or not bool(torch.isfinite(w).all()):
-        raise ValueError(f"reward_weights needs {groups} finite numbers (one per reward group), got {list(weights)!r}")
-    return w.to(device)
 
 
 class UprightEnv(gymnasium.Env):

@@ -7,11 +7,14 @@ gymnasium.vector.VectorEnv`` (``gymnasium.make_vec(..., vectorization_mode="vect
 :class:`~upright.envs.core.BatchedTask` subclass: how to build the task's batched env, reseed it, and rebuild the
 observation an episode ended on).
 
-This module imports gymnasium's registry only (no torch, no MuJoCo), so ``import upright`` stays cheap.
+This module imports no third-party module at import time; ``import upright`` registers the ids when gymnasium is
+installed (:func:`register_if_gymnasium_is_installed`), so the robot computer's slim install, which has no gymnasium,
+imports upright as it is.
 """
 
 from __future__ import annotations
 
+import importlib.util
 from dataclasses import dataclass
 
 
@@ -57,3 +60,12 @@ def register_envs() -> list[str]:
         )
         added.append(entry.id)
     return added
+
+
+def register_if_gymnasium_is_installed() -> bool:
+    """Register the ids (:func:`register_envs`) when gymnasium is installed, else do nothing (the robot computer's
+    slim install has no gymnasium; ``import upright`` calls this). Returns whether gymnasium was found."""
+    if importlib.util.find_spec("gymnasium") is None:
+        return False
+    register_envs()
+    return True

@@ -11,7 +11,8 @@ Kinds (:data:`KINDS`):
 
 :func:`policy_kind` tells the kind from names and ONNX metadata alone (nothing is loaded). A module that reads a kind
 registers its loader with :func:`register_loader` when imported; the modules of :data:`BUILTIN_LOADER_MODULES` are
-imported (when present) the first time a kind's loaders are looked up, so that this module itself imports onnx only.
+imported (when present) the first time a kind's loaders are looked up, so that this module itself imports nothing
+heavy (files are read through onnxruntime by :mod:`upright.policy_io.onnx_info`).
 """
 
 from __future__ import annotations
@@ -83,11 +84,11 @@ def onnx_kind(path: str | pathlib.Path) -> str | None:
     """The kind of an ``.onnx`` file from its metadata alone: ``"chunk"`` (upright's VLA metadata), ``"residual"``
     (``policy_type`` = ``residual``), ``"mlp"`` (anything else ONNX reads); None when ONNX cannot read it (the
     loader says why)."""
-    import onnx
+    from upright.policy_io import onnx_info
 
     try:
-        props = {e.key: e.value for e in onnx.load(str(path), load_external_data=False).metadata_props}
-    except Exception:  # noqa: BLE001 - not an ONNX file: the loader that reads it says why
+        props = onnx_info.read(path).metadata
+    except (OSError, onnx_info.OnnxFileError):  # not an ONNX file: the loader that reads it says why
         return None
     if "upright_vla_metadata_version" in props:
         return "chunk"

@@ -20,7 +20,9 @@ to run the policy with nothing but the file (:func:`upright.tasks.registry.polic
 - ``privileged_inputs`` (empty: no input a robot cannot measure) and ``training_assistance`` (what training
   applied that the policy does not observe, e.g. the pull force).
 
-Every side imports this module (numpy and onnx only); deploy never imports training.
+Every side imports this module (the standard library only; files are read through onnxruntime by
+:mod:`upright.policy_io.onnx_info`, since the robot computer's slim install has no ``onnx`` package); deploy never
+imports training.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ import json
 import pathlib
 from typing import Any
 
-import onnx
+from upright.policy_io import onnx_info
 
 METADATA_VERSION = "3"
 """Schema version of upright's ONNX metadata (2: history layout, held-joint torque limits, unactuated start,
@@ -177,8 +179,7 @@ def read_metadata(path: str | pathlib.Path) -> dict[str, Any]:
     Raises:
         PolicyMetadataError: missing keys (the message lists them and says how to re-export).
     """
-    model = onnx.load(str(path), load_external_data=False)
-    meta = {p.key: json.loads(p.value) for p in model.metadata_props}
+    meta = {k: json.loads(v) for k, v in onnx_info.read(path).metadata.items()}
     missing = [k for k in REQUIRED_KEYS if k not in meta]
     if missing:
         raise PolicyMetadataError(
@@ -197,11 +198,14 @@ def read_raw_metadata(path: str | pathlib.Path) -> dict[str, Any]:
     if not path.is_file():
         raise PolicyMetadataError(f"policy file {path} does not exist")
     try:
-        model = onnx.load(str(path), load_external_data=False)
-    except Exception as err:
-        raise PolicyMetadataError(f"{path} is not a readable ONNX file: {err}") from err
+        props = onnx_info.read(path).metadata
+    except (OSError, onnx_info.OnnxFileError) as err:
+        raise PolicyMetadataError(
+            f"{path}: not a readable ONNX file (onnxruntime: {err}); re-export it with standard ONNX ops "
+            "(python -m upright.training.export)"
+        ) from err
     try:
-        return {p.key: json.loads(p.value) for p in model.metadata_props}
+        return {k: json.loads(v) for k, v in props.items()}
     except json.JSONDecodeError as err:
         raise PolicyMetadataError(f"{path}: metadata value is not JSON ({err})") from err
 
@@ -211,19 +215,11 @@ def graph_io(path: str | pathlib.Path) -> tuple[dict[str, list[int]], dict[str, 
     a fixed size (a named or dynamic one) is -1. Weights are not loaded.
 
     Raises:
-        Exception: whatever ``onnx.load`` raises for a file that is not ONNX (read it with :func:`read_raw_metadata`
-            first for a one-line error).
+        OSError, ~upright.policy_io.onnx_info.OnnxFileError: a file that cannot be read, or that onnxruntime cannot
+            load (read it with :func:`read_raw_metadata` first for a one-line error).
     """
-    model = onnx.load(str(path), load_external_data=False)
-
-    def dims(vi) -> list[int]:
-        return [d.dim_value if d.HasField("dim_value") else -1 for d in vi.type.tensor_type.shape.dim]
-
-    inits = {i.name for i in model.graph.initializer}
-    return (
-        {i.name: dims(i) for i in model.graph.input if i.name not in inits},
-        {o.name: dims(o) for o in model.graph.output},
-    )
+    info = onnx_info.read(path)
+    return info.inputs, info.outputs
 
 
 _STR, _INT, _NUM, _STRS, _INTS, _NUMS = "str", "int", "num", "strs", "ints", "nums"

@@ -2,18 +2,16 @@
 
 Every onnxruntime session of a policy in the package (the daemon's MLP and chunked policies, play and evaluation, the
 VLA runtime, a residual policy, the exporter's parity check) is built here, so that thread counts, execution mode,
-graph optimisation and the refusal of a file onnxruntime cannot load are the same everywhere. onnxruntime and onnx
-are the only imports (the robot computer's daemon imports this).
+graph optimisation and the refusal of a file onnxruntime cannot load are the same everywhere. onnxruntime is the only
+import (the robot computer's daemon imports this; :mod:`upright.policy_io.onnx_info` names unknown operators).
 """
 
 from __future__ import annotations
 
 import pathlib
 
+from upright.policy_io.onnx_info import custom_ops
 from upright.policy_io.schema import PolicyMetadataError
-
-STANDARD_DOMAINS = ("", "ai.onnx", "ai.onnx.ml", "com.microsoft")
-"""Op domains onnxruntime's CPU provider implements (custom domains need a registered library)."""
 
 
 def one_line(err: BaseException, width: int = 240) -> str:
@@ -23,20 +21,8 @@ def one_line(err: BaseException, width: int = 240) -> str:
 
 
 def _custom_ops(path: pathlib.Path) -> list[str]:
-    """``domain::op (node 'name')`` of the graph's nodes of a domain onnxruntime does not implement ([] when the file
-    cannot be read as ONNX)."""
-    import onnx
-
-    try:
-        model = onnx.load(str(path), load_external_data=False)
-    except Exception:  # noqa: BLE001 - not ONNX at all: the caller's message says what onnxruntime said
-        return []
-    local = {f.domain for f in model.functions}
-    return [
-        f"{n.domain}::{n.op_type} (node '{n.name}')"
-        for n in model.graph.node
-        if n.domain not in STANDARD_DOMAINS and n.domain not in local
-    ]
+    """:func:`upright.policy_io.onnx_info.custom_ops` (kept under this name for the callers)."""
+    return custom_ops(path)
 
 
 DEFAULT_FIX = "export the policy with standard ONNX ops (python -m upright.training.export)"

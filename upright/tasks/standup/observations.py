@@ -1,7 +1,8 @@
 """HoST's per-step actor observation (76-D for the 23 policy joints) as named terms of
 :class:`upright.managers.observation.ObservationTerm`.
 
-Each term is a function of :class:`~upright.tasks.standup.state.StandupState` returning an unscaled
+Each term is a neutral function of :mod:`upright.policy_io.obs_terms` (the daemon evaluates the same functions on
+numpy readings), here called on a :class:`~upright.tasks.standup.state.StandupState` and returning an unscaled
 (N, D) float32 tensor. :data:`OBSERVATION_TERMS` lists them in order with HoST's scales and noise
 (HoST ``compute_observations``; noise from paper Table VIII). The same table is written into the ONNX
 metadata so a deployed policy rebuilds exactly this vector. :func:`observation_frame` builds one frame with
@@ -14,38 +15,16 @@ from __future__ import annotations
 import torch
 
 from upright.managers.observation import ObservationTerm, compute_frame
+from upright.policy_io.obs_terms import (
+    action_scale,
+    base_ang_vel,
+    joint_pos,
+    joint_vel,
+    last_action,
+    projected_gravity,
+    term_widths,
+)
 from upright.tasks.standup.state import StandupState
-
-
-def base_ang_vel(state: StandupState) -> torch.Tensor:
-    """(N, 3) pelvis IMU angular velocity, base frame, rad/s."""
-    return state.base_ang_vel
-
-
-def projected_gravity(state: StandupState) -> torch.Tensor:
-    """(N, 3) unit gravity in the base frame (dimensionless)."""
-    return state.projected_gravity
-
-
-def joint_pos(state: StandupState) -> torch.Tensor:
-    """(N, J) absolute joint positions (not minus the default pose, as in HoST), rad."""
-    return state.q
-
-
-def joint_vel(state: StandupState) -> torch.Tensor:
-    """(N, J) joint velocities, rad/s."""
-    return state.dq
-
-
-def last_action(state: StandupState) -> torch.Tensor:
-    """(N, J) the action applied in the last env step (dimensionless)."""
-    return state.action
-
-
-def action_scale(state: StandupState) -> torch.Tensor:
-    """(N, 1) the action scale β."""
-    return state.beta.unsqueeze(-1)
-
 
 OBSERVATION_TERMS: tuple[ObservationTerm, ...] = (
     ObservationTerm("base_ang_vel", base_ang_vel, 0.25, 0.2 * 0.25),  # ±0.2 rad/s raw
@@ -56,6 +35,8 @@ OBSERVATION_TERMS: tuple[ObservationTerm, ...] = (
     ObservationTerm("action_scale", action_scale, 1.0, 0.025),
 )
 """HoST's actor observation terms, in order (HoST spec §2, paper Table VIII)."""
+
+_TERM_NAMES = tuple(t.name for t in OBSERVATION_TERMS)
 
 HISTORY_LENGTH = 6
 """Frames stacked, oldest first (HoST ``num_actor_history``; the paper's "History5")."""
@@ -84,4 +65,4 @@ def observation_frame(
 
 def observation_dims(num_joints: int) -> list[int]:
     """Width of each term for ``num_joints`` policy joints (76 total for 23 joints)."""
-    return [3, 3, num_joints, num_joints, num_joints, 1]
+    return term_widths(_TERM_NAMES, num_joints)

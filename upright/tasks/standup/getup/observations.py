@@ -3,9 +3,9 @@
 Actor (mujocolab/mjlab_playground ``g1-getup``, ``getup_env_cfg.py`` and ``config/g1/env_cfgs.py``; noise is uniform
 and additive, on only in training): pelvis gyro (±0.2 rad/s), projected gravity (±0.05), joint positions as the
 encoders report them, i.e. with a per-env constant encoder bias (±0.03 rad), joint velocities (±1.5 rad/s) and the
-last action. The actor's terms are the standup task's own functions (:mod:`upright.tasks.standup.observations`), with
-scale 1, so the deploy daemon builds them from the robot's readings as it does for HoST's policies; every term names
-the G1 sensor behind it (:data:`ACTOR_SENSORS`).
+last action. The actor's terms are the standup task's own functions (the neutral terms of
+:mod:`upright.policy_io.obs_terms`), with scale 1, so the deploy daemon builds them from the robot's readings as it does
+for HoST's policies; every term names the G1 sensor behind it (:data:`ACTOR_SENSORS`, from the neutral terms).
 
 Two differences from mjlab_playground, both from the robot: its 29-DoF G1 observes the TORSO's projected gravity
 because its waist's roll and pitch decouple torso and pelvis; upright's policy drives the 23 joints of HoST's G1, whose
@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import torch
 
 from upright.managers.observation import ObservationTerm
-from upright.tasks.standup import observations as standup_obs
+from upright.policy_io import obs_terms
 from upright.tasks.standup.state import StandupState
 
 
@@ -72,33 +72,29 @@ def joint_pos_rel_true(state: GetupState) -> torch.Tensor:
 
 
 ACTOR_TERMS: tuple[ObservationTerm, ...] = (
-    ObservationTerm("base_ang_vel", standup_obs.base_ang_vel, 1.0, 0.2),
-    ObservationTerm("projected_gravity", standup_obs.projected_gravity, 1.0, 0.05),
-    ObservationTerm("joint_pos", standup_obs.joint_pos, 1.0, 0.03),
-    ObservationTerm("joint_vel", standup_obs.joint_vel, 1.0, 1.5),
-    ObservationTerm("last_action", standup_obs.last_action, 1.0, 0.0),
+    ObservationTerm("base_ang_vel", obs_terms.base_ang_vel, 1.0, 0.2),
+    ObservationTerm("projected_gravity", obs_terms.projected_gravity, 1.0, 0.05),
+    ObservationTerm("joint_pos", obs_terms.joint_pos, 1.0, 0.03),
+    ObservationTerm("joint_vel", obs_terms.joint_vel, 1.0, 1.5),
+    ObservationTerm("last_action", obs_terms.last_action, 1.0, 0.0),
 )
 """Actor terms in order, scale 1, noise half-widths of mjlab_playground ``g1-getup``; evaluated on the state as the
 encoders report it (:meth:`GetupState.as_measured`)."""
 
+_ACTOR_NAMES = tuple(t.name for t in ACTOR_TERMS)
+
 CRITIC_TERMS: tuple[ObservationTerm, ...] = (
-    ObservationTerm("base_ang_vel", standup_obs.base_ang_vel),
+    ObservationTerm("base_ang_vel", obs_terms.base_ang_vel),
     ObservationTerm("torso_projected_gravity", torso_projected_gravity),
     ObservationTerm("joint_pos_rel", joint_pos_rel_true),
-    ObservationTerm("joint_vel", standup_obs.joint_vel),
-    ObservationTerm("last_action", standup_obs.last_action),
+    ObservationTerm("joint_vel", obs_terms.joint_vel),
+    ObservationTerm("last_action", obs_terms.last_action),
     ObservationTerm("base_lin_vel", base_lin_vel),
 )
 """Critic terms in order: true joint positions relative to the default pose, the torso's gravity and the pelvis's
 linear velocity."""
 
-ACTOR_SENSORS: dict[str, str] = {
-    "base_ang_vel": "pelvis IMU gyro",
-    "projected_gravity": "pelvis IMU orientation",
-    "joint_pos": "joint encoders",
-    "joint_vel": "joint encoders",
-    "last_action": "the policy's own previous output",
-}
+ACTOR_SENSORS: dict[str, str] = {name: obs_terms.TERMS_BY_NAME[name].sensor for name in _ACTOR_NAMES}
 """The G1 sensor behind each actor term."""
 
 OBS_CLIP = 100.0
@@ -107,4 +103,4 @@ OBS_CLIP = 100.0
 
 def observation_dims(num_joints: int) -> list[int]:
     """Width of each actor term for ``num_joints`` policy joints (3 + 3 + 3·J: 75 for 23 joints)."""
-    return [3, 3, num_joints, num_joints, num_joints]
+    return obs_terms.term_widths(_ACTOR_NAMES, num_joints)
