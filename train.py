@@ -28,8 +28,11 @@ def main(cfg: DictConfig) -> None:
     from upright.robots.menagerie import ModelNotFoundError
     from upright.training.train_loop import train
 
+    residual_setup = None
+    if cfg.get("policy") is not None and cfg.policy.get("base"):  # residual RL: the VLA floor's setup
+        from upright.vla import residual_setup
     try:
-        train(cfg)
+        train(cfg, residual_setup=residual_setup)
     except KeyboardInterrupt:
         sys.exit(130)
     except (ModelNotFoundError, FileExistsError) as err:  # no robot model; run.name of a run that has checkpoints

@@ -30,8 +30,8 @@ import time
 
 import numpy as np
 
+from upright.dataset_io.records import frame_features
 from upright.deploy.logger_client import LoggerClient
-from upright.deploy.logger_records import frame_features
 from upright.deploy.loop import Pacer, setup_realtime
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]

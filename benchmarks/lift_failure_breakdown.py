@@ -3,7 +3,7 @@
     python benchmarks/lift_failure_breakdown.py --policy upright/assets/policies/panda_lift/policy.onnx [--episodes 500]
     python benchmarks/lift_failure_breakdown.py --policy expert
 
-Runs the evaluation protocol of :mod:`upright.tasks.lift.evaluate` (full ranges, randomisation on, ``--seed``; the
+Runs the evaluation protocol of :mod:`upright.training.lift_evaluate` (full ranges, randomisation on, ``--seed``; the
 policy's action mode and ``ee_*`` settings from its file) and prints:
 
 * the failures by kind: never grasped (both pads never on the cube), grasped but the cube never 5 cm up, lifted
@@ -22,8 +22,7 @@ import collections
 
 import torch
 
-from upright.tasks.lift.evaluate import policy_action_overrides
-from upright.tasks.lift.evaluation import make_lift_eval_env
+from upright.training.lift_evaluate import make_lift_eval_env, policy_action_overrides
 
 LIFTED_M = 0.05
 """Cube rise that counts as lifted for the failure kinds, m."""

@@ -4,7 +4,7 @@
         --out docs/lift_learning/<name>
 
 Each checkpoint ``model_<it>.pt`` (every ``--every`` iterations, and the last) is evaluated with the lift protocol
-of :mod:`upright.tasks.lift.evaluate` (full reset ranges, curriculum off, domain randomisation on, ``--episodes``
+of :mod:`upright.training.lift_evaluate` (full reset ranges, curriculum off, domain randomisation on, ``--episodes``
 episodes, seed ``--seed``). A checkpoint ``model_<it>.pt`` holds ``it`` completed iterations, so its env steps are
 ``it x env.num_envs x train.num_steps_per_env`` (from the run's ``config_*.yaml``). Wall clock is the run's own
 training time: the sum of rsl-rl's ``Perf/collection_time`` + ``Perf/learning_time`` TensorBoard scalars over the
@@ -76,8 +76,8 @@ def evaluate(checkpoint: pathlib.Path, episodes: int, seed: int, num_envs: int) 
         )[0]
         cache.write_text(json.dumps(result))
         return result
-    from upright.tasks.lift.evaluate import policy_action_overrides
-    from upright.tasks.lift.evaluation import make_lift_eval_env, run_episodes, summarize
+    from upright.tasks.lift.evaluation import run_episodes, summarize
+    from upright.training.lift_evaluate import make_lift_eval_env, policy_action_overrides
     from upright.viewer.policy import load_policy
 
     overrides = ["sim.num_threads=1", *policy_action_overrides(str(checkpoint))]  # the run's action mode

@@ -38,15 +38,6 @@ KNOWN_UP_ARROWS: frozenset[tuple[str, str]] = frozenset(
         # override validation asks a remote residual base for its metadata (upright.vla.remote) before a run
         # folder is made
         ("upright/conf/validate.py", "vla"),
-        # lift's evaluation protocol builds its env through Hydra (conf); its CLI loads policies through the viewer;
-        # demo recording writes the daemon's record layout (deploy.logger_records)
-        ("upright/tasks/lift/evaluate.py", "conf"),
-        ("upright/tasks/lift/evaluation.py", "conf"),
-        ("upright/tasks/lift/evaluate.py", "viewer"),
-        ("upright/tasks/lift/record_demos.py", "deploy"),
-        # evaluation takes the env-level policy loader from the viewer; the train loop sets up residual RL
-        ("upright/training/evaluate.py", "viewer"),
-        ("upright/training/train_loop.py", "vla"),
     }
 )
 """(file, floor part it imports upwards) still to move."""

@@ -156,7 +156,7 @@ def test_ee_delta_run_exports_a_4_action_policy_that_evaluate_and_play_run(ee_ru
     meta = read_metadata(run_dir / "policy.onnx")
     assert meta["action_mode"] == "ee_delta" and meta["observation_dim"] == 45 and meta["ee_action_scale"] == 0.015
     assert meta["ee_action_names"] == ["site_dx", "site_dy", "site_dz", "finger"] and meta["ee_min_height"] == 0.03
-    from upright.tasks.lift.evaluate import policy_action_overrides
+    from upright.training.lift_evaluate import policy_action_overrides
 
     assert meta["ee_gravity_compensation"] is True and meta["ee_max_lead"] == 0.05 and meta["ee_max_lead_down"] == 0.04
     expected = [
@@ -179,7 +179,7 @@ def test_ee_delta_run_exports_a_4_action_policy_that_evaluate_and_play_run(ee_ru
         [
             sys.executable,
             "-m",
-            "upright.tasks.lift.evaluate",
+            "upright.training.lift_evaluate",
             "--policy",
             str(run_dir),
             "--episodes",

@@ -279,7 +279,7 @@ def test_readme_command(command: Command, monkeypatch, tmp_path):
         ("python train.py task=lift env.num_env=8", "env.num_envs"),
         ("python play.py task=lift policy=upright/assets/policies/no_such_policy", "does not exist"),
         (
-            "python -m upright.tasks.lift.evaluate --policy upright/assets/policies/panda_lift --episods 5",
+            "python -m upright.training.lift_evaluate --policy upright/assets/policies/panda_lift --episods 5",
             "refused its arguments",
         ),
         ("upright-deploy ctl stat", "refused its arguments"),

@@ -92,7 +92,7 @@ def test_onnx_matches_the_checkpoint_actor_to_1e5(first_run):
     from upright.conf.train_cfg import TrainCfg
     from upright.tasks.standup.config import SimCfg, StandupEnvCfg
     from upright.tasks.standup.env import StandupEnv
-    from upright.viewer.policy import checkpoint_policy, expected_metadata, onnx_policy
+    from upright.training.policy_loading import checkpoint_policy, expected_metadata, onnx_policy
 
     run_dir, _ = first_run
     env = StandupEnv(StandupEnvCfg(num_envs=6, unactuated_steps=0), SimCfg(num_threads=1), seed=5)

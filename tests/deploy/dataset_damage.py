@@ -17,7 +17,7 @@ import numpy as np
 import pyarrow as pa
 
 from upright.dataset_io.lerobot import EPISODES_PATH, LeRobotV3Writer, column
-from upright.deploy.logger_records import extra_info, frame_features
+from upright.dataset_io.records import extra_info, frame_features
 
 FEATURES = frame_features(("a", "b", "c"), [f"o{i}" for i in range(16)])
 """A 3-joint robot's features (``observation.state`` 12 values, ``action`` 3), as the daemon's logger writes them."""

@@ -260,8 +260,8 @@ class Harness:
         self.robot.connect()
         self.logger = self.operator = None
         if dataset is not None:
+            from upright.dataset_io.records import frame_features
             from upright.deploy.logger_client import LoggerClient
-            from upright.deploy.logger_records import frame_features
 
             names = [
                 f"{n}.{i}" for n, d in zip(self.spec.observation_names, self.spec.observation_dims) for i in range(d)

@@ -133,7 +133,7 @@ def test_play_takes_a_schema_2_files_mode_from_its_run_config(exported, tmp_path
     """A schema-2 file always said relative: play and evaluation read the mode from the run config beside it."""
     import onnx
 
-    from upright.viewer.policy import policy_action_mode
+    from upright.training.policy_loading import policy_action_mode
 
     mode, path = exported
     assert policy_action_mode(str(path)) == mode

@@ -18,7 +18,15 @@ import pytest
 import torch
 from deploy_testlib import goal_seeking_tiny_vla
 
-from upright.deploy.camera import CameraError, OpenCVCamera, SimCamera, channel_path, parse_camera_args, parse_size
+from upright.deploy.camera import (
+    CameraError,
+    CameraSource,
+    OpenCVCamera,
+    SimCamera,
+    channel_path,
+    parse_camera_args,
+    parse_size,
+)
 from upright.deploy.chunk_runner import ChunkRunner
 from upright.deploy.policy import PolicyFault
 from upright.deploy.shared_frames import SharedFrames, SharedFramesError
@@ -238,11 +246,42 @@ def test_the_runner_feeds_the_newest_frame_and_skips_stale_or_missing_ones(tmp_p
         cam.close()
 
 
+class EveryReadNewCamera(CameraSource):
+    """A camera whose newest frame changes between any two reads (a frame arriving in the middle of a tick, as on a
+    loaded machine); no thread."""
+
+    def __init__(self):
+        super().__init__("front", H, W, "every-read-new")
+        self.reads = 0
+
+    def read(self):
+        self.reads += 1
+        return frame(self.reads), time.monotonic()
+
+
+def test_the_frame_a_chunk_request_gets_is_the_tick_image_the_controller_logs():
+    # the controller logs runner.tick_images (controller_recording.py): a frame published after the runner read the
+    # camera, within the same tick, must neither reach the dataset nor change what the policy was given
+    cam, policy = EveryReadNewCamera(), ImagePolicy()
+    r = ChunkRunner(policy, "lift", control_dt=0.02, cameras={"front": cam}, max_frame_age_s=0.3, prefetch_below=1)
+    try:
+        obs = np.zeros((1, 3), np.float32)
+        assert r(obs) is None and r.stats.requests == 1 and cam.reads == 1  # one read per tick
+        seen = r.tick_images["front"]
+        assert cam.read()[0][1, 1, 0] != seen[1, 1, 0]  # the camera has moved on since
+        wait_for(lambda: len(policy.batches) == 1)
+        np.testing.assert_array_equal(policy.batches[0]["observation.images.front"][0].permute(1, 2, 0).numpy(), seen)
+        time.sleep(0.05)
+        assert r(obs)[0] == float(frame(1)[1:, 1:].mean()) and r.tick_images["front"][1, 1, 0] == 3  # no request
+    finally:
+        r.close()
+
+
 # ------------------------------------------------------------------ logging
 def test_the_logger_stores_camera_frames_as_png_images(tmp_path):
     from upright.dataset_io.lerobot import load_frames
+    from upright.dataset_io.records import frame_features
     from upright.deploy.logger_client import LoggerClient
-    from upright.deploy.logger_records import frame_features
     from upright.vla.dataset import load_dataset
 
     features = frame_features(("a", "b"), ["o0"], {"front": (H, W)})

@@ -24,7 +24,7 @@ CLI = [sys.executable, "-m", "upright.deploy.cli"]
 def policy_features(linear_policy) -> tuple[dict, int]:
     """The dataset features and fps ``run --policy linear_policy`` records (so that, without the check, the daemon
     would open and extend the damaged dataset)."""
-    from upright.deploy.logger_records import frame_features
+    from upright.dataset_io.records import frame_features
     from upright.deploy.metadata import load_policy_spec
 
     spec = load_policy_spec(linear_policy)

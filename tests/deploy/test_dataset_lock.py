@@ -29,8 +29,8 @@ from deploy_testlib import wait_until as _wait_until
 
 from upright.dataset_io.lerobot import EPISODES_PATH, LeRobotV3Writer, load_frames, load_journal
 from upright.dataset_io.lock import LOCK_NAME, DatasetLock, DatasetLockedError
+from upright.dataset_io.records import frame_features
 from upright.deploy.logger_client import LoggerClient
-from upright.deploy.logger_records import frame_features
 
 CLI = [sys.executable, "-m", "upright.deploy.cli"]
 FEATURES = frame_features(("a", "b", "c"), [f"o{i}" for i in range(16)])

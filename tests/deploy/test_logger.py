@@ -15,8 +15,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from upright.dataset_io.lerobot import LeRobotV3Writer, load_frames, read_journal
+from upright.dataset_io.records import frame_features
 from upright.deploy.logger_client import LoggerClient
-from upright.deploy.logger_records import frame_features, record_dtype
+from upright.deploy.logger_records import record_dtype
 
 JOINTS = ("a", "b", "c")
 FEATURES = frame_features(JOINTS, [f"o{i}" for i in range(16)])

@@ -27,9 +27,9 @@ from deploy_testlib import ConstantPolicy, Harness, ctl_run, start_daemon, start
 from deploy_testlib import wait_until as _wait_until
 
 from upright.dataset_io.lerobot import EPISODES_PATH, load_frames, load_journal
+from upright.dataset_io.records import frame_features
 from upright.deploy.controller import Controller, ControllerConfig
 from upright.deploy.logger_client import LoggerClient
-from upright.deploy.logger_records import frame_features
 from upright.deploy.loop import run_loop
 from upright.deploy.safety import SafetyConfig
 from upright.deploy.state_machine import Mode

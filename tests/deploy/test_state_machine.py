@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from upright.deploy.state_machine import ControlSource, Mode, StateMachine
+from upright.dataset_io.records import ControlSource
+from upright.deploy.state_machine import Mode, StateMachine
 
 
 def test_nominal_path_and_interventions():

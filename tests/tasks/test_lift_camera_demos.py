@@ -13,9 +13,9 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from upright.deploy.logger_records import frame_features
-from upright.tasks.lift.record_demos import demo_features, record
+from upright.dataset_io.records import frame_features
 from upright.tasks.lift.vla_io import TASK
+from upright.training.record_demos import demo_features, record
 
 
 def _gl() -> str | None:
@@ -67,7 +67,7 @@ import sys, torch
 from upright.tasks.lift.config import LiftEnvCfg
 from upright.tasks.lift.env import LiftEnv
 from upright.tasks.standup.config import SimCfg
-from upright.tasks.lift.record_demos import record
+from upright.training.record_demos import record
 cfg = LiftEnvCfg(num_envs=2)
 cfg.camera.enabled, cfg.camera.cameras, cfg.camera.width, cfg.camera.height = True, ("front", "wrist"), 64, 48
 env = LiftEnv(cfg, SimCfg(num_threads=1), seed=0)

@@ -1,5 +1,5 @@
 """The scripted lift expert in real physics: it succeeds in seeded randomised episodes, through the same evaluation
-loop as learned policies (upright.tasks.lift.evaluate)."""
+loop as learned policies (upright.training.lift_evaluate)."""
 
 from __future__ import annotations
 

@@ -74,7 +74,7 @@ def test_replay_errors(tmp_path, standup_env):
 
 def _write_deploy_dataset(root, joint_names, state: np.ndarray, fps: int = 50) -> None:
     from upright.dataset_io.lerobot import LeRobotV3Writer, column
-    from upright.deploy.logger_records import extra_info, frame_features
+    from upright.dataset_io.records import extra_info, frame_features
 
     frame_names = [f"obs.{i}" for i in range(76)]
     features = frame_features(tuple(joint_names), frame_names)

@@ -19,7 +19,7 @@ def _gl_works() -> bool:
 def tiny_dataset(tmp_path_factory):
     """``{"root", "cameras", "steps", "instructions"}``: the dataset folder, the cameras it holds (("front",) or ()),
     frames per episode and the instructions (episode k has ``instructions[k]``)."""
-    from upright.tasks.lift.record_demos import record
+    from upright.training.record_demos import record
 
     root = tmp_path_factory.mktemp("vla") / "demos"
     cameras = _gl_works()

@@ -136,8 +136,8 @@ def test_simulated_operator_logs_takeovers_with_the_daemons_columns(untrained_ba
     import numpy as np
     import pyarrow.parquet as pq
 
-    from upright.deploy.state_machine import ControlSource
-    from upright.tasks.lift.record_demos import record
+    from upright.dataset_io.records import ControlSource
+    from upright.training.record_demos import record
     from upright.vla.sim_operator import TakeoverController
 
     spec = {"state_key": "observation.policy_obs", "cameras": []}
@@ -186,7 +186,7 @@ def test_simulated_operator_hands_back_after_the_correction(untrained_base, tmp_
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from upright.tasks.lift.record_demos import record
+    from upright.training.record_demos import record
     from upright.vla.sim_operator import TakeoverController
 
     spec = {"state_key": "observation.policy_obs", "cameras": []}
@@ -230,7 +230,7 @@ def test_a_policy_can_play_the_operator(untrained_base, tmp_path):
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from upright.tasks.lift.record_demos import record
+    from upright.training.record_demos import record
     from upright.vla.linear import LinearChunkPolicy
     from upright.vla.sim_operator import TakeoverController
 

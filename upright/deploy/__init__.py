@@ -17,8 +17,8 @@ Modules, from the policy file to the motors:
 - ``logger_process``: LeRobotDataset v3 episodes written by a separate process through
   :mod:`upright.dataset_io` (the format, its crash-safe journal, the writer lock and the check of a dataset folder that
   ``run``, ``recover`` and ``upright.vla.train_bc`` do first) (``logger_client``: the daemon's side;
-  ``logger_writer``: the process's; ``logger_records``: the record layout both share); ``recover``:
-  ``upright-deploy recover``.
+  ``logger_writer``: the process's; ``logger_records``: the pipe record both share; the dataset's record layout, which
+  demonstration recording writes too, is :mod:`upright.dataset_io.records`); ``recover``: ``upright-deploy recover``.
 - ``camera`` + ``shared_frames``: camera sources of a chunked policy (sim-robot's frames, OpenCV/V4L2), each grabbing
   in its own thread; the memory-mapped frame files they and the logger's image ring use.
 - ``operator``: Unix-socket API and keyboard (``operator_socket``: the socket's path and security checks, and the

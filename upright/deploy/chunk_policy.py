@@ -80,8 +80,8 @@ def is_chunk_policy_source(source: str) -> bool:
 
 def state_names(joint_names: tuple[str, ...] | list[str]) -> list[str]:
     """The names of the 2J + 6 ``observation.state`` entries (those of the daemon's and the demonstrations' datasets,
-    :func:`upright.deploy.logger_records.frame_features`)."""
-    from upright.deploy.logger_records import frame_features
+    :func:`upright.dataset_io.records.frame_features`)."""
+    from upright.dataset_io.records import frame_features
 
     return list(frame_features(tuple(joint_names), [])["observation.state"]["names"])
 

@@ -24,8 +24,11 @@ Per call (tick t, never blocking on inference):
    targets, flags ``STALE_ACTION`` and damps after ``max_consecutive_stale`` such ticks).
 
 Cameras. A policy that reads cameras gets ``observation.images.<name>`` (1, 3, H, W) uint8 RGB from
-:class:`~upright.deploy.camera.CameraSource` s (``cameras``): at step 3 the control thread takes each source's newest
-frame (a reference, no copy; the sources grab in their own threads) and the worker turns it into the batch. A frame
+:class:`~upright.deploy.camera.CameraSource` s (``cameras``): every call takes each source's newest frame once (a
+reference, no copy; the sources grab in their own threads) and keeps it in :attr:`ChunkRunner.tick_images`; a chunk
+requested at step 3 gets exactly these frames (the worker turns them into the batch), and the controller logs them as
+the tick's ``observation.images.<name>``, so a dataset frame holds the image the policy was given, never a newer
+frame that arrived later in the tick. A frame
 older than ``max_frame_age_s`` (wall clock since its capture), or none yet, is not used: no chunk is requested this
 tick, :attr:`ChunkRunner.camera_stale` is set (the controller flags ``CAMERA_STALE``) and the queued actions, predicted
 from fresh frames, still run; once the queue is empty the ticks get None as for a stale chunk (``STALE_ACTION``, then
@@ -165,6 +168,9 @@ class ChunkRunner:
         self.camera_stale = False
         """The last call skipped a chunk request: a camera frame was missing or older than ``max_frame_age_s``."""
         self._camera_miss = ""
+        self.tick_images: dict[str, np.ndarray | None] = {}
+        """Camera name -> the frame the last call read from it (None: none yet), the one a chunk requested by that call
+        was given; empty after a call that raised before reading them (module docstring)."""
         self.clock = clock
         self.join_timeout_s = join_timeout_s
         self.stats = ChunkStats()
@@ -253,6 +259,7 @@ class ChunkRunner:
         Raises:
             PolicyFault: the worker failed (one-line reason), or the runner is closed.
         """
+        self.tick_images = {}
         if self._failure is not None:
             raise PolicyFault(self._failure)
         if self._closing:
@@ -260,6 +267,9 @@ class ChunkRunner:
         self.tick += 1
         self.camera_stale = False
         now = self.clock()
+        # each camera is read once per tick: the frame a request gets is the frame the tick logs (tick_images)
+        reads = {name: src.read() for name, src in self.cameras.items()}
+        self.tick_images = {name: frame for name, (frame, _) in reads.items()}
         with self._cv:
             res, self._result = self._result, None
             busy, busy_since = self._busy, self._busy_since
@@ -273,7 +283,7 @@ class ChunkRunner:
             self._newest_t_obs = None
         left = int(q.remaining()[0])
         if not busy and (q.ensembling or max(left - 1, 0) < self.prefetch_below):
-            images = self._frames(now)
+            images = self._frames(now, reads)
             if images is not None:
                 with self._cv:
                     self._request = _Request(
@@ -298,15 +308,16 @@ class ChunkRunner:
             )
         return None
 
-    def _frames(self, now: float) -> dict[str, np.ndarray] | None:
-        """The newest frame of every camera, or None (and :attr:`camera_stale`) when one is missing or too old.
+    def _frames(self, now: float, reads: dict[str, tuple]) -> dict[str, np.ndarray] | None:
+        """The frames of ``reads`` (name -> this tick's ``(frame, timestamp_s)`` of each camera), or None (and
+        :attr:`camera_stale`) when one is missing or too old.
 
         Raises:
             PolicyFault: a frame that is not (H, W, 3) uint8 of its source (one line).
         """
         images = {}
         for name, src in self.cameras.items():
-            frame, t = src.read()
+            frame, t = reads[name]
             if frame is None or now - t > self.max_frame_age_s:
                 why = getattr(src, "error", None)
                 age = "no frame yet" if frame is None else f"frame {now - t:.3f} s old"

@@ -153,8 +153,8 @@ def cmd_run(args) -> int:
         print(f"upright-deploy: refusing to start: {err}{hint}", file=sys.stderr)
         return 2
     from upright.dataset_io.lock import DatasetLockedError
+    from upright.dataset_io.records import frame_features
     from upright.deploy.logger_client import LoggerClient
-    from upright.deploy.logger_records import frame_features
     from upright.deploy.loop import run_loop, setup_realtime
     from upright.deploy.operator import Keyboard, OperatorServer
     from upright.deploy.operator_socket import default_socket_path

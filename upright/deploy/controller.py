@@ -26,8 +26,10 @@ Held joints always get their held pose and gains outside ZERO_TORQUE and DAMPING
 target then passes the clamps: joint limits, per-tick delta, estimated torque.
 
 Cameras (a chunked policy that reads them): the runner raises ``CAMERA_STALE`` on a tick whose chunk request was
-skipped for a missing or too old frame; every logged frame carries each camera's newest frame as
-``observation.images.<name>`` (:meth:`~upright.deploy.logger_client.LoggerClient.put_images`).
+skipped for a missing or too old frame; every logged frame carries each camera's frame as
+``observation.images.<name>`` (:meth:`~upright.deploy.logger_client.LoggerClient.put_images`): on a tick that called
+the policy, the frame the runner read on that tick (``tick_images``: the one a chunk requested then was given, not a
+newer one that arrived later in the tick), else the camera's newest frame.
 
 Logging. One frame per policy tick in POLICY, HUMAN and PAUSED (an episode). The tick that enters
 DAMPING through a fault also logs its frame, in any mode (opening a one-frame episode when none is
@@ -322,6 +324,7 @@ class Controller(SafetyMixin, TargetsMixin, OperatorMixin, RecordingMixin):
         self.flags = self.io_flags  # bits raised by the I/O cycles since the previous tick (faults included)
         self.io_flags = SafetyFlag.NONE
         self._reward, self._done = 0.0, False
+        self._policy_images = None  # set by a policy call of this tick (_active_tick), logged by _log
         self._check_logger(reading)
         self._handle_operator(reading)
 

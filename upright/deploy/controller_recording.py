@@ -21,6 +21,9 @@ class RecordingMixin:
     _last_frame_logged = False
     _last_frame_index: int | None = None
     _logger_dropped = False
+    _policy_images: dict | None = None
+    """The camera frames the policy read on this tick (a chunked policy's ``tick_images``), or None: logged instead
+    of the cameras' newest frames, so a dataset frame holds the image the policy was given."""
 
     def _check_logger(self, reading: RobotReading) -> None:
         """Find a failed logger on this tick and carry out ``cfg.on_logger_failure`` (see
@@ -72,6 +75,7 @@ class RecordingMixin:
         self._last_frame_logged = False
         self._last_frame_index = None
         fault_frame, self._fault_unlogged = self._fault_unlogged, False
+        images, self._policy_images = self._policy_images, None  # this tick's only
         in_episode_mode = mode in (Mode.POLICY, Mode.HUMAN, Mode.PAUSED)
         if not self.episode_open:
             if not (in_episode_mode or fault_frame):
@@ -106,7 +110,10 @@ class RecordingMixin:
             r["next.reward"] = self._reward
             r["next.done"] = ending
             if self.cameras:
-                self.logger.put_images({f"observation.images.{n}": c.read()[0] for n, c in self.cameras.items()})
+                seen = images or {}
+                self.logger.put_images(
+                    {f"observation.images.{n}": seen[n] if n in seen else c.read()[0] for n, c in self.cameras.items()}
+                )
             if self._logger_dropped:  # the previous frame could not be handed over
                 self.flags |= SafetyFlag.LOGGER_DROP
             r["safety_flags"] = int(self.flags)

@@ -65,6 +65,8 @@ class TargetsMixin:
             self.proposal[:] = 0.0
             self.fault(SafetyFlag.EXCEPTION, str(err))
             return
+        finally:  # the frames the policy read (and a chunk it requested got) are the ones this tick logs
+            self._policy_images = getattr(self.policy, "tick_images", None)
         if getattr(self.policy, "camera_stale", False):
             self.flags |= SafetyFlag.CAMERA_STALE
         mode = self.sm.mode

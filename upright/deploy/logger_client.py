@@ -48,7 +48,7 @@ class LoggerClient:
 
     Args:
         root: dataset folder.
-        features: from :func:`~upright.deploy.logger_records.frame_features` (image features go through the image
+        features: from :func:`~upright.dataset_io.records.frame_features` (image features go through the image
             ring: :meth:`put_images`).
         fps: policy rate.
         robot_type, task, policy: written into info.json.

@@ -16,11 +16,11 @@ import pyarrow as pa
 
 from upright.dataset_io.lerobot import OUTCOMES, LeRobotV3Writer, atomic_write_bytes, column
 from upright.dataset_io.lock import DatasetLock
+from upright.dataset_io.records import extra_info
 from upright.deploy.logger_records import (
     KIND_CLOSE,
     KIND_EPISODE_END,
     KIND_FRAME,
-    extra_info,
     image_features,
     record_dtype,
 )

@@ -2,75 +2,20 @@
 
 The control loop (:mod:`upright.deploy.controller`) calls them every I/O cycle (link health) and
 every policy tick (everything else). A check that fails sends the robot to DAMPING; a clamp changes
-the command and raises a flag. Flags are logged with every frame (``safety_flags``).
+the command and raises a flag. Flags are logged with every frame (``safety_flags``); their bits
+(:class:`SafetyFlag`, :data:`FAULT_FLAGS`) are the dataset's, defined with its record layout
+(:mod:`upright.dataset_io.records`) and imported from here by the daemon's modules.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from enum import IntFlag
 
 import numpy as np
 
-
-class SafetyFlag(IntFlag):
-    """Bits of the logged ``safety_flags``."""
-
-    NONE = 0
-    MOTOR_TIMEOUT = 1 << 0
-    """A motor reply timed out this tick."""
-    MOTOR_CRC = 1 << 1
-    """A motor reply had a bad CRC / header / id this tick."""
-    LINK_FAULT = 1 << 2
-    """A motor missed N replies in a row, or its last good reply is too old."""
-    IMU_STALE = 1 << 3
-    """The IMU sequence stopped advancing (or its replies stopped) for too long."""
-    NONFINITE_OBS = 1 << 4
-    NONFINITE_ACTION = 1 << 5
-    TARGET_LIMIT_CLAMPED = 1 << 6
-    DELTA_CLAMPED = 1 << 7
-    TORQUE_CLAMPED = 1 << 8
-    TILT = 1 << 9
-    OVERTEMP_WARN = 1 << 10
-    OVERTEMP = 1 << 11
-    MOTOR_ERROR = 1 << 12
-    DEADLINE_OVERRUN = 1 << 13
-    OVERRUN_FAULT = 1 << 14
-    """K policy ticks in a row overran their deadline."""
-    RAMPING = 1 << 15
-    """POLICY was entered recently: targets blend from the measured pose."""
-    LOGGER_DROP = 1 << 16
-    """A frame could not be handed to the logger (its pipe was full)."""
-    WATCHDOG = 1 << 17
-    IMU_TIMEOUT = 1 << 18
-    IMU_CRC = 1 << 19
-    EXCEPTION = 1 << 20
-    """The loop raised (policy, robot link, ...), or a chunked policy's inference worker failed: damping."""
-    STALE_ACTION = 1 << 21
-    """A chunked policy had no fresh action for this tick (queue empty, or its chunk older than
-    ``max_chunk_age_s``): the policy joints held their targets."""
-    STALE_FAULT = 1 << 22
-    """``max_consecutive_stale`` POLICY ticks in a row had no fresh action: damping."""
-    CAMERA_STALE = 1 << 23
-    """A chunked policy's camera frame was missing or older than ``max_frame_age_s`` when a chunk was due: none was
-    requested this tick (queued actions still run; an empty queue then raises ``STALE_ACTION``)."""
-
-
-FAULT_FLAGS = (
-    SafetyFlag.LINK_FAULT
-    | SafetyFlag.IMU_STALE
-    | SafetyFlag.NONFINITE_OBS
-    | SafetyFlag.NONFINITE_ACTION
-    | SafetyFlag.TILT
-    | SafetyFlag.OVERTEMP
-    | SafetyFlag.MOTOR_ERROR
-    | SafetyFlag.OVERRUN_FAULT
-    | SafetyFlag.WATCHDOG
-    | SafetyFlag.EXCEPTION
-    | SafetyFlag.STALE_FAULT
-)
-"""Flags that send the robot to DAMPING."""
+from upright.dataset_io.records import FAULT_FLAGS as FAULT_FLAGS
+from upright.dataset_io.records import SafetyFlag as SafetyFlag
 
 
 @dataclass

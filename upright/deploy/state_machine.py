@@ -22,6 +22,8 @@ from __future__ import annotations
 import logging
 from enum import IntEnum
 
+from upright.dataset_io.records import ControlSource
+
 log = logging.getLogger("upright.deploy")
 
 
@@ -33,16 +35,6 @@ class Mode(IntEnum):
     HUMAN = 4
     PAUSED = 5
     DAMPING = 6
-
-
-class ControlSource(IntEnum):
-    """Who commanded a logged frame (the dataset's ``control_source`` codes)."""
-
-    POLICY = 0
-    HUMAN = 1
-    PAUSED = 2
-    DAMPING = 3
-    ESTOP = 4
 
 
 TRANSITIONS: dict[str, dict[Mode, Mode]] = {

@@ -1,7 +1,7 @@
 """Evaluate a standup policy with HoST's metrics and print them beside the paper's Table III.
 
     python -m upright.training.evaluate --policy logs/standup/<run> --terrain platform --out docs/eval [env.*=...]
-    python -m upright.training.evaluate --task lift --policy logs/lift/<run>   (upright.tasks.lift.evaluate)
+    python -m upright.training.evaluate --task lift --policy logs/lift/<run>   (upright.training.lift_evaluate)
 
 Protocol (HoST ``scripts/eval``; spec §7): episodes of 5 s from the reset distribution of training on
 the ``--terrain`` (its sub-terrains, start pose and terminations), β fixed (the policy file's
@@ -169,7 +169,7 @@ def make_eval_env(
         force, β fixed at ``beta`` (default: the policy file's ``action_scale``, or the mean β of the training envs
     saved in a checkpoint, else the terrain's β floor),
         domain randomisation as ``domain_rand`` says, episodes of ``episode_length_s``, ``env.action_mode`` the
-        policy's (its ONNX metadata or run config, :func:`~upright.viewer.policy.policy_action_mode`).
+        policy's (its ONNX metadata or run config, :func:`~upright.training.policy_loading.policy_action_mode`).
 
         Returns:
             (env, policy, β used, composed config).
@@ -179,9 +179,9 @@ def make_eval_env(
             ValueError: bad overrides (or an ``env.action_mode=`` override the policy contradicts) when ``error`` is
                 None.
             PolicyLoadError: the policy cannot be loaded or does not fit the task; a policy of another task is refused
-                before the env is built (:func:`~upright.viewer.policy.check_policy_task`).
+                before the env is built (:func:`~upright.training.policy_loading.check_policy_task`).
     """
-    from upright.viewer.policy import check_policy_task, load_policy, policy_action_mode, policy_mdp
+    from upright.training.policy_loading import check_policy_task, load_policy, policy_action_mode, policy_mdp
 
     check_policy_task(policy_source, task, fix="--task {task}")
     all_overrides = [f"task={task}", f"terrain={terrain}", f"posture={posture}", *overrides]
@@ -232,7 +232,7 @@ def main(argv: list[str] | None = None) -> None:
 
     args_in = list(sys.argv[1:] if argv is None else argv)
     if "--task=lift" in args_in or any(a == "--task" and b == "lift" for a, b in zip(args_in, args_in[1:])):
-        from upright.tasks.lift.evaluate import main as lift_main
+        from upright.training.lift_evaluate import main as lift_main
 
         return lift_main(args_in)
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)

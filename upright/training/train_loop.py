@@ -1,4 +1,9 @@
-"""Build env + runner from a composed config and train (what ``train.py`` runs)."""
+"""Build env + runner from a composed config and train (what ``train.py`` runs).
+
+Residual RL on a frozen base (``policy.base=...``) wraps the env in the base's residual env and adds the pair's
+metadata; that setup is the VLA floor's (:mod:`upright.vla.residual_setup`), so the caller hands it to :func:`train`
+(``train.py`` does), and this loop imports nothing above training.
+"""
 
 from __future__ import annotations
 
@@ -82,8 +87,12 @@ def distributed_rank() -> tuple[int, int, int]:
     return int(os.getenv("RANK", "0")), int(os.getenv("LOCAL_RANK", "0")), int(os.getenv("WORLD_SIZE", "1"))
 
 
-def train(cfg: DictConfig) -> pathlib.Path:
+def train(cfg: DictConfig, residual_setup=None) -> pathlib.Path:
     """Train the configured task; return the run directory. Ctrl-C/SIGTERM save a checkpoint, then re-raise.
+
+    ``residual_setup``: for ``policy.base=...`` (residual RL), the module that sets the residual up and records it,
+    :mod:`upright.vla.residual_setup` (its ``setup_residual``, ``residual_metadata``, ``finish_residual`` and
+    ``describe_record``); ``train.py`` passes it.
 
     Under torchrun (WORLD_SIZE > 1) every process runs ``env.num_envs`` envs with seed ``seed + RANK``;
     rsl-rl-lib averages gradients across processes (NCCL on ``cuda:<LOCAL_RANK>``, gloo on CPU) and only
@@ -95,7 +104,8 @@ def train(cfg: DictConfig) -> pathlib.Path:
     Raises:
         ModelNotFoundError: the robot model is not available (:func:`upright.robots.menagerie.model_path`).
         FileExistsError, FileNotFoundError: see :func:`resolve_run_dir`.
-        ValueError: ``train.resume_std`` without ``resume=``; ``train.group_weights`` not one weight per reward group.
+        ValueError: ``train.resume_std`` without ``resume=``; ``train.group_weights`` not one weight per reward group;
+            ``policy.base=...`` without ``residual_setup``.
     """
     rank, local_rank, world_size = distributed_rank()
     if world_size > 1 and str(cfg.device).startswith("cuda"):
@@ -116,12 +126,16 @@ def train(cfg: DictConfig) -> pathlib.Path:
         residual = cfg.get("policy") is not None and cfg.policy.get("base")
         if residual:  # residual RL on a frozen base (policy.base=...)
             from upright.policy_io.residual_base import ResidualCfg, check_residual_cfg
-            from upright.vla.residual_setup import residual_metadata, setup_residual
 
+            if residual_setup is None:
+                raise ValueError(
+                    f"policy.base={cfg.policy.base}: residual RL needs its setup, "
+                    "train(cfg, residual_setup=upright.vla.residual_setup) (train.py passes it)"
+                )
             rcfg = ResidualCfg(**OmegaConf.to_container(cfg.policy, resolve=True))
             check_residual_cfg(rcfg, cfg.task_name)
-            env, base_info = setup_residual(env, rcfg, run_dir, cfg.train.num_steps_per_env)
-            meta = residual_metadata(meta, base_info, rcfg, env.num_actions)
+            env, base_info = residual_setup.setup_residual(env, rcfg, run_dir, cfg.train.num_steps_per_env)
+            meta = residual_setup.residual_metadata(meta, base_info, rcfg, env.num_actions)
         runner = UprightRunner(
             env,
             train_cfg,
@@ -166,8 +180,6 @@ def train(cfg: DictConfig) -> pathlib.Path:
                 raise RuntimeError(f"rank {rank}: policy parameters diverged from rank 0 by {diff}")
     finally:
         if residual and rank == 0:  # also after Ctrl-C/SIGTERM: the record says whether the base stayed frozen
-            from upright.vla.residual_setup import describe_record, finish_residual
-
-            print(describe_record(finish_residual(env, run_dir)), flush=True)
+            print(residual_setup.describe_record(residual_setup.finish_residual(env, run_dir)), flush=True)
         env.close()
     return run_dir

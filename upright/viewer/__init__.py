@@ -1,7 +1,8 @@
 """Sim playback: ``play.py``'s policy loading, replay files and the three viewers.
 
 - :mod:`~upright.viewer.config`: the ``play`` Hydra config (task configs + play keys).
-- :mod:`~upright.viewer.policy`: a policy from a run dir, checkpoint ``.pt``, ``.onnx``, ``zero`` or ``random``.
+- :mod:`~upright.viewer.policy`: a policy from a run dir, checkpoint ``.pt``, ``.onnx``, ``zero`` or ``random``
+  (:mod:`upright.training.policy_loading`), or for task=lift a VLA chunk policy (:mod:`~upright.viewer.vla_policy`).
 - :mod:`~upright.viewer.session`: one env played by a policy, or a recorded trajectory, behind one interface.
 - :mod:`~upright.viewer.trajectory`: the qpos trajectory ``.npz`` format and deploy-dataset replay.
 - :mod:`~upright.viewer.variants`: posture/terrain variants the viewers switch between.

@@ -6,7 +6,8 @@ computed) that renderers read, advances by one control period per :meth:`Session
 reward groups and head height for the plots.
 
 Evaluation settings for policies: one env, β fixed (``beta=``, default the task's ``env.curriculum.beta_init``),
-``env.action_mode`` the policy's (ONNX metadata or run config, :func:`~upright.viewer.policy.policy_action_mode`),
+``env.action_mode`` the policy's (ONNX metadata or run config,
+:func:`~upright.training.policy_loading.policy_action_mode`),
 randomisation off (``randomize=false``: no observation noise and ``env.domain_rand.enabled=false``: the
 nominal model, no action delay, resets at the exact default pose of the terrain's start posture).
 ``randomize=true`` keeps both, and the training reset distribution (joint angles scattered around the
@@ -221,7 +222,7 @@ class PolicySession(Session):
 
     Raises:
         PolicyLoadError: the policy cannot be loaded or does not fit the task (a policy of another task is refused
-            before the env is built, naming its task: :func:`~upright.viewer.policy.check_policy_task`).
+            before the env is built, naming its task: :func:`~upright.training.policy_loading.check_policy_task`).
         ValueError: unknown ``variant=``.
     """
 
@@ -230,7 +231,8 @@ class PolicySession(Session):
     def __init__(self, cfg: DictConfig):
         super().__init__()
         from upright.tasks.standup.rewards import REWARD_GROUPS
-        from upright.viewer.policy import check_policy_task, load_policy, policy_action_mode, policy_mdp
+        from upright.training.policy_loading import check_policy_task, policy_action_mode, policy_mdp
+        from upright.viewer.policy import load_policy
 
         self.cfg = cfg
         self.task_name = str(cfg.task_name)
@@ -251,7 +253,8 @@ class PolicySession(Session):
         if cfg.get("beta") is None and "curriculum.beta_init" in self.recipe_env:
             self.beta = float(self.recipe_env["curriculum.beta_init"])
         self.action_mode = policy_action_mode(str(cfg.policy))
-        """The policy's ``env.action_mode`` (:func:`~upright.viewer.policy.policy_action_mode`; None: the config's)."""
+        """The policy's ``env.action_mode`` (:func:`~upright.training.policy_loading.policy_action_mode`; None: the
+        config's)."""
         configured = OmegaConf.select(cfg, "env.action_mode", default=None)  # None: a task without the setting (lift)
         if configured is None:
             self.action_mode = None
@@ -304,7 +307,7 @@ class PolicySession(Session):
         if self.action_mode is not None:  # actions mean what they meant in training
             env_cfg.action_mode = self.action_mode
         if self.action_mode == "ee_delta":  # and the ee step and workspace floor too
-            from upright.tasks.lift.evaluate import policy_action_overrides
+            from upright.training.lift_evaluate import policy_action_overrides
 
             for override in policy_action_overrides(str(cfg.policy))[1:]:
                 key, value = override.removeprefix("env.").split("=", 1)

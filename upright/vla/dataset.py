@@ -1,4 +1,4 @@
-"""Behaviour-cloning data from LeRobotDataset v3 folders written by :mod:`upright.tasks.lift.record_demos` (or by the
+"""Behaviour-cloning data from LeRobotDataset v3 folders written by :mod:`upright.training.record_demos` (or by the
 deploy daemon's logger, :mod:`upright.dataset_io.lerobot`), as tensors, with ACT/LeRobot chunk targets.
 
 Read with pyarrow only: ``meta/info.json`` (features, fps), ``meta/tasks.parquet`` (task_index -> instruction) and
@@ -23,7 +23,7 @@ import torch
 from upright.dataset_io.check import DatasetError, check_dataset
 from upright.vla.policy import IMAGE_PREFIX, STATE_KEY
 
-RECORD_HINT = "record one with python -m upright.tasks.lift.record_demos --episodes N --out DIR"
+RECORD_HINT = "record one with python -m upright.training.record_demos --episodes N --out DIR"
 """How to make a dataset (appended to the errors)."""
 
 

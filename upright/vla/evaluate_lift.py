@@ -11,7 +11,7 @@ its ``policy.onnx``: the residual and its base run together, :class:`upright.vla
 base that was a server is asked at its recorded URL). ``--base FILE|ws://HOST:PORT`` runs a residual with another
 copy of its base (e.g. the run's ``base_model.pt`` served on a GPU machine), checked against the run's record unless
 ``--no-base-check``.
-The protocol and the table are those of :mod:`upright.tasks.lift.evaluate` (150-step episodes on the full reset
+The protocol and the table are those of :mod:`upright.training.lift_evaluate` (150-step episodes on the full reset
 ranges, curriculum off, domain randomisation on; success = cube centre within 2.5 cm of the target at some step).
 Every step the policy gets a batch with LeRobot's keys: ``observation.state`` (the feature it was trained on: the
 22-value proprioceptive state of :func:`~upright.tasks.lift.vla_io.proprio_state`, or the 49-value
@@ -200,8 +200,9 @@ def evaluate_chunk_policy(
         FileNotFoundError, ValueError: nothing loadable at ``policy_path``, or bad overrides (one line each).
         ConnectionError: a policy server that does not answer.
     """
-    from upright.tasks.lift.evaluation import make_lift_eval_env, run_episodes, summarize
+    from upright.tasks.lift.evaluation import run_episodes, summarize
     from upright.tasks.lift.vla_io import TASK
+    from upright.training.lift_evaluate import make_lift_eval_env
 
     instruction = TASK if instruction is None else instruction
     policy, spec = load_chunk_policy(policy_path, base, check_base)

@@ -75,7 +75,7 @@ def load_intervention_flags(root: str | pathlib.Path, max_episodes: int | None =
         if "intervention" not in pq.read_schema(f).names:
             raise ValueError(
                 f"dataset {root} has no 'intervention' column; record it with the daemon's schema "
-                "(python -m upright.tasks.lift.record_demos or the deploy daemon)"
+                "(python -m upright.training.record_demos or the deploy daemon)"
             )
     table = _frame_table(root, ["intervention"], max_episodes)
     return torch.from_numpy(table.column("intervention").to_numpy(zero_copy_only=False).astype(bool))
@@ -109,7 +109,7 @@ def load_episode_success(root: str | pathlib.Path, max_episodes: int | None = No
         if "upright/outcome" not in t.column_names:
             raise ValueError(
                 f"dataset {root} has no 'upright/outcome' episode column; record it with the daemon's "
-                "writer (python -m upright.tasks.lift.record_demos, the deploy daemon or sim_operator)"
+                "writer (python -m upright.training.record_demos, the deploy daemon or sim_operator)"
             )
         outcome.update(zip(t.column("episode_index").to_pylist(), t.column("upright/outcome").to_pylist()))
     episodes = _frame_table(root, [], max_episodes).column("episode_index").to_pylist()

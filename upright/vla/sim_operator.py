@@ -29,7 +29,7 @@ import torch
 
 
 class TakeoverController:
-    """``c(env, obs) -> (actions (N, 8), human (N,) bool)`` for :func:`upright.tasks.lift.record_demos.record`.
+    """``c(env, obs) -> (actions (N, 8), human (N,) bool)`` for :func:`upright.training.record_demos.record`.
 
     Args:
         env: the lift env.
@@ -125,7 +125,7 @@ class TakeoverController:
 
 
 def main(argv: list[str] | None = None) -> None:
-    from upright.tasks.lift.record_demos import record
+    from upright.training.record_demos import record
     from upright.vla.evaluate_lift import load_chunk_policy
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)

@@ -4,7 +4,7 @@
         [--steps 3000] [--chunk-size 10] [--seed 0] [--batch-size 64] [--lr 3e-4] [--cameras front | --no-images]
         [--state-key observation.state | observation.policy_obs] [--max-episodes N] [--deploy-contract lift | FILE]
 
-Datasets come from :mod:`upright.tasks.lift.record_demos` (``--cameras`` for images, ``--paraphrases`` for several
+Datasets come from :mod:`upright.training.record_demos` (``--cameras`` for images, ``--paraphrases`` for several
 instructions). The loss is the L1 distance between the predicted chunk and the next H actions of the same episode,
 in normalised action units, over the valid (not padded) entries (ACT's loss); AdamW; images get a random shift of up
 to ±4 px (DrQ's augmentation). Writes into ``--out``:

@@ -1,6 +1,8 @@
-"""The lift evaluation protocol without the policy loading (:mod:`upright.tasks.lift.evaluate` is the CLI that loads
-a policy and runs it): the evaluation env, episodes run in waves, their summary and the report. The VLA evaluation
-(:mod:`upright.vla.evaluate_lift`) and demonstration recording use the same protocol."""
+"""The lift evaluation protocol without the configs and the policy loading: episodes run in waves, their summary and
+the report. The evaluation env is composed from the configs by
+:func:`upright.training.lift_evaluate.make_lift_eval_env` (:mod:`upright.training.lift_evaluate` is the CLI that loads
+a policy and runs it); the VLA evaluation (:mod:`upright.vla.evaluate_lift`) and demonstration recording
+(:mod:`upright.training.record_demos`) use the same protocol."""
 
 from __future__ import annotations
 
@@ -9,11 +11,6 @@ import pathlib
 from collections.abc import Callable
 
 import torch
-from hydra import compose, initialize
-
-from upright.conf import register_configs, with_task_groups
-from upright.conf.validate import validate_overrides
-from upright.tasks.registry import make_env
 
 METRICS = ("success", "success_at_end", "time_to_success_s", "final_distance_m")
 
@@ -74,26 +71,6 @@ def summarize(per_episode: dict[str, torch.Tensor]) -> dict[str, float]:
         "time_to_success_s": float(t[~torch.isnan(t)].mean()) if (~torch.isnan(t)).any() else float("nan"),
         "final_distance_m": float(per_episode["final_distance_m"].mean()),
     }
-
-
-def make_lift_eval_env(overrides: list[str], num_envs: int, domain_rand: bool, seed: int):
-    """The evaluation env: config ``task=lift`` with ``overrides``, curriculum off, training's resets otherwise.
-
-    Raises:
-        ValueError: bad overrides (the one-line message of :func:`upright.conf.validate.validate_overrides`).
-    """
-    args = ["task=lift", *overrides]
-    problem = validate_overrides(args)
-    if problem:
-        raise ValueError(problem)
-    register_configs()
-    with initialize(version_base=None, config_path=None):
-        cfg = compose("config", overrides=with_task_groups(args))
-    cfg.env.num_envs = num_envs
-    cfg.env.curriculum.enabled = False
-    cfg.env.domain_rand.enabled = bool(domain_rand) and bool(cfg.env.domain_rand.enabled)
-    cfg.train.init_at_random_ep_len = False
-    return make_env("lift", cfg.env, cfg.sim, device="cpu", seed=seed), cfg
 
 
 def write_report(

@@ -1,6 +1,6 @@
 """What a vision-language-action policy is told and sees of the lift task, besides its camera images: the instruction
 (:data:`TASK`, with :data:`PARAPHRASES`) and the proprioceptive ``observation.state`` (:func:`proprio_state`). The
-demonstrations (:mod:`upright.tasks.lift.record_demos`), the VLA evaluation, residual RL and the policy server use the
+demonstrations (:mod:`upright.training.record_demos`), the VLA evaluation, residual RL and the policy server use the
 same ones."""
 
 from __future__ import annotations

@@ -1,12 +1,12 @@
 """Record scripted-expert episodes of the lift task as a LeRobotDataset v3, with the deploy daemon's writer and schema.
 
-    python -m upright.tasks.lift.record_demos --episodes 50 --out data/lift_demos [--cameras] [--num-envs 16]
+    python -m upright.training.record_demos --episodes 50 --out data/lift_demos [--cameras] [--num-envs 16]
         [--seed 0] [--no-domain-rand] [--only-success] [--instruction TEXT ... | --paraphrases] [env.*=... sim.*=...]
 
 The expert (:mod:`upright.tasks.lift.expert`) runs in ``--num-envs`` envs at once on the full reset ranges
 (curriculum off, domain randomisation on unless ``--no-domain-rand``); every finished episode becomes one dataset
 episode, written by :class:`upright.dataset_io.lerobot.LeRobotV3Writer` with the daemon's features
-(:func:`upright.deploy.logger_records.frame_features`), so datasets recorded on the robot and in simulation share
+(:func:`upright.dataset_io.records.frame_features`), so datasets recorded on the robot and in simulation share
 one schema, at 50 fps (one frame per env step). Frame t holds:
 
 - ``observation.state``: q (7 arm joints rad, finger m), q̇ of the 8 actuated joints, then the base's gyro (0: the
@@ -42,6 +42,7 @@ import numpy as np
 import pyarrow as pa
 import torch
 
+from upright.dataset_io.records import ControlSource, extra_info, frame_features
 from upright.robots import panda
 from upright.tasks.lift.observations import OBSERVATION_DIMS, OBSERVATION_TERMS
 from upright.tasks.lift.vla_io import PARAPHRASES, TASK, proprio_state
@@ -56,10 +57,8 @@ def frame_names() -> list[str]:
 
 
 def demo_features(cameras: tuple[str, ...], height: int, width: int) -> dict[str, dict]:
-    """The dataset's features: the daemon's (:func:`upright.deploy.logger_records.frame_features`) plus one image
+    """The dataset's features: the daemon's (:func:`upright.dataset_io.records.frame_features`) plus one image
     feature per camera."""
-    from upright.deploy.logger_records import frame_features
-
     joints = tuple(panda.ARM_JOINT_NAMES) + (panda.FINGER_JOINT_NAMES[0],)
     features = frame_features(joints, frame_names())
     for cam in cameras:
@@ -131,10 +130,8 @@ def record(
     if not instructions or any(not t.strip() for t in instructions):
         raise ValueError(f"instructions must be non-empty strings, got {instructions!r}; pass --instruction TEXT")
     from upright.dataset_io.lerobot import LeRobotV3Writer
-    from upright.deploy.logger_records import extra_info
-    from upright.deploy.state_machine import ControlSource
-    from upright.tasks.lift.evaluation import make_lift_eval_env
     from upright.tasks.lift.expert import ScriptedExpert
+    from upright.training.lift_evaluate import make_lift_eval_env
 
     extra = list(overrides) + (["env.camera.enabled=true"] if cameras else [])
     env, cfg = make_lift_eval_env(extra, num_envs, domain_rand, seed)

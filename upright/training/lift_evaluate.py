@@ -1,7 +1,7 @@
 """Evaluate a lift policy (or the scripted expert): success rate and mean time to success.
 
-    python -m upright.tasks.lift.evaluate --policy logs/lift/<run> --episodes 500 --out DIR [env.*=... sim.*=...]
-    python -m upright.tasks.lift.evaluate --policy expert --episodes 200
+    python -m upright.training.lift_evaluate --policy logs/lift/<run> --episodes 500 --out DIR [env.*=... sim.*=...]
+    python -m upright.training.lift_evaluate --policy expert --episodes 200
 
 (``python -m upright.training.evaluate --task lift ...`` runs the same.) Protocol: episodes of 150 env steps (3 s)
 on the full reset ranges (curriculum off: cube xy ±0.2 m, target xy ±0.2 m and 0.2-0.4 m up), domain randomisation
@@ -10,7 +10,9 @@ resets all ``--num-envs`` envs together and runs one episode; an episode that te
 counts as a failure unless it had already succeeded. Success: the cube centre came within 2.5 cm of the target at
 some env step (ManiSkill ``PickCube`` ``goal_thresh``; ManiSkill's ``success_once``); also reported: success at the
 episode's last step (``success_at_end``), mean time to success over the successful episodes, mean final distance.
-Writes ``eval.md`` and ``eval.csv`` with ``--out``.
+Writes ``eval.md`` and ``eval.csv`` with ``--out``. The evaluation env is composed from the configs here
+(:func:`make_lift_eval_env`, also used by the VLA evaluation and demonstration recording); the episodes, their summary
+and the report are :mod:`upright.tasks.lift.evaluation`'s, the policies :mod:`upright.training.policy_loading`'s.
 """
 
 from __future__ import annotations
@@ -19,8 +21,12 @@ import argparse
 import time
 
 import torch
+from hydra import compose, initialize
 
-from upright.tasks.lift.evaluation import make_lift_eval_env, run_episodes, summarize, write_report
+from upright.conf import register_configs, with_task_groups
+from upright.conf.validate import validate_overrides
+from upright.tasks.lift.evaluation import run_episodes, summarize, write_report
+from upright.tasks.registry import make_env
 
 EE_SETTINGS = (
     "ee_action_scale",
@@ -35,18 +41,38 @@ gravity compensation, the command's largest lead over the hand, in all direction
 an observation)."""
 
 
-def policy_action_overrides(policy: str) -> list[str]:
-    """``env.*`` overrides that make a lift env's actions mean what they meant when ``policy`` was trained:
-    ``env.action_mode=...`` (:func:`~upright.viewer.policy.policy_action_mode`; ``delta`` or ``ee_delta``) and, for
-    ``ee_delta``, the ``env.*`` settings of :data:`EE_SETTINGS` from the ONNX metadata or the run config (absent
-    there: the defaults). Empty for ``zero``, ``random``, ``expert``, a file without a lift action mode, or an
-    unreadable file (loading it reports why).
+def make_lift_eval_env(overrides: list[str], num_envs: int, domain_rand: bool, seed: int):
+    """The evaluation env: config ``task=lift`` with ``overrides``, curriculum off, training's resets otherwise.
 
     Raises:
-        PolicyLoadError: as :func:`~upright.viewer.policy.policy_action_mode`.
+        ValueError: bad overrides (the one-line message of :func:`upright.conf.validate.validate_overrides`).
+    """
+    args = ["task=lift", *overrides]
+    problem = validate_overrides(args)
+    if problem:
+        raise ValueError(problem)
+    register_configs()
+    with initialize(version_base=None, config_path=None):
+        cfg = compose("config", overrides=with_task_groups(args))
+    cfg.env.num_envs = num_envs
+    cfg.env.curriculum.enabled = False
+    cfg.env.domain_rand.enabled = bool(domain_rand) and bool(cfg.env.domain_rand.enabled)
+    cfg.train.init_at_random_ep_len = False
+    return make_env("lift", cfg.env, cfg.sim, device="cpu", seed=seed), cfg
+
+
+def policy_action_overrides(policy: str) -> list[str]:
+    """``env.*`` overrides that make a lift env's actions mean what they meant when ``policy`` was trained:
+    ``env.action_mode=...`` (:func:`~upright.training.policy_loading.policy_action_mode`; ``delta`` or
+    ``ee_delta``) and, for ``ee_delta``, the ``env.*`` settings of :data:`EE_SETTINGS` from the ONNX metadata or the
+    run config (absent there: the defaults). Empty for ``zero``, ``random``, ``expert``, a file without a lift action
+    mode, or an unreadable file (loading it reports why).
+
+    Raises:
+        PolicyLoadError: as :func:`~upright.training.policy_loading.policy_action_mode`.
     """
     from upright.policy_io.source import resolve_policy_path
-    from upright.viewer.policy import policy_action_mode
+    from upright.training.policy_loading import policy_action_mode
 
     if policy == "expert":
         return []
@@ -93,7 +119,7 @@ def main(argv: list[str] | None = None) -> None:
     overrides = list(args.overrides)
     if args.policy not in ("expert", "zero", "random"):
         from upright.policy_io.source import PolicyLoadError
-        from upright.viewer.policy import check_policy_task
+        from upright.training.policy_loading import check_policy_task
 
         try:
             check_policy_task(args.policy, "lift", fix="--task {task}")  # before any env is built
@@ -115,7 +141,7 @@ def main(argv: list[str] | None = None) -> None:
         act, on_reset = expert.act, expert.reset
     else:
         from upright.policy_io.source import PolicyLoadError
-        from upright.viewer.policy import load_policy
+        from upright.training.policy_loading import load_policy
 
         try:
             policy = load_policy(args.policy, env, "lift", cfg.train, seed=args.seed)
