@@ -31,6 +31,12 @@ def main(cfg: DictConfig) -> None:
     residual_setup = None
     if cfg.get("policy") is not None and cfg.policy.get("base"):  # residual RL: the VLA floor's setup
         from upright.vla import residual_setup
+
+        try:
+            residual_setup.check_base_answers(str(cfg.policy.base))  # a policy server must answer before the run
+        except ValueError as err:
+            print(f"error: {err}", file=sys.stderr, flush=True)
+            sys.exit(2)
     try:
         train(cfg, residual_setup=residual_setup)
     except KeyboardInterrupt:

@@ -461,3 +461,25 @@ def test_train_cli_with_a_remote_base_records_the_server_and_runs_the_pair(tmp_p
         server.wait(timeout=30)
     with pytest.raises(ConnectionError, match="no openpi policy server"):
         ResidualChunkPolicy(run_dir / "policy.onnx")  # the recorded server is gone
+
+
+def test_train_cli_with_a_remote_base_that_does_not_answer_is_one_line_and_makes_no_run_folder(tmp_path):
+    """``train.py`` asks a ``ws://`` base for its metadata before the run folder is made (the check lives on the vla
+    floor, ``residual_setup.check_base_answers``, called by the entry point): nothing listens on the port here."""
+    import socket
+
+    with socket.socket() as s:  # a free port, closed again: connecting to it is refused
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    args = [
+        "task=lift",
+        "env.num_envs=8",
+        f"policy.base=ws://127.0.0.1:{port}",
+        f"run.root={tmp_path / 'logs'}",
+        "run.name=remote",
+    ]
+    proc = run_train(args, tmp_path)
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-3000:]
+    assert len(lines) == 1 and "start it with upright-policy-server" in lines[0], proc.stderr
+    assert not (tmp_path / "logs").exists()

@@ -245,17 +245,7 @@ def check_values(cfg) -> str | None:
 
         try:
             check_residual_cfg(ResidualCfg(**OmegaConf.to_container(policy, resolve=True)), str(cfg.task_name))
-            if is_remote_base(str(policy.base)):  # a policy server: it must answer now
-                from upright.vla.remote import fetch_metadata
-
-                try:
-                    fetch_metadata(str(policy.base), timeout=10.0)
-                except ConnectionError as err:
-                    raise ValueError(
-                        f"policy.base={policy.base}: {err}; start it with upright-policy-server "
-                        "--policy <base> --port <port>"
-                    ) from None
-            else:
+            if not is_remote_base(str(policy.base)):  # a policy server is asked by train.py before the run folder
                 resolve_base_file(pathlib.Path(str(policy.base)).expanduser())
         except (ValueError, FileNotFoundError) as err:
             return str(err)

@@ -138,6 +138,27 @@ def _setup_remote(env, cfg: ResidualCfg, run_dir: pathlib.Path, steps_per_iterat
     }
 
 
+def check_base_answers(base: str, timeout: float = 10.0) -> None:
+    """A remote base (``ws://`` / ``wss://``, :func:`upright.policy_io.residual_base.is_remote_base`) must answer with
+    its metadata now, before a run folder is made (``train.py`` calls this); a local base is checked by the override
+    validation (:func:`upright.conf.validate.check_values`).
+
+    Raises:
+        ValueError: the server does not answer within ``timeout`` s (one line naming how to start it).
+    """
+    from upright.policy_io.residual_base import is_remote_base
+    from upright.vla.remote import fetch_metadata
+
+    if not is_remote_base(base):
+        return
+    try:
+        fetch_metadata(base, timeout=timeout)
+    except ConnectionError as err:
+        raise ValueError(
+            f"policy.base={base}: {err}; start it with upright-policy-server --policy <base> --port <port>"
+        ) from None
+
+
 def finish_residual(env: ResidualEnv, run_dir: pathlib.Path) -> dict:
     """Record the base's checksums after training in ``base_checksum.json`` and check them against the start. A
     remote base: its server's metadata is fetched again (a new connection) and hashed; a server that no longer answers
