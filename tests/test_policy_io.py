@@ -63,3 +63,46 @@ def test_policy_kind_from_names_and_metadata(tmp_path):
     assert policy_kind(str(tmp_path / "run")) == "mlp"
     (tmp_path / "run" / "base_checksum.json").write_text("{}")
     assert policy_kind(str(tmp_path / "run")) == "residual"
+
+
+def test_a_policy_load_parses_the_file_once_and_a_replaced_file_again(tmp_path, monkeypatch):
+    """Loading the daemon's spec asks for the metadata, the graph and a dry run: the file is parsed for reading once
+    (plus the dry run's own session), and a file replaced at the same path is read anew, not served from the cache."""
+    import os
+    import shutil
+
+    import onnxruntime as ort
+
+    from upright.deploy.metadata import load_policy_spec
+    from upright.policy_io import onnx_info
+    from upright.policy_io.schema import graph_io, read_raw_metadata
+
+    made = []
+    real = ort.InferenceSession
+
+    def counting(*args, **kwargs):
+        made.append(kwargs.get("sess_options") or (args[1] if len(args) > 1 else None))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(ort, "InferenceSession", counting)
+    onnx_info._read_version.cache_clear()
+    path = tmp_path / "policy.onnx"
+    shutil.copy(ROOT / "upright" / "assets" / "policies" / "g1_standup_ground" / "policy.onnx", path)
+    spec = load_policy_spec(path)
+    readers = [o for o in made if o.graph_optimization_level == ort.GraphOptimizationLevel.ORT_DISABLE_ALL]
+    assert len(readers) == 1, f"{len(readers)} parses to read one policy file"
+    meta = read_raw_metadata(path)
+    meta["joint_names"] = "changed by the caller"
+    assert read_raw_metadata(path)["joint_names"] == list(spec.joint_names)
+    inputs, _ = graph_io(path)
+    assert len(readers) == 1 and inputs
+
+    # the same path, other bytes (a re-exported policy): read again
+    shutil.copy(ROOT / "upright" / "assets" / "policies" / "panda_lift" / "policy.onnx", path)
+    st = path.stat()
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))
+    assert read_raw_metadata(path)["joint_names"] != list(spec.joint_names)
+    # a damaged file is an error each time, never a cached success
+    path.write_bytes(b"not a model")
+    with pytest.raises(PolicyMetadataError, match="not a readable ONNX file"):
+        read_raw_metadata(path)

@@ -27,7 +27,7 @@ from deploy_testlib import (
 )
 
 from upright.dataset_io.lerobot import load_frames
-from upright.deploy.safety import SafetyFlag
+from upright.dataset_io.records import SafetyFlag
 from upright.robots import panda
 
 OFFSET = np.array([0.5, -0.2, 0.3, 0.3, -0.3, -0.2, 0.4, -0.02])

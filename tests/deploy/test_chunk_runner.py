@@ -17,11 +17,12 @@ import pytest
 import torch
 from deploy_testlib import small_robot, small_spec
 
+from upright.dataset_io.records import SafetyFlag
 from upright.deploy.chunk_runner import ChunkRunner
 from upright.deploy.controller import Controller, ControllerConfig
 from upright.deploy.policy import PolicyFault
 from upright.deploy.robot import RobotReading
-from upright.deploy.safety import SafetyConfig, SafetyFlag
+from upright.deploy.safety import SafetyConfig
 from upright.deploy.state_machine import Mode
 from upright.vla.policy import ChunkPolicy
 

@@ -18,7 +18,7 @@ import pytest
 from deploy_testlib import ctl, goal_seeking_tiny_vla, start_daemon, start_sim_robot, stop, wait_for_mode
 
 from upright.dataset_io.lerobot import load_frames
-from upright.deploy.safety import SafetyFlag
+from upright.dataset_io.records import SafetyFlag
 from upright.robots import panda
 
 OFFSET = np.array([0.5, -0.2, 0.3, 0.3, -0.3, -0.2, 0.4, -0.02])

@@ -9,9 +9,9 @@ import time
 import numpy as np
 from deploy_testlib import ConstantPolicy, small_robot, small_spec
 
+from upright.dataset_io.records import SafetyFlag
 from upright.deploy.controller import Controller, ControllerConfig
 from upright.deploy.robot import RobotReading
-from upright.deploy.safety import SafetyFlag
 from upright.deploy.state_machine import Mode
 
 

@@ -31,9 +31,10 @@ import pytest
 from deploy_testlib import ConstantPolicy, Fault, Harness, ctl_run, start_daemon, start_sim_robot, stop
 
 from upright.dataset_io.lerobot import EPISODES_PATH, load_frames
+from upright.dataset_io.records import SafetyFlag
 from upright.deploy.controller import ControllerConfig
 from upright.deploy.loop import run_loop
-from upright.deploy.safety import SafetyConfig, SafetyFlag
+from upright.deploy.safety import SafetyConfig
 from upright.deploy.state_machine import Mode
 
 ONSET = 150

@@ -67,8 +67,6 @@ IMPLICIT_FEATURES = {
     "index": {"dtype": "int64", "shape": [1], "names": None},
     "task_index": {"dtype": "int64", "shape": [1], "names": None},
 }
-OUTCOMES = ("open", "success", "failure", "estop", "damping", "stopped", "interrupted")
-"""Episode outcome codes (index = code)."""
 
 _ARROW = {
     "float32": pa.float32(),

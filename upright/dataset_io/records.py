@@ -2,14 +2,16 @@
 :mod:`upright.deploy`; demonstration recording, :mod:`upright.training.record_demos`; takeovers in simulation,
 :mod:`upright.vla.sim_operator`): the frame features (:func:`frame_features`), the codes the ``control_source`` and
 ``safety_flags`` columns hold (:class:`ControlSource`, :class:`SafetyFlag`, :data:`FAULT_FLAGS`) and the upright
-keys of ``info.json`` that name them (:func:`extra_info`).
+keys of ``info.json`` that name them (:func:`extra_info`), and the episode outcome codes (:data:`OUTCOMES`).
+Standard library only (the daemon's modules import it without pyarrow).
 """
 
 from __future__ import annotations
 
 from enum import IntEnum, IntFlag
 
-from upright.dataset_io.lerobot import OUTCOMES
+OUTCOMES = ("open", "success", "failure", "estop", "damping", "stopped", "interrupted")
+"""Episode outcome codes of the dataset's ``outcome`` column and the logger's episode-end records (index = code)."""
 
 
 class ControlSource(IntEnum):

@@ -61,6 +61,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from upright.dataset_io.records import SafetyFlag
 from upright.deploy import safety as S
 from upright.deploy.controller_operator import OperatorMixin
 from upright.deploy.controller_recording import RecordingMixin
@@ -70,7 +71,7 @@ from upright.deploy.observation import ObservationBuilder, projected_gravity
 from upright.deploy.protocol.go_m8010 import MotorMode
 from upright.deploy.robot import JointCommand, RobotReading
 from upright.deploy.robot_config import RobotConfig
-from upright.deploy.safety import SafetyConfig, SafetyFlag
+from upright.deploy.safety import SafetyConfig
 from upright.deploy.state_machine import Mode, StateMachine
 from upright.policy_io.schema import DAEMON_ACTION_MODES
 from upright.policy_io.spec import PolicySpec

@@ -6,8 +6,8 @@ Logger failure).
 
 from __future__ import annotations
 
+from upright.dataset_io.records import SafetyFlag
 from upright.deploy.robot import RobotReading
-from upright.deploy.safety import SafetyFlag
 from upright.deploy.state_machine import Mode, log
 
 

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from upright.dataset_io.records import SafetyFlag
 from upright.deploy import safety as S
 from upright.deploy.protocol.go_m8010 import MotorMode
 from upright.deploy.robot import JointCommand, RobotReading
-from upright.deploy.safety import SafetyFlag
 from upright.deploy.state_machine import Mode
 
 

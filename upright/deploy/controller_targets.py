@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from upright.dataset_io.records import SafetyFlag
 from upright.deploy import safety as S
 from upright.deploy.policy import PolicyFault
 from upright.deploy.robot import RobotReading
-from upright.deploy.safety import SafetyFlag
 from upright.deploy.state_machine import Mode
 
 

@@ -18,8 +18,8 @@ import time
 
 import numpy as np
 
-from upright.dataset_io.lerobot import OUTCOMES
 from upright.dataset_io.lock import DatasetLock
+from upright.dataset_io.records import OUTCOMES
 from upright.deploy.logger_records import KIND_CLOSE, KIND_EPISODE_END, REASON_BYTES, image_features, record_dtype
 from upright.deploy.shared_frames import SharedFrames
 

@@ -14,9 +14,9 @@ import time
 import numpy as np
 import pyarrow as pa
 
-from upright.dataset_io.lerobot import OUTCOMES, LeRobotV3Writer, atomic_write_bytes, column
+from upright.dataset_io.lerobot import LeRobotV3Writer, atomic_write_bytes, column
 from upright.dataset_io.lock import DatasetLock
-from upright.dataset_io.records import extra_info
+from upright.dataset_io.records import OUTCOMES, extra_info
 from upright.deploy.logger_records import (
     KIND_CLOSE,
     KIND_EPISODE_END,

@@ -19,9 +19,9 @@ import signal
 import sys
 import time
 
+from upright.dataset_io.records import SafetyFlag
 from upright.deploy.controller import Controller
 from upright.deploy.robot import Robot
-from upright.deploy.safety import SafetyFlag
 
 
 class WatchdogTimeout(RuntimeError):

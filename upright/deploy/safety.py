@@ -3,8 +3,8 @@
 The control loop (:mod:`upright.deploy.controller`) calls them every I/O cycle (link health) and
 every policy tick (everything else). A check that fails sends the robot to DAMPING; a clamp changes
 the command and raises a flag. Flags are logged with every frame (``safety_flags``); their bits
-(:class:`SafetyFlag`, :data:`FAULT_FLAGS`) are the dataset's, defined with its record layout
-(:mod:`upright.dataset_io.records`) and imported from here by the daemon's modules.
+(``SafetyFlag``, ``FAULT_FLAGS``) are the dataset's, defined with its record layout in
+:mod:`upright.dataset_io.records`, where the daemon's modules import them from.
 """
 
 from __future__ import annotations
@@ -13,9 +13,6 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-
-from upright.dataset_io.records import FAULT_FLAGS as FAULT_FLAGS
-from upright.dataset_io.records import SafetyFlag as SafetyFlag
 
 
 @dataclass

@@ -5,11 +5,14 @@ package where it is installed (the training install; it only sharpens an error m
 onnxruntime parses the file with its own ONNX protobuf reader: :func:`read` builds a session with graph optimisation
 off on the CPU provider and asks it for ``get_modelmeta().custom_metadata_map``, ``get_inputs()`` and
 ``get_outputs()`` (initialisers are not graph inputs there). A file onnxruntime cannot load (not ONNX, truncated, an
-operator it does not implement) raises :class:`OnnxFileError` with onnxruntime's own first line.
+operator it does not implement) raises :class:`OnnxFileError` with onnxruntime's own first line. A policy load asks
+for the metadata, the graph and the kind in turn; :func:`read` parses a file once per version of it (the last few
+files, keyed by path, inode, size and modification time, so a file replaced on disk is read again).
 """
 
 from __future__ import annotations
 
+import functools
 import pathlib
 from dataclasses import dataclass
 
@@ -37,21 +40,36 @@ def _dims(shape) -> list[int]:
 def read(path: str | pathlib.Path) -> OnnxInfo:
     """Read an ONNX file's metadata and graph inputs/outputs with onnxruntime.
 
+    Returns:
+        A new :class:`OnnxInfo` each call (its dicts are the caller's to change).
+
     Raises:
         OSError: no such file, or it cannot be read.
         OnnxFileError: onnxruntime cannot load it (the message is onnxruntime's first line).
     """
-    import onnxruntime as ort
-
     path = pathlib.Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"no such file: {path}")
+    st = path.stat()
+    info = _read_version(str(path.resolve()), st.st_ino, st.st_size, st.st_mtime_ns)
+    return OnnxInfo(
+        metadata=dict(info.metadata),
+        inputs={k: list(v) for k, v in info.inputs.items()},
+        outputs={k: list(v) for k, v in info.outputs.items()},
+    )
+
+
+@functools.lru_cache(maxsize=8)
+def _read_version(path: str, inode: int, size: int, mtime_ns: int) -> OnnxInfo:
+    """:func:`read` of one version of a file (the arguments past ``path`` only key the cache; errors are not cached)."""
+    import onnxruntime as ort
+
     options = ort.SessionOptions()
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     options.log_severity_level = 3
     options.intra_op_num_threads = 1
     try:
-        session = ort.InferenceSession(str(path), sess_options=options, providers=["CPUExecutionProvider"])
+        session = ort.InferenceSession(path, sess_options=options, providers=["CPUExecutionProvider"])
     except Exception as err:  # onnxruntime's pybind errors share no base class but Exception
         text = str(err).strip().splitlines()
         raise OnnxFileError(text[0] if text else type(err).__name__) from err

@@ -20,11 +20,6 @@ def one_line(err: BaseException, width: int = 240) -> str:
     return text if len(text) <= width else text[: width - 3] + "..."
 
 
-def _custom_ops(path: pathlib.Path) -> list[str]:
-    """:func:`upright.policy_io.onnx_info.custom_ops` (kept under this name for the callers)."""
-    return custom_ops(path)
-
-
 DEFAULT_FIX = "export the policy with standard ONNX ops (python -m upright.training.export)"
 """The fix :func:`open_session`'s refusal names unless its caller gives another."""
 
@@ -67,7 +62,7 @@ def open_session(path: str | pathlib.Path, threads: int | None = 1, quiet: bool 
     try:
         return ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
     except Exception as err:  # noqa: BLE001 - onnxruntime raises its own exception types
-        custom = _custom_ops(path)
+        custom = custom_ops(path)
         why = (
             f"ops of a custom domain onnxruntime does not implement: {', '.join(custom[:3])}"
             if custom
