@@ -1,4 +1,4 @@
-"""The gymnasium interface (upright.envs; G1Standup-v0 and PandaLift-v0): registration, gymnasium's own env checker,
+"""The gymnasium interface (upright.gym_envs; G1Standup-v0 and PandaLift-v0): registration, gymnasium's own env checker,
 seeding, time limits and final observations, the vector env over one batched simulation, rendering, refused input, and a
 third-party trainer (Stable-Baselines3 PPO, examples/sb3_ppo_standup.py)."""
 
@@ -24,7 +24,7 @@ import torch  # noqa: E402
 from gymnasium.utils.env_checker import check_env  # noqa: E402
 
 import upright  # noqa: E402,F401
-from upright.envs.core import UprightVectorEnv  # noqa: E402
+from upright.gym_envs.core import UprightVectorEnv  # noqa: E402
 
 ID = "upright/G1Standup-v0"
 SHORT = {"episode_length_s": 0.1, "unactuated_steps": 2}
@@ -39,11 +39,11 @@ def short_env():
 
 
 def test_ids_are_registered_once_with_both_entry_points():
-    from upright.envs.registration import GYM_ENVS, register_envs
+    from upright.gym_envs.registration import GYM_ENVS, register_envs
 
     spec = gymnasium.spec(ID)
-    assert spec.entry_point == "upright.envs.standup:make_env"
-    assert spec.vector_entry_point == "upright.envs.standup:make_vector_env"
+    assert spec.entry_point == "upright.gym_envs.standup:make_env"
+    assert spec.vector_entry_point == "upright.gym_envs.standup:make_vector_env"
     assert spec.max_episode_steps is None  # the env truncates at its own time limit
     assert ID in [e.id for e in GYM_ENVS]
     with warnings.catch_warnings():

@@ -22,12 +22,13 @@ FLOORS: tuple[tuple[str, ...], ...] = (
     ("atomic_io", "gl", "policy_io", "dataset_io", "robots", "assets"),
     ("sim",),
     ("managers",),
+    ("envs",),
     ("tasks",),
     ("conf",),
     ("training",),
     ("vla",),
     ("viewer",),
-    ("envs", "deploy"),
+    ("gym_envs", "deploy"),
     ("__init__", "train", "play", "examples"),
 )
 """Top-level parts of the package, lowest floor first; a part may import its own floor and the floors below."""

@@ -7,13 +7,13 @@ Sub-packages (each a folder at the repository root):
 - ``upright.tasks``: task definitions (observation, reward and termination terms).
 - ``upright.training``: multi-critic PPO on rsl-rl-lib, runner glue, ONNX export.
 - ``upright.deploy``: on-robot controller daemon.
-- ``upright.envs``: the gymnasium interface (``gymnasium.make("upright/G1Standup-v0")``), registered on import
+- ``upright.gym_envs``: the gymnasium interface (``gymnasium.make("upright/G1Standup-v0")``), registered on import
   where gymnasium is installed (the robot computer's slim install has none, and ``import upright`` imports nothing
   else there).
 """
 
 __version__ = "0.1.0"
 
-from upright.envs.registration import register_if_gymnasium_is_installed as _register_envs
+from upright.gym_envs.registration import register_if_gymnasium_is_installed as _register_envs
 
 _register_envs()

@@ -65,7 +65,7 @@ def env_rollout(policy, qpos, qvel, steps):
     env.sim.reset_envs(torch.tensor([0]), torch.tensor(qpos[None]), torch.tensor(qvel[None]))
     env.episode_length_buf[:] = env.cfg.unactuated_steps
     env.state = env._read_state()
-    env._update_history()
+    env.update_observations()
     frame0 = env.obs_history.buffer[0, -1].numpy().copy()
     session = ort.InferenceSession(str(policy), providers=["CPUExecutionProvider"])
     heads, actions = [], []

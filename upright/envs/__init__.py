@@ -1,11 +1,9 @@
-"""Gymnasium interface of upright's tasks: ``gymnasium.make`` / ``gymnasium.make_vec`` ids.
+"""The env core every task builds on: :class:`ManagerBasedRlEnv` (:mod:`.manager_based`), after mjlab's
+``envs/manager_based_rl_env.py``. A task's env subclasses it with its scene, its state reader, its reset event and
+its managers (action term, event terms, reward groups, termination terms, curriculum terms, observation groups, all
+from :mod:`upright.managers`); the env step itself is written once, here. The gymnasium adapters over it live in
+:mod:`upright.gym_envs`."""
 
-``import upright`` registers every id of :data:`upright.envs.registration.GYM_ENVS`
-(:func:`~upright.envs.registration.register_envs`). The wrappers live in :mod:`upright.envs.core` (task-independent)
-and one adapter module per task (:mod:`upright.envs.standup`, :mod:`upright.envs.lift`). README section "Gymnasium
-interface".
-"""
+from upright.envs.manager_based import ManagerBasedRlEnv
 
-from upright.envs.registration import GYM_ENVS, GymEnvEntry, register_envs
-
-__all__ = ["GYM_ENVS", "GymEnvEntry", "register_envs"]
+__all__ = ["ManagerBasedRlEnv"]

@@ -1,5 +1,6 @@
-"""Managers every task shares, after mjlab's manager-based envs: observation terms with history
-(:mod:`.observation`), reward terms in groups for multi-critic PPO (:mod:`.reward`), per-episode bookkeeping
+"""Managers every task shares, after mjlab's manager-based envs, run by the env core (:mod:`upright.envs`): the action
+term interface (:mod:`.action`), observation terms, groups and history (:mod:`.observation`), reward terms in groups
+for multi-critic PPO (:mod:`.reward`), termination terms (:mod:`.termination`), per-episode bookkeeping
 (:mod:`.episode`), domain-randomisation terms and the action delay (:mod:`.randomization`) and per-env curriculum
 levels (:mod:`.curriculum`).
 

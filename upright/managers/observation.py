@@ -116,3 +116,49 @@ class ObservationHistory:
     def flat(self) -> torch.Tensor:
         """(N, H·D) float32: ``concat(frame[t-H+1], ..., frame[t])``."""
         return self.buffer.flatten(1)
+
+
+class HistoryObservations:
+    """Observation groups that all read one H-frame history (HoST's and the lift task's layout): each env step
+    appends ``frame(env)`` to :attr:`history`; every group is its flat ``concat(frame[t-H+1], ..., frame[t])``.
+
+    Args:
+        frame: ``frame(env)`` -> (N, D) float32, the env's current frame (noise and clip applied).
+        history: the buffer (N, H, D).
+        groups: names of the groups that read it (``actor``, ``critic``).
+    """
+
+    def __init__(self, frame: Callable[[Any], torch.Tensor], history: ObservationHistory, groups=("actor", "critic")):
+        self.frame = frame
+        self.history = history
+        self.groups = tuple(groups)
+
+    def update(self, env: Any) -> None:
+        """Append the env's current frame."""
+        self.history.push(self.frame(env))
+
+    def get(self) -> dict[str, torch.Tensor]:
+        """Group name -> (N, H·D) float32."""
+        flat = self.history.flat()
+        return dict.fromkeys(self.groups, flat)
+
+
+class FrameObservations:
+    """Observation groups of one frame each, no history (the get-up recipe's actor and critic).
+
+    Args:
+        frames: group name -> ``frame(env)`` -> (N, D_g) float32, computed in this order at each update (the order
+            fixes the draws of the env's noise generator).
+    """
+
+    def __init__(self, frames: dict[str, Callable[[Any], torch.Tensor]]):
+        self.frames = dict(frames)
+        self.values: dict[str, torch.Tensor] = {}
+
+    def update(self, env: Any) -> None:
+        """Compute every group's frame from the env's current state."""
+        self.values = {g: f(env) for g, f in self.frames.items()}
+
+    def get(self) -> dict[str, torch.Tensor]:
+        """Group name -> (N, D_g) float32 (the last :meth:`update`'s)."""
+        return dict(self.values)

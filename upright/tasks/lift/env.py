@@ -18,17 +18,18 @@ after 150 env steps, when the cube leaves the workspace, or when the simulation 
 from __future__ import annotations
 
 import mujoco
-import numpy as np
 import torch
-from rsl_rl.env import VecEnv
 from tensordict import TensorDict
 
+from upright.envs import ManagerBasedRlEnv
 from upright.managers.episode import EpisodeStats
-from upright.managers.observation import ObservationHistory, compute_frame
+from upright.managers.observation import HistoryObservations, ObservationHistory, compute_frame
 from upright.managers.reward import RewardManager
+from upright.managers.termination import TerminationManager, TerminationTerm
 from upright.managers.vlm_reward import with_vlm_reward
 from upright.robots import panda
 from upright.sim import GEOMETRY_FIELDS, make_sim
+from upright.tasks.lift.actions import ACTION_MODES, PandaTargetAction
 from upright.tasks.lift.config import LiftEnvCfg
 from upright.tasks.lift.curriculum import lift_curriculum
 from upright.tasks.lift.observations import HISTORY_LENGTH, OBS_CLIP, observation_dims, observation_terms
@@ -39,11 +40,8 @@ from upright.tasks.lift.scene import GRIPPER_QUAT_SENSOR, floor_sensor_slices, g
 from upright.tasks.lift.state import LiftState
 from upright.tasks.lift.terminations import cube_out_of_bounds, joint_limit_violation, non_finite, success
 
-ACTION_MODES = ("delta", "ee_delta")
-"""Values of ``env.action_mode`` (:class:`~upright.tasks.lift.config.LiftEnvCfg`)."""
 
-
-class LiftEnv(LiftResetSampling, VecEnv):
+class LiftEnv(LiftResetSampling, ManagerBasedRlEnv):
     """Panda pick-and-lift, N envs.
 
     Args:
@@ -110,25 +108,18 @@ class LiftEnv(LiftResetSampling, VecEnv):
         """Control period, s (0.02)."""
         self.max_episode_length = int(round(cfg.episode_length_s / self.step_dt))
         """Env steps per episode (150)."""
-        self.num_ctrl = len(panda.ACTUATOR_NAMES)
+        self.action_term = PandaTargetAction(cfg, self.model, self.device)
+        """Delta position targets, in joint space or at the gripper site through IK (:mod:`.actions`)."""
+        self.num_ctrl = self.action_term.num_ctrl
         """Position targets (8: 7 arm joints, the finger)."""
-        self.num_actions = self.num_ctrl if cfg.action_mode == "delta" else 4
+        self.num_actions = self.action_term.num_actions
         """Width of the policy's action: 8 (``delta``) or 4 (``ee_delta``: site dx, dy, dz, finger)."""
         self.observation_terms = observation_terms(cfg.ee_observe_lead)
         """The frame's terms in order (:func:`~upright.tasks.lift.observations.observation_terms`)."""
         self.observation_dims = observation_dims(self.num_actions, cfg.ee_observe_lead)
         """Width of each observation term (:func:`~upright.tasks.lift.observations.observation_dims`)."""
-        self.ik = None
-        self._frames: tuple | None = None
-        """:meth:`DifferentialIK.site_frames` of the arm targets ``_frames_ctrl[:, :7]`` (numpy), kept between env
-        steps: the next IK step and the ``ee_lead`` observation read the same frames."""
-        self._frames_ctrl: torch.Tensor | None = None
-        if cfg.action_mode == "ee_delta":
-            from upright.tasks.lift.ik import DifferentialIK
-
-            self.ik = DifferentialIK(self.model)
-        self.kp_arm = torch.tensor(panda.KP[:7], device=self.device)
-        """(7,) nominal arm Kp, N·m/rad (gravity compensation divides by it)."""
+        self.ik = self.action_term.ik
+        """The action term's differential IK (``ee_delta``; None in ``delta``)."""
         self._init_indices()
         n, dev = self.num_envs, self.device
         terms, groups = with_vlm_reward(
@@ -158,7 +149,8 @@ class LiftEnv(LiftResetSampling, VecEnv):
         """(N,) the episode began with the cube between the fingers (``env.curriculum.grasped_start_fraction``)."""
         self._grasp_ik = None
         self._home_applied: torch.Tensor | None = None
-        """(1, 8) the home targets as sent to the actuators (:meth:`applied_ctrl`), computed at the first reset."""
+        """(1, 8) the home targets as sent to the actuators (the action term's ``applied_ctrl``), computed at the
+        first reset."""
         self.reached = torch.zeros(n, dtype=torch.bool, device=dev)
         """(N,) latched: the gripper site came within ``rewards.reach_threshold`` of the cube this episode."""
         self.success_once = torch.zeros(n, dtype=torch.bool, device=dev)
@@ -166,6 +158,21 @@ class LiftEnv(LiftResetSampling, VecEnv):
         self.success_step = torch.full((n,), -1, dtype=torch.long, device=dev)
         """(N,) int64 env step at which the episode first succeeded (-1: not yet)."""
         self.obs_history = ObservationHistory(n, sum(self.observation_dims), HISTORY_LENGTH, dev)
+        self.observation_manager = HistoryObservations(lift_frame, self.obs_history)
+        self.event_terms = (action_delay,)
+        self.post_physics_terms = (latch_reached,)
+        self.termination_manager = TerminationManager(
+            [
+                TerminationTerm("cube_out_of_bounds", cube_out_of_bounds),
+                TerminationTerm("non_finite", non_finite),
+                TerminationTerm(
+                    "joint_limit_violation",
+                    joint_limit_violation,
+                    {"lower": self.joint_lower, "upper": self.joint_upper},
+                ),
+            ]
+        )
+        self.curriculum_terms = (level_curriculum,)
         self.renderer = None
         if cfg.camera.enabled:
             from upright.tasks.lift.camera import make_camera_renderer
@@ -207,15 +214,6 @@ class LiftEnv(LiftResetSampling, VecEnv):
         self.cube_home = self._home_qpos[self._cube_q : self._cube_q + 3].clone()
         """(3,) the cube's nominal start centre, m (the centre of the reset ranges)."""
 
-    @property
-    def episode_length_buf(self) -> torch.Tensor:
-        """(N,) int64 env steps of each env's current episode (rsl-rl's ``init_at_random_ep_len`` writes it)."""
-        return self.episode.length
-
-    @episode_length_buf.setter
-    def episode_length_buf(self, value: torch.Tensor) -> None:
-        self.episode.length = value.to(self.device, torch.long)
-
     # ------------------------------------------------------------------ state
     def _read_state(self) -> LiftState:
         s = self.sim.state
@@ -243,134 +241,31 @@ class LiftEnv(LiftResetSampling, VecEnv):
         )
 
     def _command_site(self) -> torch.Tensor:
-        """(N, 3) the gripper site at the arm's position targets, world frame, m (:meth:`ctrl_frames`)."""
-        return torch.as_tensor(self.ctrl_frames()[0], dtype=torch.float32, device=self.device)
+        """(N, 3) the gripper site at the arm's position targets, world frame, m (the action term's ``ctrl_frames``)."""
+        return torch.as_tensor(self.action_term.ctrl_frames(self)[0], dtype=torch.float32, device=self.device)
 
     # ------------------------------------------------------------------ VecEnv
     def get_observations(self) -> TensorDict:
         """``actor`` and ``critic``: (N, 49) float32 (:data:`~upright.tasks.lift.observations.OBSERVATION_TERMS`);
         with ``env.camera.enabled``, also ``rgb``: (N, C, H, W, 3) uint8 images of the configured cameras."""
-        flat = self.obs_history.flat()
-        groups = {"actor": flat, "critic": flat}
+        groups = self.observation_manager.get()
         if self.renderer is not None:
             groups["rgb"] = self.renderer.render(self.sim, self.target_pos).to(self.device)
         return TensorDict(groups, batch_size=[self.num_envs], device=self.device)
 
-    def step(self, actions: torch.Tensor) -> tuple[TensorDict, torch.Tensor, torch.Tensor, dict]:
-        """Advance all envs by one env step.
-
-        Args:
-            actions: (N, A) float32 actions, clipped to ±``action_clip`` (A = :attr:`num_actions`).
-
-        Returns:
-            obs, rewards (N,) (sum over the groups, for logging), dones (N,) int64, and extras with ``time_outs`` (N,)
-            bool, ``reward_groups`` (N, 3) float32 and ``episode`` log scalars.
-
-        Raises:
-            ValueError: ``actions`` is not (N, A).
-        """
-        cfg = self.cfg
-        if tuple(actions.shape) != (self.num_envs, self.num_actions):
-            raise ValueError(
-                f"actions must be (N, {self.num_actions}) = ({self.num_envs}, {self.num_actions}) for "
-                f"env.action_mode={cfg.action_mode}, got {tuple(actions.shape)}"
-            )
-        a = actions.to(self.device, torch.float32).clamp(-cfg.action_clip, cfg.action_clip)
-        self.last_actions.copy_(self.actions)
-        self.actions.copy_(a)
-        self.ctrl = torch.minimum(torch.maximum(self.ctrl + self.ctrl_step(a), self.ctrl_lower), self.ctrl_upper)
-        self.sim.step(self.randomizer.delay.push(self.applied_ctrl(self.ctrl)), cfg.decimation)
-        self.episode.length += 1
-
-        state = self._read_state()
-        near = state.gripper_to_cube.norm(dim=-1) < cfg.rewards.reach_threshold
-        self.reached |= near
-        state.reached = self.reached.clone()
-        group_rewards, terms = self.reward_manager.compute(state, self.num_envs, self.device)
-        succ = success(state, cfg.success_threshold)
+    def _log_step(self, state: LiftState, group_rewards: torch.Tensor, dones: torch.Tensor) -> dict[str, torch.Tensor]:
+        """Success bookkeeping (:attr:`success_once`, :attr:`success_step` and their values at the step's end, before
+        resets), then the finished episodes' reward means, the curriculum level and the success metrics."""
+        succ = success(state, self.cfg.success_threshold)
         first = succ & ~self.success_once
         self.success_step[first] = self.episode.length[first]
         self.success_once |= succ
-        terminated = cube_out_of_bounds(state) | non_finite(state)
-        terminated |= joint_limit_violation(state, self.joint_lower, self.joint_upper)
-        time_outs = self.episode.length >= self.max_episode_length
-        dones = terminated | time_outs
-        self.episode.add({f"group/{g}": group_rewards[:, i] for i, g in enumerate(self.reward_group_names)} | terms)
-        log = self._log(state, succ, dones)
-        self.last_state = state
-        """State at the end of the last env step, before resets."""
         self.last_success = succ
         """(N,) bool success at the end of the last env step (before resets)."""
-
         self.success_once_at_done = self.success_once.clone()
         """(N,) bool :attr:`success_once` at the end of the last env step, before resets (evaluation reads it)."""
         self.success_step_at_done = self.success_step.clone()
         """(N,) int64 :attr:`success_step` at the end of the last env step, before resets."""
-        done_ids = dones.nonzero(as_tuple=False).flatten()
-        if done_ids.numel() > 0:
-            normal = done_ids[~self.grasped_start[done_ids]]  # grasped starts do not move the levels
-            self.curriculum.on_episode_end(normal, self.success_once[normal])
-            self.reset_envs(done_ids)
-            state = self._read_state()
-        self.state = state
-        self._update_observation()
-        extras = {"time_outs": time_outs, "reward_groups": group_rewards, "episode": log}
-        return self.get_observations(), group_rewards.sum(dim=1), dones.long(), extras
-
-    def applied_ctrl(self, ctrl: torch.Tensor) -> torch.Tensor:
-        """(M, 8) position targets sent to the actuators for commanded targets ``ctrl`` (M, 8): ``ctrl`` itself, or with
-        ``env.ee_gravity_compensation`` the arm's q_c + g(q_c) / Kp clipped to the control range (config docstring)."""
-        if self.ik is None or not self.cfg.ee_gravity_compensation:
-            return ctrl
-        out = ctrl.clone()
-        out[:, :7] += self.ik.gravity_torques(ctrl[:, :7], ctrl[:, 7]) / self.kp_arm
-        return torch.minimum(torch.maximum(out, self.ctrl_lower), self.ctrl_upper)
-
-    def ctrl_step(self, actions: torch.Tensor) -> torch.Tensor:
-        """(N, 8) change of the position targets (rad, finger m) for clipped ``actions`` (N, A) in ``env.action_mode``
-        (module docstring), before the clip to the control range."""
-        cfg = self.cfg
-        if self.ik is None:
-            return cfg.action_scale * actions
-        step = torch.zeros(actions.shape[0], self.num_ctrl, device=self.device)
-        translation, frames = cfg.ee_action_scale * actions[:, :3], self.ctrl_frames()
-        if cfg.ee_max_lead is not None or cfg.ee_max_lead_down is not None:  # anti-windup (config docstrings)
-            from upright.tasks.lift.ik import bound_lead, bound_lead_down
-
-            measured = self.state.gripper_pos.detach().cpu().double().numpy()  # the site as MuJoCo measured it
-            d = translation.detach().cpu().double().numpy()
-            if cfg.ee_max_lead is not None:  # the command stays near the measured hand
-                d = bound_lead(frames[0], measured, d, cfg.ee_max_lead)
-            if cfg.ee_max_lead_down is not None:  # one-sided: the command not far below the hand
-                down = bound_lead_down(frames[0], measured, d, cfg.ee_max_lead_down)
-                gate = cfg.curriculum.ee_max_lead_down_level
-                if cfg.curriculum.enabled and gate > 0.0:  # only the envs that have reached the gate's level
-                    down = np.where((self.curriculum.level >= gate).cpu().numpy()[:, None], down, d)
-                d = down
-            translation = torch.as_tensor(d, dtype=torch.float32, device=self.device)
-        step[:, :7] = self.ik.joint_step(self.ctrl[:, :7], translation, cfg.ee_min_height, frames=frames)
-        step[:, 7] = cfg.action_scale * actions[:, 3]
-        return step
-
-    def ctrl_frames(self) -> tuple:
-        """Site positions (N, 3) m, orientations (N, 3, 3) and arm Jacobians (N, 6, 7) at the arm's position targets
-        ``ctrl[:, :7]`` (``ee_delta``; :meth:`~upright.tasks.lift.ik.DifferentialIK.site_frames`, float64 numpy),
-        recomputed only for the envs whose targets changed since the last call."""
-        q = self.ctrl[:, :7].detach()
-        if self._frames is None or self._frames_ctrl.shape != q.shape:
-            changed = torch.ones(q.shape[0], dtype=torch.bool, device=q.device)
-        else:
-            changed = (q != self._frames_ctrl).any(dim=1)
-        if bool(changed.all()):
-            self._frames = tuple(np.array(a) for a in self.ik.site_frames(q.cpu().double().numpy()))
-        elif bool(changed.any()):
-            ids = changed.nonzero().squeeze(1).cpu().numpy()
-            for full, part in zip(self._frames, self.ik.site_frames(q[changed].cpu().double().numpy())):
-                full[ids] = part
-        self._frames_ctrl = q.clone()
-        return self._frames
-
-    def _log(self, state: LiftState, succ: torch.Tensor, dones: torch.Tensor) -> dict[str, torch.Tensor]:
         log = self.episode.finished_means(dones)
         log["Curriculum/level"] = self.curriculum.level
         log["Metrics/cube_height"] = state.cube_pos[:, 2] - self.cube_start[:, 2]
@@ -412,10 +307,10 @@ class LiftEnv(LiftResetSampling, VecEnv):
         ctrl = self.home_ctrl.expand(m, -1).clone()
         grasped = self._grasped_starts(env_ids, cube, qpos, ctrl) if cube_pos is None else None
         if self._home_applied is None:  # constant: the home targets' gravity compensation
-            self._home_applied = self.applied_ctrl(self.home_ctrl[None])
+            self._home_applied = self.action_term.applied_ctrl(self, self.home_ctrl[None])
         applied = self._home_applied.expand(m, -1).clone()
         if grasped is not None and bool(grasped.any()):
-            applied[grasped] = self.applied_ctrl(ctrl[grasped])
+            applied[grasped] = self.action_term.applied_ctrl(self, ctrl[grasped])
         self.randomizer.reset_delay(env_ids, applied)
         self.sim.reset_envs(env_ids, qpos, torch.zeros(m, self.model.nv, device=self.device))
         self.ctrl[env_ids] = ctrl
@@ -430,33 +325,31 @@ class LiftEnv(LiftResetSampling, VecEnv):
         self.episode.reset(env_ids)
         self.obs_history.reset(env_ids)
 
-    def reset_all(self) -> None:
-        """Start a new episode in every env and build the first observation."""
-        self.reset_envs(torch.arange(self.num_envs, device=self.device))
-        self.state = self._read_state()
-        self._update_observation()
-
-    def reset(self) -> tuple[TensorDict, dict]:
-        """Gymnasium-style reset of every env: (observations, empty extras)."""
-        self.reset_all()
-        return self.get_observations(), {}
-
-    def _update_observation(self) -> None:
-        frame = compute_frame(self.observation_terms, self.state, self.randomizer.obs_noise_scale, self.rng, OBS_CLIP)
-        self.obs_history.push(frame)
-
-    # ------------------------------------------------------------------ checkpoints
-    def state_dict(self) -> dict:
-        """Training state kept in checkpoints: the per-env curriculum levels."""
-        return {"curriculum": self.curriculum.state_dict()}
-
-    def load_state_dict(self, state: dict) -> None:
-        """Restore :meth:`state_dict` (on resume)."""
-        if "curriculum" in state:
-            self.curriculum.load_state_dict(state["curriculum"])
-
     def close(self) -> None:
         """Release the backend (and the renderer)."""
         if self.renderer is not None:
             self.renderer.close()
         self.sim.close()
+
+
+def lift_frame(env: LiftEnv) -> torch.Tensor:
+    """The env's current (N, 49) frame of its observation terms, noised with the randomiser's scale, clipped."""
+    return compute_frame(env.observation_terms, env.state, env.randomizer.obs_noise_scale, env.rng, OBS_CLIP)
+
+
+def action_delay(env: LiftEnv, ctrl: torch.Tensor) -> torch.Tensor:
+    """The randomiser's actuation delay: the targets the actuators see this env step, per physics substep."""
+    return env.randomizer.delay.push(ctrl)
+
+
+def latch_reached(env: LiftEnv, state: LiftState) -> None:
+    """Latch :attr:`LiftEnv.reached` where the gripper site is within ``rewards.reach_threshold`` of the cube."""
+    env.reached |= state.gripper_to_cube.norm(dim=-1) < env.cfg.rewards.reach_threshold
+    state.reached = env.reached.clone()
+
+
+def level_curriculum(env: LiftEnv, env_ids: torch.Tensor, state: LiftState) -> None:
+    """Step the per-env curriculum levels of the (M,) envs whose episode ended, from their success (grasped starts
+    do not move the levels)."""
+    normal = env_ids[~env.grasped_start[env_ids]]
+    env.curriculum.on_episode_end(normal, env.success_once[normal])

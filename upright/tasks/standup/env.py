@@ -1,5 +1,5 @@
-"""The standup env (G1; ground, platform, wall or slope; supine or prone), a batched ``rsl_rl`` ``VecEnv`` over
-any :mod:`upright.sim` backend.
+"""The standup env (G1; ground, platform, wall or slope; supine or prone) on the env core
+(:class:`upright.envs.ManagerBasedRlEnv`), over any :mod:`upright.sim` backend.
 
 One env step (0.02 s) = the policy's action turned into PD targets p_target = q + β·a for the 23
 policy joints (held joints target their default angle), held for ``decimation`` = 4 physics steps of
@@ -22,21 +22,23 @@ import dataclasses
 
 import mujoco
 import torch
-from rsl_rl.env import VecEnv
-from tensordict import TensorDict
 
+from upright.envs import ManagerBasedRlEnv
 from upright.managers.episode import EpisodeStats
-from upright.managers.observation import ObservationHistory
+from upright.managers.observation import HistoryObservations, ObservationHistory
 from upright.managers.reward import RewardManager
+from upright.managers.termination import TerminationManager, TerminationTerm
 from upright.managers.vlm_reward import with_vlm_reward
 from upright.robots import g1
 from upright.sim import make_sim
 from upright.sim.options import PhysicsOptions
 from upright.tasks.quat import quat_rotate_inverse
+from upright.tasks.standup.actions import G1JointPositionAction
 from upright.tasks.standup.config import SimCfg, StandupEnvCfg
 from upright.tasks.standup.curriculum import StandupCurriculum
+from upright.tasks.standup.events import actuation_randomization, pull_force_curriculum, torso_wrench
 from upright.tasks.standup.foot_contact import FootContactReader
-from upright.tasks.standup.observations import HISTORY_LENGTH, observation_dims, observation_frame
+from upright.tasks.standup.observations import HISTORY_LENGTH, history_frame, observation_dims
 from upright.tasks.standup.randomization import StandupRandomizer
 from upright.tasks.standup.rewards import GROUPS, standup_reward_terms
 from upright.tasks.standup.scene import standup_scene
@@ -46,7 +48,7 @@ from upright.tasks.standup.terrains import StartSampler, check_variant, terrain_
 from upright.tasks.standup.terrains.settings import SUPINE_QUAT  # noqa: F401  (re-exported for benchmarks)
 
 
-class StandupEnv(VecEnv):
+class StandupEnv(ManagerBasedRlEnv):
     """G1 standing up (HoST) on ``cfg.terrain`` from ``cfg.posture``, N envs in parallel.
 
     Args:
@@ -64,8 +66,8 @@ class StandupEnv(VecEnv):
         sim_cfg = sim_cfg or SimCfg()
         if cfg.decimation < 1:
             raise ValueError(f"env.decimation must be >= 1, got {cfg.decimation}")
-        if cfg.action_mode not in ("relative", "absolute"):
-            raise ValueError(f"env.action_mode must be 'relative' (HoST) or 'absolute', got {cfg.action_mode!r}")
+        self.action_term = G1JointPositionAction(cfg.action_mode, len(g1.POLICY_JOINT_NAMES))
+        """Joint position targets, relative to the measured q or about the default pose (:mod:`.actions`)."""
         self.cfg = cfg
         self.sim_cfg = sim_cfg
         self.device = torch.device(device)
@@ -110,6 +112,27 @@ class StandupEnv(VecEnv):
         self.obs_history = ObservationHistory(n, self.num_obs_per_step, HISTORY_LENGTH, dev)
         """The last :data:`~upright.tasks.standup.observations.HISTORY_LENGTH` frames of each env, oldest first
         (``obs_history.buffer``: (N, 6, 76) float32)."""
+        self.observation_manager = self._observation_manager()
+        self.event_terms = (torso_wrench, actuation_randomization)
+        self.termination_manager = TerminationManager(
+            [
+                TerminationTerm(
+                    "velocity_explosion",
+                    velocity_explosion,
+                    {
+                        "max_joint_vel": cfg.max_joint_vel,
+                        "max_base_lin_vel": cfg.max_base_lin_vel,
+                        "unactuated_steps": cfg.unactuated_steps,
+                    },
+                ),
+                TerminationTerm(
+                    "terrain_fall",
+                    terrain_fall,
+                    {"checks": self.terrain.termination, "unactuated_steps": cfg.unactuated_steps},
+                ),
+            ]
+        )
+        self.curriculum_terms = (pull_force_curriculum,)
         self.randomizer = StandupRandomizer(
             cfg.domain_rand,
             cfg.disturbance,
@@ -136,6 +159,10 @@ class StandupEnv(VecEnv):
     def _reward_setup(self) -> tuple[list, tuple]:
         """(reward terms, reward groups) of HoST's recipe for the terrain and posture."""
         return standup_reward_terms(self.cfg.terrain, self.cfg.posture), GROUPS
+
+    def _observation_manager(self):
+        """Actor and critic: the same (N, 6·76) stacked history, oldest first (HoST)."""
+        return HistoryObservations(history_frame, self.obs_history)
 
     def _init_indices(self) -> None:
         m = self.model
@@ -201,15 +228,6 @@ class StandupEnv(VecEnv):
         self._upvector = sensor("imu_upvector")
         self._foot_contact = FootContactReader(m)
 
-    @property
-    def episode_length_buf(self) -> torch.Tensor:
-        """(N,) int64 env steps of each env's current episode (rsl-rl's ``init_at_random_ep_len`` writes it)."""
-        return self.episode.length
-
-    @episode_length_buf.setter
-    def episode_length_buf(self, value: torch.Tensor) -> None:
-        self.episode.length = value.to(self.device, torch.long)
-
     # ------------------------------------------------------------------ state
     def _read_state(self) -> StandupState:
         s = self.sim.state
@@ -244,91 +262,9 @@ class StandupEnv(VecEnv):
             episode_step=self.episode_length_buf.clone(),
         )
 
-    # ------------------------------------------------------------------ VecEnv
-    def get_observations(self) -> TensorDict:
-        """Actor and critic observations: (N, 6·76) stacked history, oldest first (identical for both, HoST)."""
-        flat = self.obs_history.flat()
-        return TensorDict({"actor": flat, "critic": flat}, batch_size=[self.num_envs], device=self.device)
-
-    def step(self, actions: torch.Tensor) -> tuple[TensorDict, torch.Tensor, torch.Tensor, dict]:
-        """Advance all envs by one env step.
-
-        Args:
-            actions: (N, 23) float32 policy actions.
-
-        Returns:
-            obs, rewards (N,) (sum over the 4 groups, for logging), dones (N,) long, and extras with
-            ``time_outs`` (N,) bool, ``reward_groups`` (N, 4) float32, ``episode`` log scalars and
-            ``action_applied`` (N,) bool (False in the unactuated start, where the action was ignored).
-        """
-        cfg = self.cfg
-        a = actions.to(self.device).clamp(-cfg.action_clip, cfg.action_clip)
-        actuated = self._actuated().unsqueeze(-1)
-        a = torch.where(actuated, a, torch.zeros_like(a))
-        self.last_last_actions.copy_(self.last_actions)
-        self.last_actions.copy_(self.actions)
-        self.actions.copy_(a)
-        self.prev_dq = self.state.dq
-        q_policy = self.state.q
-        if cfg.action_mode == "absolute":  # the unactuated phase stays limp: targets at the measured angles
-            default = self.default_pose[self._policy_ids]
-            self.p_target = torch.where(actuated, default + self.beta.unsqueeze(-1) * a, q_policy)
-        else:
-            self.p_target = q_policy + self.beta.unsqueeze(-1) * a
-        ctrl = self.default_pose.expand(self.num_envs, -1).clone()
-        ctrl[:, self._policy_ids] = self.p_target
-        self._apply_pull_force(actuated.squeeze(-1))
-        self.sim.step(self.randomizer.before_physics(ctrl, actuated.squeeze(-1)), cfg.decimation)
-        self.episode.length += 1  # not through the property: its setter means "set from outside"
-
-        state = self._read_state()
-        group_rewards, terms = self.reward_manager.compute(state, self.num_envs, self.device)
-        terminated = velocity_explosion(
-            state,
-            max_joint_vel=cfg.max_joint_vel,
-            max_base_lin_vel=cfg.max_base_lin_vel,
-            unactuated_steps=cfg.unactuated_steps,
-        )
-        terminated |= terrain_fall(state, self.terrain.termination, unactuated_steps=cfg.unactuated_steps)
-        time_outs = self.episode_length_buf >= self.max_episode_length
-        dones = terminated | time_outs
-        self.truncated = time_outs & ~terminated  # gymnasium's truncated; extras["time_outs"] also has terminal ones
-        episode_log = self._log_step(state, group_rewards, terms, dones)
-        self.last_state = state
-        """State at the end of the last env step, before resets (for evaluation and logging)."""
-
-        done_ids = dones.nonzero(as_tuple=False).flatten()
-        if done_ids.numel() > 0:
-            self.curriculum.on_reset(done_ids, state.head_height[done_ids])
-            self.reset_envs(done_ids)
-            state = self._read_state()
-        self.state = state
-        self._update_history()
-        extras = {
-            "time_outs": time_outs,
-            "reward_groups": group_rewards,
-            "episode": episode_log,
-            "action_applied": actuated.squeeze(-1),
-        }
-        return self.get_observations(), group_rewards.sum(dim=1), dones.long(), extras
-
     def _actuated(self) -> torch.Tensor:
         """(N,) bool: the envs whose action is applied this env step (past the unactuated start)."""
         return self.episode_length_buf >= self.cfg.unactuated_steps
-
-    def _apply_pull_force(self, actuated: torch.Tensor) -> None:
-        """Set the torso's wrench for this env step from the state at its start (gated per env): the curriculum's
-        upward pull once actuated, and the terrain's push along world x (``cfg.passive_push_force``) while not."""
-        force = self.curriculum.pull_force(self.state.projected_gravity, actuated)
-        push = torch.where(actuated, 0.0, float(self.cfg.passive_push_force))
-        if not (force.any() or push.any() or self.pull_force.any() or self.push_force.any()):
-            self.pull_force, self.push_force = force, push
-            return  # nothing applied now or before: skip the backend call
-        wrench = torch.zeros(self.num_envs, 1, 6, device=self.device)
-        wrench[:, 0, 0] = push
-        wrench[:, 0, 2] = force
-        self.sim.set_body_wrench([self._torso_body], wrench)
-        self.pull_force, self.push_force = force, push
 
     # ------------------------------------------------------------------ resets
     def reset_envs(self, env_ids: torch.Tensor) -> None:
@@ -356,24 +292,11 @@ class StandupEnv(VecEnv):
         self.obs_history.reset(env_ids)
         self.p_target[env_ids] = qpos[:, self._pq_adr]
 
-    def reset_all(self) -> None:
-        """Start a new episode in every env at once (all at step 0) and build the first observation."""
-        self.reset_envs(torch.arange(self.num_envs, device=self.device))
-        self.state = self._read_state()
-        self._update_history()
-
-    def _update_history(self) -> None:
-        """Append the current observation frame (zero during the unactuated start); reset envs have zero history."""
-        scale = self.randomizer.obs_noise_scale(bool(self.cfg.obs_noise))
-        passive = self.episode_length_buf < self.cfg.unactuated_steps
-        self.obs_history.push(observation_frame(self.state, passive, scale, self.rng))
-
     # ------------------------------------------------------------------ logging
     def _log_step(
-        self, state: StandupState, group_rewards: torch.Tensor, terms: dict[str, torch.Tensor], dones: torch.Tensor
+        self, state: StandupState, group_rewards: torch.Tensor, dones: torch.Tensor
     ) -> dict[str, torch.Tensor]:
-        """Accumulate per-episode sums; return per-step means of finished episodes plus live metrics."""
-        self.episode.add({f"group/{g}": group_rewards[:, i] for i, g in enumerate(self.reward_group_names)} | terms)
+        """Live metrics plus the per-step means of the finished episodes' reward sums and their outcomes."""
         log: dict[str, torch.Tensor] = {
             "Metrics/head_height": state.head_height,
             "Metrics/base_height": state.base_height,
@@ -391,16 +314,3 @@ class StandupEnv(VecEnv):
             if unaided.any():
                 log["Metrics/stood_from_posture_no_pull"] = stood[unaided]
         return log
-
-    def state_dict(self) -> dict:
-        """Training state kept in checkpoints: the per-env curricula."""
-        return {"curriculum": self.curriculum.state_dict()}
-
-    def load_state_dict(self, state: dict) -> None:
-        """Restore :meth:`state_dict` (on resume)."""
-        if "curriculum" in state:
-            self.curriculum.load_state_dict(state["curriculum"])
-
-    def close(self) -> None:
-        """Release the backend."""
-        self.sim.close()

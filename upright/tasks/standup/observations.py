@@ -66,3 +66,11 @@ def observation_frame(
 def observation_dims(num_joints: int) -> list[int]:
     """Width of each term for ``num_joints`` policy joints (76 total for 23 joints)."""
     return term_widths(_TERM_NAMES, num_joints)
+
+
+def history_frame(env) -> torch.Tensor:
+    """The env's current (N, 76) frame (:func:`observation_frame`): zero in its unactuated start, noised with the
+    randomiser's scale (0 with ``env.obs_noise=false``) from the env's generator."""
+    scale = env.randomizer.obs_noise_scale(bool(env.cfg.obs_noise))
+    passive = env.episode_length_buf < env.cfg.unactuated_steps
+    return observation_frame(env.state, passive, scale, env.rng)

@@ -21,9 +21,8 @@ import dataclasses
 
 import mujoco
 import torch
-from tensordict import TensorDict
 
-from upright.managers.observation import compute_frame
+from upright.managers.observation import FrameObservations, compute_frame
 from upright.robots import g1
 from upright.sim.options import PhysicsOptions
 from upright.tasks.standup.config import SimCfg, StandupEnvCfg
@@ -134,16 +133,9 @@ class GetupEnv(StandupEnv):
             self_collision_force=data[:, self._self_force].norm(dim=1),
         )
 
-    def get_observations(self) -> TensorDict:
+    def _observation_manager(self) -> FrameObservations:
         """Actor (N, 75) and critic (N, 78) observations: one frame each (:mod:`.observations`)."""
-        return TensorDict(
-            {"actor": self._actor_obs, "critic": self._critic_obs}, batch_size=[self.num_envs], device=self.device
-        )
-
-    def _update_history(self) -> None:
-        scale = self.randomizer.obs_noise_scale(bool(self.cfg.obs_noise))
-        self._actor_obs = compute_frame(ACTOR_TERMS, self.state.as_measured(), scale, self.rng, OBS_CLIP)
-        self._critic_obs = compute_frame(CRITIC_TERMS, self.state, 0.0, None, OBS_CLIP)
+        return FrameObservations({"actor": actor_frame, "critic": critic_frame})
 
     # ------------------------------------------------------------------ resets
     def reset_envs(self, env_ids: torch.Tensor) -> None:
@@ -212,7 +204,7 @@ class GetupEnv(StandupEnv):
         return (self.episode_length_buf >= self.cfg.unactuated_steps) | (self.start_kind == events.STAND)
 
     # ------------------------------------------------------------------ logging
-    def _log_step(self, state, group_rewards, terms, dones) -> dict[str, torch.Tensor]:
+    def _log_step(self, state, group_rewards, dones) -> dict[str, torch.Tensor]:
         """The standup env's log plus the get-up indicators over finished episodes that did not start standing (and
         whose clock was not set from outside, :attr:`clock_set`):
         ``Metrics/pelvis_passed_0.5`` (the pelvis rose above 0.5 m), ``Metrics/stood`` (torso upright and pelvis at
@@ -229,7 +221,7 @@ class GetupEnv(StandupEnv):
         self.stand_fell |= z < 0.5
         up = (self.start_kind == events.STAND) & ~self.stand_fell
         self.stand_time = torch.where(up, self.episode_length_buf.float() * self.step_dt, self.stand_time)
-        log = super()._log_step(state, group_rewards, terms, dones)
+        log = super()._log_step(state, group_rewards, dones)
         stand_done = dones & (self.start_kind == events.STAND) & ~self.clock_set
         if stand_done.any():
             log["Metrics/standing_start_time_up"] = self.stand_time[stand_done]
@@ -240,3 +232,14 @@ class GetupEnv(StandupEnv):
             log["Metrics/host_success"] = (self.host_above & ~self.host_fell)[done].float()
             log["Metrics/peak_pelvis_height"] = self.peak_pelvis[done]
         return log
+
+
+def actor_frame(env: GetupEnv) -> torch.Tensor:
+    """(N, 75) actor frame: the state as the robot measures it (encoder bias), noised from the env's generator."""
+    scale = env.randomizer.obs_noise_scale(bool(env.cfg.obs_noise))
+    return compute_frame(ACTOR_TERMS, env.state.as_measured(), scale, env.rng, OBS_CLIP)
+
+
+def critic_frame(env: GetupEnv) -> torch.Tensor:
+    """(N, 78) critic frame: the simulator's state, no noise."""
+    return compute_frame(CRITIC_TERMS, env.state, 0.0, None, OBS_CLIP)

@@ -28,7 +28,7 @@ from typing import Any
 
 import torch
 
-from upright.envs.core import BatchedTask, UprightEnv, UprightVectorEnv, check_overrides
+from upright.gym_envs.core import BatchedTask, UprightEnv, UprightVectorEnv, check_overrides
 
 RANDOMIZER_SEED_OFFSET = 1_000_003
 """``StandupEnv`` seeds its domain randomiser with ``seed + 1_000_003`` (``upright/tasks/standup/env.py``);
@@ -93,7 +93,7 @@ class StandupTask(BatchedTask):
         if tuple(obs.shape) != (num_envs, d):
             raise RuntimeError(
                 f"StandupEnv returned observations of shape {tuple(obs.shape)}, expected {(num_envs, d)}"
-                "; upright.envs.standup is out of date with upright/tasks/standup"
+                "; upright.gym_envs.standup is out of date with upright/tasks/standup"
             )
 
     @property
@@ -244,7 +244,7 @@ def make_vector_env(
 ) -> UprightVectorEnv:
     """``gymnasium.make_vec("upright/G1Standup-v0", num_envs=N, vectorization_mode="vector_entry_point", **kwargs)``:
     N envs on one batched simulation (see the module doc, :class:`StandupTask` and
-    :class:`~upright.envs.core.UprightVectorEnv`; ``as_torch=True`` returns torch tensors)."""
+    :class:`~upright.gym_envs.core.UprightVectorEnv`; ``as_torch=True`` returns torch tensors)."""
     prepare_gl(render_mode)
     task = StandupTask(
         num_envs,

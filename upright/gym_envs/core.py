@@ -1,15 +1,16 @@
 """Task-independent gymnasium wrappers over an upright batched env (the rsl-rl ``VecEnv`` every task implements).
 
 * :class:`BatchedTask`: what a task's adapter provides: build its batched env, reseed it in place, rebuild the
-  observation an episode ended on, and the two spaces. One per task (:mod:`upright.envs.standup`,
-  :mod:`upright.envs.lift`).
+  observation an episode ended on, and the two spaces. One per task (:mod:`upright.gym_envs.standup`,
+  :mod:`upright.gym_envs.lift`).
 * :class:`UprightVectorEnv`: a :class:`gymnasium.vector.VectorEnv` over the task's N envs: one batched simulation
   stepped by one call, not N Python envs. Autoreset mode ``SAME_STEP`` (declared in ``metadata``): the step on which
   an env's episode ends returns the next episode's first observation, and the observation the episode ended on is in
   ``infos["final_obs"]``, as :class:`gymnasium.vector.SyncVectorEnv` does in that mode.
 * :class:`UprightEnv`: a :class:`gymnasium.Env` over one env of the batch (N = 1).
 
-Their input checks (:func:`check_overrides`, actions, seeds, reward weights) live in :mod:`upright.envs.core_checks`.
+Their input checks (:func:`check_overrides`, actions, seeds, reward weights) live in
+:mod:`upright.gym_envs.core_checks`.
 
 Observations, rewards and flags are numpy arrays (float32 observations, float64 rewards as gymnasium's own vector
 envs, bool flags), or torch tensors on the task's device with ``as_torch=True`` (vector env only).
@@ -28,8 +29,10 @@ from gymnasium import spaces
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
-from upright.envs.core_checks import _as_actions, _seed_from, _weights
-from upright.envs.core_checks import check_overrides as check_overrides  # re-exported: the task adapters import it here
+from upright.gym_envs.core_checks import _as_actions, _seed_from, _weights
+from upright.gym_envs.core_checks import (
+    check_overrides as check_overrides,  # re-exported: the task adapters import it here
+)
 
 
 class BatchedTask(ABC):
@@ -272,7 +275,7 @@ class UprightVectorEnv(VectorEnv):
         if self.render_mode != "rgb_array":
             return None
         if self._renderer is None:
-            from upright.envs.render import FrameRenderer
+            from upright.gym_envs.render import FrameRenderer
 
             self._renderer = FrameRenderer(self.task.render_model, self.task.render_body(), *self._render_size)
         return tuple(self._renderer.rgb(self.task.render_qpos(i)) for i in self.render_env_ids)
@@ -410,7 +413,7 @@ class UprightEnv(gymnasium.Env):
         """
         if self.render_mode == "rgb_array":
             if self._renderer is None:
-                from upright.envs.render import FrameRenderer
+                from upright.gym_envs.render import FrameRenderer
 
                 self._renderer = FrameRenderer(self.task.render_model, self.task.render_body(), *self._render_size)
             return self._renderer.rgb(self.task.render_qpos(0))
@@ -420,7 +423,7 @@ class UprightEnv(gymnasium.Env):
 
     def _show(self) -> None:
         if self._window is None:
-            from upright.envs.render import HumanWindow
+            from upright.gym_envs.render import HumanWindow
 
             self._window = HumanWindow(self.task.render_model, self.task.render_body())
         self._window.show(self.task.render_qpos(0))

@@ -1,4 +1,4 @@
-"""Input checks of the gymnasium wrappers in :mod:`upright.envs.core`: the ``overrides`` of a ``gymnasium.make``
+"""Input checks of the gymnasium wrappers in :mod:`upright.gym_envs.core`: the ``overrides`` of a ``gymnasium.make``
 against a task's env config (:func:`check_overrides`, used by each task's adapter), and what :meth:`reset` /
 :meth:`step` and the constructors accept: actions of the action space's shape, one seed for the batch, one reward
 weight per reward group. Each raises :class:`ValueError` with a message that names the expected value.

@@ -20,14 +20,14 @@ from typing import Any
 
 import torch
 
-from upright.envs.core import BatchedTask, UprightEnv, UprightVectorEnv, check_overrides
-from upright.envs.standup import prepare_gl
+from upright.gym_envs.core import BatchedTask, UprightEnv, UprightVectorEnv, check_overrides
+from upright.gym_envs.standup import prepare_gl
 
 RESERVED_OVERRIDES = ("num_envs",)
 
 
 class LiftTask(BatchedTask):
-    """N lift envs on one batched simulation (see :class:`~upright.envs.standup.StandupTask` for the arguments;
+    """N lift envs on one batched simulation (see :class:`~upright.gym_envs.standup.StandupTask` for the arguments;
     lift has no terrain or posture). A seeded reset rebuilds the env with that seed (the scene compiles in well under
     a second), so it is exactly ``LiftEnv(cfg, seed=seed)``.
 
@@ -85,7 +85,7 @@ class LiftTask(BatchedTask):
 
     def final_observations(self, before: torch.Tensor, done: torch.Tensor) -> torch.Tensor:
         """The previous observation's frames but the oldest, then the frame of ``env.last_state`` (noise, if on, from
-        a generator of its own, as :meth:`upright.envs.standup.StandupTask.final_observations`)."""
+        a generator of its own, as :meth:`upright.gym_envs.standup.StandupTask.final_observations`)."""
         from upright.managers.observation import compute_frame
         from upright.tasks.lift.observations import HISTORY_LENGTH, OBS_CLIP
 

@@ -3,8 +3,8 @@
 Each entry names an id and the adapter module of its task. The module provides two functions that gymnasium calls:
 ``make_env(**kwargs) -> gymnasium.Env`` (``gymnasium.make``) and ``make_vector_env(num_envs, **kwargs) ->
 gymnasium.vector.VectorEnv`` (``gymnasium.make_vec(..., vectorization_mode="vector_entry_point")``), both built on
-:mod:`upright.envs.core`. Adding a task is one line in :data:`GYM_ENVS` plus its adapter module (a
-:class:`~upright.envs.core.BatchedTask` subclass: how to build the task's batched env, reseed it, and rebuild the
+:mod:`upright.gym_envs.core`. Adding a task is one line in :data:`GYM_ENVS` plus its adapter module (a
+:class:`~upright.gym_envs.core.BatchedTask` subclass: how to build the task's batched env, reseed it, and rebuild the
 observation an episode ended on).
 
 This module imports no third-party module at import time; ``import upright`` registers the ids when gymnasium is
@@ -29,8 +29,8 @@ class GymEnvEntry:
 
 
 GYM_ENVS: tuple[GymEnvEntry, ...] = (
-    GymEnvEntry("upright/G1Standup-v0", "upright.envs.standup"),
-    GymEnvEntry("upright/PandaLift-v0", "upright.envs.lift"),
+    GymEnvEntry("upright/G1Standup-v0", "upright.gym_envs.standup"),
+    GymEnvEntry("upright/PandaLift-v0", "upright.gym_envs.lift"),
 )
 """Registered ids, in the order :func:`register_envs` registers them."""
 
