@@ -46,9 +46,9 @@ def _saved_lift_config(tmp_path, drop: str | None = None, extra: dict | None = N
     """A lift run config as train.py saves it (the composed config), with one key removed or added."""
     from omegaconf import OmegaConf
 
-    from upright.conf import LiftTaskCfg
+    from upright.conf import task_schema
 
-    cfg = OmegaConf.create(OmegaConf.to_container(OmegaConf.structured(LiftTaskCfg()), resolve=True))
+    cfg = OmegaConf.create(OmegaConf.to_container(OmegaConf.create(task_schema("lift")), resolve=True))
     cfg.seed = 3
     if drop:
         parent, leaf = drop.rsplit(".", 1)
@@ -87,10 +87,10 @@ def test_a_standup_run_config_with_removed_levers_loads_without_them_and_their_o
     (evaluation, export and play of earlier runs), and an override of one names the commit where their code lived."""
     from omegaconf import OmegaConf
 
-    from upright.conf import REMOVED_IN, StandupTaskCfg, load_run_config
+    from upright.conf import REMOVED_IN, load_run_config, task_schema
     from upright.conf.validate import validate_overrides
 
-    cfg = OmegaConf.create(OmegaConf.to_container(OmegaConf.structured(StandupTaskCfg()), resolve=True))
+    cfg = OmegaConf.create(OmegaConf.to_container(OmegaConf.create(task_schema("standup")), resolve=True))
     cfg.env.rise_path = {"fraction": 0.6, "fall_drop": 0.25}
     cfg.env.state_archive = {"fraction": 0.4}
     cfg.env.assisted_start = {"fraction": 0.1}

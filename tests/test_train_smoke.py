@@ -68,7 +68,7 @@ def test_resume_continues_iteration_count(first_run):
 
 def test_unknown_task_and_override_list_valid_ones(tmp_path):
     proc = run_train(["task=walk"], tmp_path)
-    assert proc.returncode == 2 and "Valid tasks: lift, standup" in proc.stderr
+    assert proc.returncode == 2 and "Valid tasks: lift, reach, standup" in proc.stderr
     proc = run_train(["task=standup", "env.num_envz=4"], tmp_path)
     assert proc.returncode == 2
     assert "Could not override 'env.num_envz'" in proc.stderr and "did you mean env.num_envs?" in proc.stderr

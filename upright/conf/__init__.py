@@ -1,5 +1,7 @@
-"""Hydra structured configs for ``train.py`` / ``play.py``: config groups ``task`` (one entry per task: ``standup``,
-``lift``), ``terrain`` and ``posture`` (the standup task's variants; other tasks select their empty option ``none``).
+"""Hydra structured configs for ``train.py`` / ``play.py``, built from the tasks' specs (:mod:`upright.tasks.spec`:
+every ``upright/tasks/<name>/spec.py``): config groups ``task`` (one entry per task: ``standup``, ``lift``,
+``reach``, ...), ``recipe`` (each task's recipes) and each task's own groups, e.g. ``terrain`` and ``posture`` (the
+standup task's variants; other tasks select their empty option ``none``).
 
 Command line: ``python train.py task=standup terrain=platform posture=supine env.num_envs=256
 train.max_iterations=100 seed=3 run.name=my_run resume=logs/standup/my_run``.
@@ -10,9 +12,9 @@ posture's HoST ``env.*`` values (:data:`~upright.tasks.standup.terrains.settings
 Kp/Kd ranges, ungated pull force) and ``train.group_weights`` (prone [1, 0.1, 1, 1]).
 Explicit ``env.*`` overrides on the command line still win.
 
-``recipe=<name>`` (:data:`RECIPES`) sets the training recipe: ``host`` is HoST's recipe as published; ``getup`` is
-the get-up MDP (``docs/experiments/2026-11-26_getup_recipe.md``); ``cartesian`` is upright's lift recipe
-(``task=lift recipe=cartesian``; without it the lift task trains with Playground's settings,
+``recipe=<name>`` (:data:`RECIPES`, from the task specs) sets the training recipe: ``host`` is HoST's recipe as
+published; ``getup`` is the get-up MDP (``docs/experiments/2026-11-26_getup_recipe.md``); ``cartesian`` is upright's
+lift recipe (``task=lift recipe=cartesian``; without it the lift task trains with Playground's settings,
 ``docs/lift_learning.md``); ``vlm_kneel`` trains the G1 to kneel from a sentence through a CLIP reward
 (``docs/vlm_reward.md``). Explicit ``env.*`` and ``train.*`` overrides still win.
 """
@@ -27,11 +29,7 @@ from omegaconf import MISSING, OmegaConf
 
 from upright.conf.train_cfg import TrainCfg
 from upright.policy_io.residual_base import ResidualCfg
-from upright.tasks.lift.config import LiftEnvCfg
-from upright.tasks.standup.config import SimCfg, StandupEnvCfg
-from upright.tasks.standup.rewards.variants import POSTURE_REWARDS
-from upright.tasks.standup.terrains import POSTURE_NAMES, TERRAINS
-from upright.tasks.standup.terrains.settings import POSTURE_ENV_OVERRIDES
+from upright.tasks.spec import TaskSpec, task_specs
 
 
 @dataclass
@@ -44,162 +42,82 @@ class RunCfg:
     """Root folder of all runs."""
 
 
-@dataclass
-class StandupTaskCfg:
-    """``task=standup``: G1 standing up from supine on flat ground (HoST)."""
+TASKS: dict[str, TaskSpec] = task_specs()
+"""Registered tasks (``task=<name>``): every task folder's spec, by name."""
 
-    task_name: str = "standup"
-    env: StandupEnvCfg = field(default_factory=StandupEnvCfg)
-    sim: SimCfg = field(default_factory=SimCfg)
-    train: TrainCfg = field(default_factory=TrainCfg)
+DEFAULT_TASK = "standup"
+"""The task of a command line that names none (the flagship)."""
 
 
-def lift_train_cfg() -> TrainCfg:
-    """PPO defaults of ``task=lift``, after MuJoCo Playground's brax PPO settings for ``PandaPickCube``
-    (``mujoco_playground/config/manipulation_params.py``: discount 0.97, learning rate 1e-3, policy MLP 4 x 32, value
-    MLP 5 x 256, observation normalisation). upright's own: the three critics share one trunk with a head per reward
-    group (``critic_shared_trunk``), group weights (reach 1, lift 2, regularization 0.1: Playground's 4:8 scale ratio
-    of gripper-box to box-target, regularisation small; not tuned yet), rsl-rl's 24 steps per env and 5 epochs x 4
-    mini-batches, entropy 0.01, no L2C2."""
-    return TrainCfg(
-        max_iterations=1500,
-        num_steps_per_env=24,
-        save_interval=50,
-        group_weights=[1.0, 2.0, 0.1],
-        actor_hidden_dims=[32, 32, 32, 32],
-        critic_hidden_dims=[256, 256, 256, 256, 256],
-        critic_shared_trunk=True,
-        init_noise_std=1.0,
-        gamma=0.97,
-        lam=0.95,
-        entropy_coef=0.01,
-        l2c2_policy_coef=0.0,
-        l2c2_value_coef=0.0,
-    )
+def task_schema(name: str) -> dict[str, Any]:
+    """The typed config of ``task=<name>``: ``task_name`` and its ``env``, ``sim`` and ``train`` dataclass schemas with
+    the task's defaults (unknown keys and bad types are errors).
 
-
-@dataclass
-class LiftTaskCfg:
-    """``task=lift``: a Franka Panda picks up a cube and lifts it to a target (Playground ``PandaPickCube``)."""
-
-    task_name: str = "lift"
-    env: LiftEnvCfg = field(default_factory=LiftEnvCfg)
-    sim: SimCfg = field(default_factory=lambda: SimCfg(timestep=0.005))
-    train: TrainCfg = field(default_factory=lift_train_cfg)
+    Raises:
+        ValueError: no such task (the message lists the valid ones).
+    """
+    if name not in TASKS:
+        raise ValueError(f"Unknown task '{name}'. Valid tasks: {', '.join(TASKS)}")
+    spec = TASKS[name]
+    return {
+        "task_name": name,
+        "env": OmegaConf.structured(spec.env_config()),
+        "sim": OmegaConf.structured(spec.sim_config()),
+        "train": OmegaConf.structured(TrainCfg(**dict(spec.train_defaults))),
+    }
 
 
 NO_VARIANT = "none"
-"""The empty option of the ``terrain``, ``posture`` and ``recipe`` groups: every task but standup selects it unless the
-command line names one (terrains and postures are standup's only; a recipe must be one of the task's own,
-:data:`RECIPE_TASKS`)."""
+"""The empty option of every group but ``task``: a task selects it for the groups it does not declare
+(:attr:`~upright.tasks.spec.TaskSpec.default_groups`) unless the command line names one (terrains and postures are
+standup's only; a recipe must be one of the task's own, :data:`RECIPE_TASKS`)."""
 
-TASK_GROUPS_OFF = ("terrain", "posture", "recipe")
-"""Config groups of the standup task that other tasks switch to :data:`NO_VARIANT`."""
+TASK_GROUPS_OFF: tuple[str, ...] = tuple(
+    dict.fromkeys(
+        [*TASKS[DEFAULT_TASK].default_groups, "recipe", *(g for spec in TASKS.values() for g in spec.default_groups)]
+    )
+)
+"""Config groups besides ``task`` (the default task's first, in its order): ``terrain``, ``posture``, ``recipe``."""
 
 
 def task_of(args: list[str]) -> str:
-    """The ``task=`` of command-line ``args`` (default ``standup``)."""
-    return next((a.split("=", 1)[1] for a in args if a.startswith("task=")), "standup")
+    """The ``task=`` of command-line ``args`` (default :data:`DEFAULT_TASK`)."""
+    return next((a.split("=", 1)[1] for a in args if a.startswith("task=")), DEFAULT_TASK)
 
 
 def with_task_groups(args: list[str]) -> list[str]:
-    """``args`` plus ``terrain=none posture=none recipe=none`` when the task is not standup (those groups are the
-    standup task's; the primary defaults list selects standup's ``ground``/``supine``/``host``)."""
-    if task_of(args) == "standup":
+    """``args`` plus ``<group>=<option>`` for every group the command line does not name, when the task is not the
+    default one: the task's own default option (:attr:`~upright.tasks.spec.TaskSpec.default_groups`), or
+    :data:`NO_VARIANT` for a group it lacks (the primary defaults list selects the default task's options)."""
+    task = task_of(args)
+    if task == DEFAULT_TASK or task not in TASKS:
         return list(args)
     given = {a.split("=", 1)[0] for a in args}
-    return list(args) + [f"{g}={NO_VARIANT}" for g in TASK_GROUPS_OFF if g not in given]
+    defaults = TASKS[task].default_groups
+    return list(args) + [f"{g}={defaults.get(g, NO_VARIANT)}" for g in TASK_GROUPS_OFF if g not in given]
 
 
-RECIPES: dict[str, dict[str, Any]] = {
-    "host": {},
-    "getup": {
-        # the get-up MDP of MuJoCo Playground's Go1Getup and mujocolab/mjlab_playground's g1-getup branch
-        # (upright.tasks.standup.getup): standing and dropped starts, actions relative to the measured q (scale 0.6,
-        # 0.6 s settle after a drop), 5 Hz reflected-inertia gains, one reward group, 6 s episodes, no pull force;
-        # PPO as mjlab_playground's rl_cfg.py (24 steps per env, [512, 256, 128] ELU, unbounded Gaussian, std 1.0)
-        "env.mdp": "getup",
-        "env.episode_length_s": 6.0,
-        "env.curriculum.enabled": False,
-        "env.curriculum.beta_init": 0.6,
-        "env.curriculum.beta_min": 0.6,
-        "train.num_steps_per_env": 24,
-        "train.group_weights": [1.0],
-        "train.critic_hidden_dims": [512, 256, 128],
-        "train.actor_tanh": False,
-        "train.init_noise_std": 1.0,
-        "train.l2c2_policy_coef": 0.0,
-        "train.l2c2_value_coef": 0.0,
-        "train.save_interval": 25,
-    },
-    "cartesian": {
-        # upright's lift recipe for a 2-core CPU (docs/lift_learning.md, sessions 12-17): Cartesian actions through
-        # differential IK with gravity-compensated targets, the grasp-gated carry reward instead of Playground's lifted
-        # term, a quarter of the resets with the cube already grasped, a faster curriculum and a fixed learning rate;
-        # since session 17 a one-sided anti-windup bound switched on per env at curriculum level 0.5, a success bonus
-        # and a sharp goal term (95 % first reached at 33 / 49 / 43 min in seeds 3 / 4 / 5; session 14's recipe:
-        # 91.6 % at 42 min)
-        "env.action_mode": "ee_delta",
-        "env.ee_gravity_compensation": True,
-        "env.ee_max_lead_down": 0.05,
-        "env.curriculum.ee_max_lead_down_level": 0.5,
-        "env.rewards.at_target": 10.0,
-        "env.rewards.box_target_fine": 4.0,
-        "env.rewards.lifted": 0.0,
-        "env.rewards.carry": 16.0,
-        "env.curriculum.grasped_start_fraction": 0.25,
-        "env.curriculum.step_up": 0.1,
-        "env.curriculum.step_down": 0.1,
-        "train.schedule": "fixed",
-        "train.learning_rate": 1e-3,
-    },
-}
+_BY_DEFAULT_FIRST = (TASKS[DEFAULT_TASK], *(spec for name, spec in TASKS.items() if name != DEFAULT_TASK))
+
+RECIPES: dict[str, dict[str, Any]] = {r: dict(v) for spec in _BY_DEFAULT_FIRST for r, v in spec.recipes.items()}
 """``recipe=<name>``: dotted ``env.*`` / ``train.*`` values each recipe sets on top of its task's defaults (standup:
-HoST's; lift: MuJoCo Playground's ``PandaPickCube``)."""
+HoST's; lift: MuJoCo Playground's ``PandaPickCube``), from the task specs."""
 
-
-RECIPES["vlm_kneel"] = {
-    # a G1 pose from one sentence (VLM-RMs, Rocamonde et al., ICLR 2024; docs/vlm_reward.md): the get-up MDP with every
-    # start standing and its standing terms off (its regularisation kept), plus a CLIP reward for the prompt in its own
-    # group and critic. The paper learned kneeling only with its largest CLIP (ViT-bigG-14); needs a GPU. Not tuned,
-    # and not trained here (no weights can be downloaded on the machine it was written on).
-    **RECIPES["getup"],
-    "env.num_envs": 256,
-    "env.getup.stand_fraction": 1.0,
-    "env.getup.fall_fraction": 0.0,
-    "env.getup.rewards.orientation": 0.0,
-    "env.getup.rewards.torso_height": 0.0,
-    "env.getup.rewards.pelvis_height": 0.0,
-    "env.getup.rewards.posture": 0.0,
-    "env.vlm_reward.enabled": True,
-    "env.vlm_reward.model": "laion/CLIP-ViT-bigG-14-laion2B-39B-b160k",
-    "env.vlm_reward.goal_prompt": "a humanoid robot kneeling",
-    "env.vlm_reward.baseline_prompt": "a humanoid robot",
-    "env.vlm_reward.alpha": 0.5,
-    "env.vlm_reward.every": 2,
-    "env.vlm_reward.dtype": "bfloat16",
-    "env.vlm_reward.group": "vlm",
-    "train.group_weights": [0.1, 1.0],
-}
-
-RECIPE_TASKS: dict[str, str] = {
-    "host": "standup",
-    "getup": "standup",
-    "cartesian": "lift",
-    "vlm_kneel": "standup",
-}
+RECIPE_TASKS: dict[str, str] = {r: spec.name for spec in _BY_DEFAULT_FIRST for r in spec.recipes}
 """The task each recipe of :data:`RECIPES` is written for (its keys exist only in that task's config)."""
+
+if len(RECIPE_TASKS) != sum(len(spec.recipes) for spec in TASKS.values()):
+    raise ValueError(f"two tasks name the same recipe: {sorted(r for s in TASKS.values() for r in s.recipes)}")
 
 
 def task_defaults() -> list[Any]:
-    """Hydra defaults list of every top-level config: the ``task`` group (standup), the ``terrain`` (ground),
-    ``posture`` (supine) and ``recipe`` (host) groups, then the config itself; Hydra's own logging is off (upright
-    prints its own progress)."""
+    """Hydra defaults list of every top-level config: the ``task`` group (:data:`DEFAULT_TASK`), then each other group
+    with the default task's option (standup: ``terrain`` ground, ``posture`` supine, ``recipe`` host), then the config
+    itself; Hydra's own logging is off (upright prints its own progress)."""
+    own = TASKS[DEFAULT_TASK].default_groups
     return [
-        {"task": "standup"},
-        {"terrain": "ground"},
-        {"posture": "supine"},
-        {"recipe": "host"},
+        {"task": DEFAULT_TASK},
+        *({g: own.get(g, NO_VARIANT)} for g in TASK_GROUPS_OFF),
         "_self_",
         {"override hydra/job_logging": "none"},
         {"override hydra/hydra_logging": "none"},
@@ -224,10 +142,6 @@ class Config:
     env: Any = MISSING
     sim: Any = MISSING
     train: Any = MISSING
-
-
-TASKS = {"standup": StandupTaskCfg, "lift": LiftTaskCfg}
-"""Registered tasks (``task=<name>``)."""
 
 
 REMOVED_SETTINGS: tuple[str, ...] = (
@@ -277,14 +191,14 @@ def load_run_config(path) -> Any:
         if OmegaConf.is_dict(node) and leaf in node:
             node.pop(leaf)
     absent = [key for key in BEHAVIOUR_BEFORE_SETTING if OmegaConf.select(cfg, key) is None]
-    task = TASKS.get(str(cfg.get("task_name", "standup")))
-    if task is None:
+    name = str(cfg.get("task_name", DEFAULT_TASK))
+    if name not in TASKS:
         raise ValueError(f"{path}: task_name={cfg.get('task_name')!r} is not one of {sorted(TASKS)}")
-    schema = task()
+    schema = task_schema(name)
     try:
         for key in ("env", "sim", "train"):
             if key in cfg:
-                cfg[key] = OmegaConf.merge(OmegaConf.structured(getattr(schema, key)), cfg[key])
+                cfg[key] = OmegaConf.merge(schema[key], cfg[key])
     except Exception as err:  # noqa: BLE001  omegaconf's ConfigKeyError / ValidationError
         raise ValueError(f"{path}: {str(err).splitlines()[0]}; the config predates a change of its schema") from None
     for key in absent:
@@ -306,22 +220,19 @@ def _nested(dotted: dict[str, Any]) -> dict[str, Any]:
 
 
 def register_configs() -> None:
-    """Register the structured configs with Hydra's ConfigStore (idempotent)."""
+    """Register the structured configs with Hydra's ConfigStore (idempotent): the top-level config, one ``task``
+    option per task spec, the empty option of every other group, each task's own groups' options and its recipes."""
     cs = ConfigStore.instance()
     cs.store(name="config", node=Config)
-    for name, node in TASKS.items():
+    for name in TASKS:
         # A plain dict of typed sub-configs, so it merges into the top level (package _global_)
         # while env/sim/train keep their dataclass schema (unknown keys and bad types are errors).
-        task = node()
-        typed = {k: OmegaConf.structured(getattr(task, k)) for k in ("env", "sim", "train")}
-        cs.store(group="task", name=name, node={"task_name": task.task_name, **typed}, package="_global_")
+        cs.store(group="task", name=name, node=task_schema(name), package="_global_")
     for group in TASK_GROUPS_OFF:
         cs.store(group=group, name=NO_VARIANT, node={}, package="_global_")
-    for name, spec in TERRAINS.items():
-        cs.store(group="terrain", name=name, node={"env": _nested(spec.env_overrides())}, package="_global_")
-    for name in POSTURE_NAMES:
-        env = _nested({"posture": name, **POSTURE_ENV_OVERRIDES[name]})
-        train = {"group_weights": list(POSTURE_REWARDS[name].group_weights)}
-        cs.store(group="posture", name=name, node={"env": env, "train": train}, package="_global_")
+    for spec in TASKS.values():
+        for group, options in spec.groups().items():
+            for option, node in options.items():
+                cs.store(group=group, name=option, node=node, package="_global_")
     for name, values in RECIPES.items():
         cs.store(group="recipe", name=name, node=_nested(values), package="_global_")

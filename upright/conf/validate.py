@@ -21,6 +21,7 @@ from upright.conf import (
     TASKS,
     register_configs,
     removed_setting,
+    task_of,
     with_task_groups,
 )
 from upright.tasks.standup.terrains import check_variant
@@ -161,19 +162,20 @@ def validate_overrides(args: list[str], config_name: str = "config") -> str | No
     (``--cfg job``, ``--help``: :func:`split_hydra_flags`) are left to Hydra."""
     overrides = [a for a in split_hydra_flags(args)[0] if not a.lstrip("+~").startswith("hydra")]
     register_configs()
-    task = next((a.split("=", 1)[1] for a in overrides if a.startswith("task=")), "standup")
+    task = task_of(overrides)
     if task not in TASKS:
         return f"Unknown task '{task}'. Valid tasks: {', '.join(sorted(TASKS))}."
-    if task != "standup":
-        for group in TASK_GROUPS_OFF:
-            value = next((a.split("=", 1)[1] for a in overrides if a.startswith(group + "=")), NO_VARIANT)
-            if group == "recipe":  # lift has recipes of its own: checked below with every task's
-                continue
-            if value != NO_VARIANT:
-                return f"{group}={value}: {group} applies to task=standup only; drop it for task={task}."
-        overrides = with_task_groups(overrides)
-    recipe = next((a.split("=", 1)[1] for a in overrides if a.startswith("recipe=")), "host")
-    if recipe not in RECIPES and not (task != "standup" and recipe == NO_VARIANT):
+    own = TASKS[task].default_groups
+    for group in TASK_GROUPS_OFF:
+        value = next((a.split("=", 1)[1] for a in overrides if a.startswith(group + "=")), NO_VARIANT)
+        if group == "recipe" or group in own:  # recipes: checked below with every task's
+            continue
+        if value != NO_VARIANT:
+            owners = [name for name, spec in TASKS.items() if group in spec.default_groups]
+            return f"{group}={value}: {group} applies to task={' or task='.join(owners)} only; drop it for task={task}."
+    overrides = with_task_groups(overrides)
+    recipe = next((a.split("=", 1)[1] for a in overrides if a.startswith("recipe=")), own.get("recipe", NO_VARIANT))
+    if recipe not in RECIPES and not ("recipe" not in own and recipe == NO_VARIANT):
         return f"Unknown recipe '{recipe}'. Valid recipes: {', '.join(RECIPES)} (recipe=host is HoST's as published)."
     if recipe in RECIPES and RECIPE_TASKS[recipe] != task:
         mine = [r for r, t in RECIPE_TASKS.items() if t == task]

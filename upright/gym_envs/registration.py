@@ -3,9 +3,9 @@
 Each entry names an id and the adapter module of its task. The module provides two functions that gymnasium calls:
 ``make_env(**kwargs) -> gymnasium.Env`` (``gymnasium.make``) and ``make_vector_env(num_envs, **kwargs) ->
 gymnasium.vector.VectorEnv`` (``gymnasium.make_vec(..., vectorization_mode="vector_entry_point")``), both built on
-:mod:`upright.gym_envs.core`. Adding a task is one line in :data:`GYM_ENVS` plus its adapter module (a
-:class:`~upright.gym_envs.core.BatchedTask` subclass: how to build the task's batched env, reseed it, and rebuild the
-observation an episode ended on).
+:mod:`upright.gym_envs.core`. A task offers an id by naming it and its adapter module in its spec
+(``gym_id``, ``gym_adapter``; :mod:`upright.tasks.spec`); the adapter is a :class:`~upright.gym_envs.core.BatchedTask`
+subclass: how to build the task's batched env, reseed it, and rebuild the observation an episode ended on.
 
 This module imports no third-party module at import time; ``import upright`` registers the ids when gymnasium is
 installed (:func:`register_if_gymnasium_is_installed`), so the robot computer's slim install, which has no gymnasium,
@@ -28,11 +28,17 @@ class GymEnvEntry:
     """Adapter module with ``make_env`` and ``make_vector_env``."""
 
 
-GYM_ENVS: tuple[GymEnvEntry, ...] = (
-    GymEnvEntry("upright/G1Standup-v0", "upright.gym_envs.standup"),
-    GymEnvEntry("upright/PandaLift-v0", "upright.gym_envs.lift"),
-)
-"""Registered ids, in the order :func:`register_envs` registers them."""
+def _entries() -> tuple[GymEnvEntry, ...]:
+    """One entry per task spec that names a gymnasium id (:attr:`upright.tasks.spec.TaskSpec.gym_id`), in task-name
+    order (the specs import nothing heavy)."""
+    from upright.tasks.spec import task_specs
+
+    return tuple(GymEnvEntry(s.gym_id, s.gym_adapter) for s in task_specs().values() if s.gym_id and s.gym_adapter)
+
+
+GYM_ENVS: tuple[GymEnvEntry, ...] = _entries()
+"""Registered ids, in the order :func:`register_envs` registers them: ``upright/PandaLift-v0``,
+``upright/G1Standup-v0``."""
 
 
 def register_envs() -> list[str]:

@@ -213,3 +213,10 @@ class LiftEnvCfg:
     vlm_reward: VLMRewardCfg = field(default_factory=lambda: VLMRewardCfg(camera="front"))
     """A CLIP reward from a sentence (VLM-RMs; off by default, :mod:`upright.managers.vlm_reward`); the target marker
     is drawn where the scene puts it, not at the episode's target."""
+
+
+def lift_sim_cfg():
+    """``sim.*`` defaults of ``task=lift``: physics step 0.005 s (Playground ``PandaPickCube`` ``sim_dt``)."""
+    from upright.tasks.standup.config import SimCfg
+
+    return SimCfg(timestep=0.005)
