@@ -29,7 +29,7 @@ FLOORS: tuple[tuple[str, ...], ...] = (
     ("vla",),
     ("viewer",),
     ("gym_envs", "deploy"),
-    ("__init__", "train", "play", "examples"),
+    ("__init__", "train", "play", "examples", "launchers"),
 )
 """Top-level parts of the package, lowest floor first; a part may import its own floor and the floors below."""
 

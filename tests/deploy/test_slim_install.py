@@ -126,6 +126,11 @@ def test_the_daemon_runs_from_a_slim_venv(tmp_path):
                            "franka_emika_panda", "--instruction", "lift the cube", "--no-log", "--no-keyboard"],
                           capture_output=True, text=True, env=env, cwd=tmp_path, timeout=60)  # fmt: skip
     assert proc.returncode == 2 and "needs torch: pip install 'upright[train]'" in proc.stderr, proc.stderr
+    # the policy server, too: one line that names the extra, no traceback
+    proc = subprocess.run([str(venv / "bin" / "upright-policy-server"), "--policy", "linear"],
+                          capture_output=True, text=True, env=env, cwd=tmp_path, timeout=60)  # fmt: skip
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+    assert "upright-policy-server needs torch" in proc.stderr and "pip install 'upright[train]'" in proc.stderr
 
     sim, links = start_sim_robot(tmp_path, "--lockstep-dt", "0.002")  # this interpreter: MuJoCo
     log = open(tmp_path / "daemon.log", "w")
