@@ -29,7 +29,7 @@ from omegaconf import MISSING, OmegaConf
 
 from upright.conf.train_cfg import TrainCfg
 from upright.policy_io.residual_base import ResidualCfg
-from upright.tasks.spec import TaskSpec, task_specs
+from upright.tasks.spec import TaskSpec, nested, task_specs
 
 
 @dataclass
@@ -207,18 +207,6 @@ def load_run_config(path) -> Any:
     return cfg
 
 
-def _nested(dotted: dict[str, Any]) -> dict[str, Any]:
-    """``{"a.b": 1}`` -> ``{"a": {"b": 1}}``."""
-    out: dict[str, Any] = {}
-    for key, value in dotted.items():
-        *heads, leaf = key.split(".")
-        node = out
-        for h in heads:
-            node = node.setdefault(h, {})
-        node[leaf] = value
-    return out
-
-
 def register_configs() -> None:
     """Register the structured configs with Hydra's ConfigStore (idempotent): the top-level config, one ``task``
     option per task spec, the empty option of every other group, each task's own groups' options and its recipes."""
@@ -235,4 +223,4 @@ def register_configs() -> None:
             for option, node in options.items():
                 cs.store(group=group, name=option, node=node, package="_global_")
     for name, values in RECIPES.items():
-        cs.store(group="recipe", name=name, node=_nested(values), package="_global_")
+        cs.store(group="recipe", name=name, node=nested(values), package="_global_")

@@ -83,6 +83,18 @@ class TaskSpec:
         return resolve(self.metadata)(env)
 
 
+def nested(dotted: Mapping[str, Any]) -> dict[str, Any]:
+    """``{"a.b": 1}`` -> ``{"a": {"b": 1}}`` (a recipe's dotted keys as a config node)."""
+    out: dict[str, Any] = {}
+    for key, value in dotted.items():
+        *heads, leaf = key.split(".")
+        node = out
+        for h in heads:
+            node = node.setdefault(h, {})
+        node[leaf] = value
+    return out
+
+
 def resolve(ref: str) -> Any:
     """The attribute a ``"module:attribute"`` string names (imported now).
 

@@ -45,11 +45,31 @@ def lift_deploy_contract(
     }
 
 
+def panda_joint_metadata() -> dict[str, Any]:
+    """The per-joint keys of a Panda policy: the 8 actuated joints (7 arm joints, then ``finger_joint1``) with their
+    Kp/Kd, home targets, force limits and control ranges (:mod:`upright.robots.panda`); no held joints."""
+    info = panda.panda_info()
+    return {
+        "robot": "franka_emika_panda",
+        "joint_names": list(panda.ARM_JOINT_NAMES) + [panda.FINGER_JOINT_NAMES[0]],
+        "kp": info.kp,
+        "kd": info.kd,
+        "default_joint_pos": info.home_ctrl,
+        "torque_limit": info.force_limit,
+        "ctrl_lower": info.ctrl_lower,
+        "ctrl_upper": info.ctrl_upper,
+        "held_joint_names": [],
+        "held_kp": [],
+        "held_kd": [],
+        "held_torque_limit": [],
+        "held_joint_pos": [],
+    }
+
+
 def lift_policy_metadata(env) -> dict[str, Any]:
     """Metadata of a policy for the lift env ``env`` (:class:`~upright.tasks.lift.env.LiftEnv`); per-actuator arrays
     in :data:`upright.robots.panda.ACTUATOR_NAMES` order (7 arm joints, then the finger). With
     ``env.action_mode=ee_delta`` the file also names the IK's site, step scale and settings (``ee_*``, ``ik_*``)."""
-    info = panda.panda_info()
     mode = str(env.cfg.action_mode)
     ee = {}
     if mode == "ee_delta":
@@ -70,19 +90,7 @@ def lift_policy_metadata(env) -> dict[str, Any]:
         }
     return {
         "task": "lift",
-        "robot": "franka_emika_panda",
-        "joint_names": list(panda.ARM_JOINT_NAMES) + [panda.FINGER_JOINT_NAMES[0]],
-        "kp": info.kp,
-        "kd": info.kd,
-        "default_joint_pos": info.home_ctrl,
-        "torque_limit": info.force_limit,
-        "ctrl_lower": info.ctrl_lower,
-        "ctrl_upper": info.ctrl_upper,
-        "held_joint_names": [],
-        "held_kp": [],
-        "held_kd": [],
-        "held_torque_limit": [],
-        "held_joint_pos": [],
+        **panda_joint_metadata(),
         "action_scale": float(env.cfg.action_scale),
         "action_mode": mode,
         "action_formula": ACTION_FORMULAS[mode] + "; the finger target is one finger's opening in m "

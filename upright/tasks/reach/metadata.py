@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from upright.policy_io.schema import ACTION_FORMULAS
-from upright.robots import panda
+from upright.tasks.lift.metadata import panda_joint_metadata
 from upright.tasks.metadata import POLICY_IO, observation_metadata
 from upright.tasks.reach.observations import OBS_CLIP, ROBOT_MEASURABLE_TERMS
 
@@ -14,22 +14,9 @@ from upright.tasks.reach.observations import OBS_CLIP, ROBOT_MEASURABLE_TERMS
 def reach_policy_metadata(env) -> dict[str, Any]:
     """Metadata of a policy for the reach env ``env`` (:class:`~upright.tasks.reach.env.ReachEnv`); per-actuator
     arrays in :data:`upright.robots.panda.ACTUATOR_NAMES` order (7 arm joints, then the finger)."""
-    info = panda.panda_info()
     return {
         "task": "reach",
-        "robot": "franka_emika_panda",
-        "joint_names": list(panda.ARM_JOINT_NAMES) + [panda.FINGER_JOINT_NAMES[0]],
-        "kp": info.kp,
-        "kd": info.kd,
-        "default_joint_pos": info.home_ctrl,
-        "torque_limit": info.force_limit,
-        "ctrl_lower": info.ctrl_lower,
-        "ctrl_upper": info.ctrl_upper,
-        "held_joint_names": [],
-        "held_kp": [],
-        "held_kd": [],
-        "held_torque_limit": [],
-        "held_joint_pos": [],
+        **panda_joint_metadata(),
         "action_scale": float(env.cfg.action_scale),
         "action_mode": "delta",
         "action_formula": ACTION_FORMULAS["delta"] + "; the finger target is one finger's opening in m",

@@ -1,29 +1,16 @@
 """The reach task's actor/critic observation (32 values per env step): joint positions relative to home, joint
 velocities, the gripper site, the commanded target and the last action, as named terms of
-:class:`upright.managers.observation.ObservationTerm`. Noise (with ``env.obs_noise``): ±0.01 rad on positions and
-±0.01 on the scaled velocities (Isaac Lab's reach); none on the target, a command."""
+:class:`upright.managers.observation.ObservationTerm` (the joint and gripper terms are the lift task's: the same
+Panda). Noise (with ``env.obs_noise``): ±0.01 rad on positions and ±0.01 on the scaled velocities (Isaac Lab's
+reach); none on the target, a command."""
 
 from __future__ import annotations
 
 import torch
 
 from upright.managers.observation import ObservationTerm
+from upright.tasks.lift.observations import gripper_pos, joint_pos_rel, joint_vel
 from upright.tasks.reach.state import ReachState
-
-
-def joint_pos_rel(state: ReachState) -> torch.Tensor:
-    """(N, 9) joint positions minus the home pose: arm rad, fingers m."""
-    return state.q - state.home_q
-
-
-def joint_vel(state: ReachState) -> torch.Tensor:
-    """(N, 9) joint velocities: rad/s, m/s."""
-    return state.dq
-
-
-def gripper_pos(state: ReachState) -> torch.Tensor:
-    """(N, 3) gripper site position, world frame (robot base at the origin), m."""
-    return state.gripper_pos
 
 
 def target_pos(state: ReachState) -> torch.Tensor:

@@ -5,17 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-
-def _nested(dotted: dict[str, Any]) -> dict[str, Any]:
-    """``{"a.b": 1}`` -> ``{"a": {"b": 1}}``."""
-    out: dict[str, Any] = {}
-    for key, value in dotted.items():
-        *heads, leaf = key.split(".")
-        node = out
-        for h in heads:
-            node = node.setdefault(h, {})
-        node[leaf] = value
-    return out
+from upright.tasks.spec import nested
 
 
 def config_groups() -> dict[str, dict[str, dict[str, Any]]]:
@@ -24,10 +14,10 @@ def config_groups() -> dict[str, dict[str, dict[str, Any]]]:
     from upright.tasks.standup.terrains import POSTURE_NAMES, TERRAINS
     from upright.tasks.standup.terrains.settings import POSTURE_ENV_OVERRIDES
 
-    terrain = {name: {"env": _nested(spec.env_overrides())} for name, spec in TERRAINS.items()}
+    terrain = {name: {"env": nested(spec.env_overrides())} for name, spec in TERRAINS.items()}
     posture = {
         name: {
-            "env": _nested({"posture": name, **POSTURE_ENV_OVERRIDES[name]}),
+            "env": nested({"posture": name, **POSTURE_ENV_OVERRIDES[name]}),
             "train": {"group_weights": list(POSTURE_REWARDS[name].group_weights)},
         }
         for name in POSTURE_NAMES
