@@ -173,3 +173,15 @@ def test_play_writes_a_poster(tmp_path):
     assert img.shape[:2] == (H + strip_height(H), 4 * W + 3 * 4)  # 4 frames, 4 px gaps, the strip under each
     proc = run_play([*args, "video=out.avi"], tmp_path)
     assert proc.returncode == 2 and ".mp4, .gif, .png" in proc.stderr
+
+
+def test_strip_of_an_arm_without_a_cube_shows_its_gripper():
+    from upright.tasks.reach.scene import reach_scene
+    from upright.viewer.strip import StripReader
+
+    model = reach_scene()
+    data = mujoco.MjData(model)
+    mujoco.mj_forward(model, data)
+    site = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_SITE, "gripper")
+    v = StripReader(model, "reach", 0).values(data, 0.5, 1)
+    assert list(v.quantities) == ["gripper height"] and v.bar == pytest.approx(data.site_xpos[site, 2])

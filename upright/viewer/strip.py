@@ -83,6 +83,7 @@ class StripReader:
         self.root_body = root_body
         name = lambda t, n: mujoco.mj_name2id(model, t, n)  # noqa: E731
         self.cube = name(mujoco.mjtObj.mjOBJ_BODY, "box")
+        self.gripper = name(mujoco.mjtObj.mjOBJ_SITE, "gripper")
         self.head = name(mujoco.mjtObj.mjOBJ_SITE, "head")
         feet = (name(mujoco.mjtObj.mjOBJ_SITE, f"{side}_foot") for side in ("left", "right"))
         self.feet = [s for s in feet if s >= 0]
@@ -103,7 +104,12 @@ class StripReader:
             cube = float(data.xpos[self.cube, 2])
             target = float(data.mocap_pos[0, 2]) if data.mocap_pos.shape[0] else math.nan
             return StripValues(time, episode, {"cube height": cube, "target height": target}, cube, target, 0.5)
-        head = self.head_height(data)
-        pelvis = float(data.xpos[self.root_body, 2])
-        return StripValues(time, episode, {"head above feet": head, "pelvis height": pelvis}, head,
-                           self.standing_head, 1.5)  # fmt: skip
+        if self.head >= 0 and self.feet:  # a humanoid (the G1)
+            head = self.head_height(data)
+            pelvis = float(data.xpos[self.root_body, 2])
+            return StripValues(time, episode, {"head above feet": head, "pelvis height": pelvis}, head,
+                               self.standing_head, 1.5)  # fmt: skip
+        if self.gripper >= 0:  # an arm without a cube (reach): where its gripper is
+            z = float(data.site_xpos[self.gripper, 2])
+            return StripValues(time, episode, {"gripper height": z}, z, math.nan, 1.0)
+        return StripValues(time, episode, {})
