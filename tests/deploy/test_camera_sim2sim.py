@@ -17,14 +17,8 @@ from types import SimpleNamespace
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
-from deploy_testlib import (
-    goal_seeking_tiny_vla,
-    offscreen_gl_available,
-    render_lift_camera,
-    start_daemon,
-    start_sim_robot,
-    stop,
-)
+from daemon_testlib import offscreen_gl_available, render_lift_camera, start_daemon, start_sim_robot, stop
+from deploy_testlib import goal_seeking_tiny_vla
 
 from upright.dataset_io.lerobot import load_frames
 from upright.dataset_io.records import SafetyFlag

@@ -15,7 +15,8 @@ import time
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
-from deploy_testlib import ctl, goal_seeking_tiny_vla, start_daemon, start_sim_robot, stop, wait_for_mode
+from daemon_testlib import ctl, start_daemon, start_sim_robot, stop, wait_for_mode
+from deploy_testlib import goal_seeking_tiny_vla
 
 from upright.dataset_io.lerobot import load_frames
 from upright.dataset_io.records import SafetyFlag

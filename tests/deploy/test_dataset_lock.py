@@ -24,7 +24,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from deploy_testlib import ctl_run, start_daemon, start_sim_robot, stop
+from daemon_testlib import ctl_run, start_daemon, start_sim_robot, stop
 from deploy_testlib import wait_until as _wait_until
 
 from upright.dataset_io.lerobot import EPISODES_PATH, LeRobotV3Writer, load_frames, load_journal

@@ -29,7 +29,8 @@ import time
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
-from deploy_testlib import ConstantPolicy, Fault, Harness, ctl_run, start_daemon, start_sim_robot, stop
+from daemon_testlib import ctl_run, start_daemon, start_sim_robot, stop
+from deploy_testlib import ConstantPolicy, Fault, Harness
 
 from upright.dataset_io.lerobot import EPISODES_PATH, load_frames
 from upright.dataset_io.records import SafetyFlag

@@ -23,7 +23,8 @@ import threading
 import time
 
 import pytest
-from deploy_testlib import ConstantPolicy, Harness, ctl_run, start_daemon, start_sim_robot, stop
+from daemon_testlib import ctl_run, start_daemon, start_sim_robot, stop
+from deploy_testlib import ConstantPolicy, Harness
 from deploy_testlib import wait_until as _wait_until
 
 from upright.dataset_io.lerobot import EPISODES_PATH, load_frames, load_journal

@@ -18,7 +18,7 @@ import onnxruntime as ort
 import pyarrow.parquet as pq
 import pytest
 import torch
-from deploy_testlib import ctl, start_daemon, start_sim_robot, stop, wait_for_mode
+from daemon_testlib import ctl, start_daemon, start_sim_robot, stop, wait_for_mode
 
 from upright.dataset_io.lerobot import load_frames, read_journal
 from upright.deploy.metadata import load_policy_spec

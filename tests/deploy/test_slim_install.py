@@ -15,7 +15,7 @@ import sys
 import time
 
 import pytest
-from deploy_testlib import _e2e_nice, start_sim_robot, stop, wait_for_mode
+from daemon_testlib import _e2e_nice, start_sim_robot, stop, wait_for_mode
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 POLICY = pathlib.PurePosixPath("upright/assets/policies/g1_standup_ground/policy.onnx")
