@@ -54,3 +54,21 @@ def test_no_domain_rand_flag_is_applied_and_reported(tmp_path, monkeypatch):
     )
     assert made[0].randomizer.enabled is False
     assert "domain randomisation off (--no-domain-rand)" in (tmp_path / "eval.md").read_text()
+
+
+def test_evaluate_dispatches_by_the_task_spec_and_refuses_a_task_without_an_evaluator(capsys):
+    import pytest
+
+    from upright.training.evaluate import main
+
+    for args, message in (
+        (["--task", "reach", "--policy", "zero"], "error: task=reach has no evaluation protocol"),
+        (["--task=walk", "--policy", "zero"], "error: Unknown task 'walk'. Valid tasks: lift, reach, standup"),
+    ):
+        with pytest.raises(SystemExit) as exit_:
+            main(args)
+        err = capsys.readouterr().err
+        assert exit_.value.code == 2 and err.startswith(message) and err.count("\n") == 1, err
+    with pytest.raises(SystemExit):  # lift's evaluator (training/lift_evaluate.py) parses its own options
+        main(["--task", "lift", "--help"])
+    assert "lift" in capsys.readouterr().out

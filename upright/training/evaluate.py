@@ -231,10 +231,19 @@ def main(argv: list[str] | None = None) -> None:
     import sys
 
     args_in = list(sys.argv[1:] if argv is None else argv)
-    if "--task=lift" in args_in or any(a == "--task" and b == "lift" for a, b in zip(args_in, args_in[1:])):
-        from upright.training.lift_evaluate import main as lift_main
+    task = next((a.split("=", 1)[1] for a in args_in if a.startswith("--task=")), None)
+    task = task or next((b for a, b in zip(args_in, args_in[1:]) if a == "--task"), "standup")
+    if task != "standup":  # another task's evaluator, named by its spec
+        from upright.tasks.spec import resolve, task_spec
 
-        return lift_main(args_in)
+        try:
+            evaluator = task_spec(task).evaluator
+            if evaluator is None:
+                raise ValueError(f"task={task} has no evaluation protocol (its spec names no evaluator)")
+        except ValueError as err:
+            print(f"error: {err}", file=sys.stderr)
+            raise SystemExit(2) from None
+        return resolve(evaluator)(args_in)
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--policy", required=True, help="run dir, model_<it>.pt, policy.onnx, zero or random")
     parser.add_argument("--task", default="standup")
