@@ -1,5 +1,5 @@
-"""Train a policy: ``python train.py task=standup|lift [env.num_envs=N] [train.max_iterations=K] [seed=S]
-[run.name=NAME] [resume=<run dir or checkpoint>]``.
+"""Train a policy: ``python train.py task=standup|lift|reach|<any task folder> [env.num_envs=N]
+[train.max_iterations=K] [seed=S] [run.name=NAME] [resume=<run dir or checkpoint>]``.
 
 Writes ``logs/<task>/<run.name>/``: checkpoints ``model_<it>.pt``, ``policy.onnx`` (with metadata),
 TensorBoard events and the resolved config. Ctrl-C saves a checkpoint before exiting.

@@ -39,13 +39,13 @@ def short_env():
 
 
 def test_ids_are_registered_once_with_both_entry_points():
-    from upright.gym_envs.registration import GYM_ENVS, register_envs
+    from upright.gym_envs.registration import gym_entries, register_envs
 
     spec = gymnasium.spec(ID)
     assert spec.entry_point == "upright.gym_envs.standup:make_env"
     assert spec.vector_entry_point == "upright.gym_envs.standup:make_vector_env"
     assert spec.max_episode_steps is None  # the env truncates at its own time limit
-    assert ID in [e.id for e in GYM_ENVS]
+    assert ID in [e.id for e in gym_entries()]
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # re-registering would warn "Overriding environment"
         assert register_envs() == []

@@ -3,8 +3,9 @@ goes to the same floor or a lower one, and no modules import each other in a cir
 
 The source is parsed with :mod:`ast` (nothing is imported). Floors, lowest first (:data:`FLOORS`): the ground floor
 (standard library, numpy, pyarrow, onnxruntime: ``atomic_io``, ``gl``, ``policy_io``, ``dataset_io``, ``robots``),
-``sim``, ``managers``, ``tasks``, ``conf``, ``training``, ``vla``, ``viewer``, then the consumers (``envs``: the
-gymnasium adapters; ``deploy``: the daemon) and the entry points (``train.py``, ``play.py``, ``examples``).
+``sim``, ``managers``, ``envs`` (the env core), ``tasks``, ``conf``, ``training``, ``vla``, ``viewer``, then the
+consumers (``gym_envs``: the gymnasium adapters; ``deploy``: the daemon) and the entry points (``train.py``,
+``play.py``, ``examples``, ``launchers``).
 
 :data:`KNOWN_UP_ARROWS` lists arrows still to move (issue 35 item 5); it is empty: no import runs up a floor and no
 import circle is left, and a new one of either fails the test.

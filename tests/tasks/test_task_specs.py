@@ -4,7 +4,6 @@ dropped into a new folder is trained, exported and offered to gymnasium without 
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 
@@ -74,31 +73,29 @@ def metadata(env):
 
 @pytest.mark.slow
 def test_a_new_task_folder_trains_and_exports_through_train_py(tmp_path):
-    """A folder ``upright/tasks/hop/`` with an ``__init__.py``, a ``spec.py`` and a term file, and nothing else
-    changed, is a task of ``train.py``: its recipe, its train defaults, its env, its checkpoint and its metadata."""
+    """A task folder ``hop/`` with an ``__init__.py``, a ``spec.py`` and a term file, and nothing else changed, is a
+    task of ``train.py``: its recipe, its train defaults, its env, its checkpoint and its metadata. It lies outside the
+    repository, named by ``UPRIGHT_TASKS_PATH`` (the same discovery as a folder in ``upright/tasks/``)."""
     name = "hop"
-    pkg = ROOT / "upright" / "tasks" / name
-    assert not pkg.exists(), f"{pkg} exists: remove it"
-    try:
-        pkg.mkdir()
-        (pkg / "__init__.py").write_text('"""A test task."""\n')
-        (pkg / "spec.py").write_text(NEW_TASK.format(name=name))
-        (pkg / "metadata.py").write_text(META.format(name=name))
-        args = [
-            f"task={name}",
-            f"recipe={name}_fast",
-            "env.num_envs=8",
-            "train.num_steps_per_env=4",
-            "train.max_iterations=2",
-            "sim.num_threads=1",
-            "train.update_threads=1",
-            f"run.root={tmp_path / 'logs'}",
-            "run.name=new",
-        ]
-        cmd = [sys.executable, str(ROOT / "train.py"), *args]
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=tmp_path, env=dict(os.environ))
-    finally:
-        shutil.rmtree(pkg, ignore_errors=True)
+    pkg = tmp_path / "tasks" / name
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text('"""A test task."""\n')
+    (pkg / "spec.py").write_text(NEW_TASK.format(name=name))
+    (pkg / "metadata.py").write_text(META.format(name=name))
+    args = [
+        f"task={name}",
+        f"recipe={name}_fast",
+        "env.num_envs=8",
+        "train.num_steps_per_env=4",
+        "train.max_iterations=2",
+        "sim.num_threads=1",
+        "train.update_threads=1",
+        f"run.root={tmp_path / 'logs'}",
+        "run.name=new",
+    ]
+    env = dict(os.environ, UPRIGHT_TASKS_PATH=str(tmp_path / "tasks"))
+    cmd = [sys.executable, str(ROOT / "train.py"), *args]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=tmp_path, env=env)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     run_dir = tmp_path / "logs" / name / "new"
     from upright.training.onnx_export import read_metadata
@@ -107,6 +104,17 @@ def test_a_new_task_folder_trains_and_exports_through_train_py(tmp_path):
     assert meta["task"] == name and meta["observation_dim"] == 32
     saved = (run_dir / "config_0.yaml").read_text()
     assert f"task_name: {name}" in saved and "episode_length_s: 1.0" in saved and "- 16" in saved
+    # without the variable the task does not exist: one line naming the valid ones
+    bare = {k: v for k, v in os.environ.items() if k != "UPRIGHT_TASKS_PATH"}
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=tmp_path, env=bare)
+    assert proc.returncode == 2 and "Unknown task 'hop'. Valid tasks: lift, reach, standup" in proc.stderr
+
+
+def test_a_missing_tasks_path_folder_is_a_one_line_error(tmp_path):
+    code = "from upright.tasks.spec import task_specs\ntask_specs()"
+    env = dict(os.environ, UPRIGHT_TASKS_PATH=str(tmp_path / "nope"))
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env)
+    assert proc.returncode != 0 and "UPRIGHT_TASKS_PATH names" in proc.stderr and "fix or unset it" in proc.stderr
 
 
 def test_a_spec_is_frozen():

@@ -106,8 +106,13 @@ HoST's; lift: MuJoCo Playground's ``PandaPickCube``), from the task specs."""
 RECIPE_TASKS: dict[str, str] = {r: spec.name for spec in _BY_DEFAULT_FIRST for r in spec.recipes}
 """The task each recipe of :data:`RECIPES` is written for (its keys exist only in that task's config)."""
 
-if len(RECIPE_TASKS) != sum(len(spec.recipes) for spec in TASKS.values()):
-    raise ValueError(f"two tasks name the same recipe: {sorted(r for s in TASKS.values() for r in s.recipes)}")
+for _spec in TASKS.values():  # recipe=<name> is one Hydra group shared by every task
+    for _recipe in _spec.recipes:
+        if RECIPE_TASKS[_recipe] != _spec.name:
+            raise ValueError(
+                f"recipe '{_recipe}' is named by task {RECIPE_TASKS[_recipe]} and task {_spec.name}; recipe names are "
+                f"shared by all tasks: rename it in upright/tasks/{_spec.name}/spec.py"
+            )
 
 
 def task_defaults() -> list[Any]:

@@ -53,7 +53,7 @@ class ManagerBasedRlEnv(VecEnv):
       ``rng`` (the env's ``torch.Generator``);
     - ``episode`` (:class:`~upright.managers.episode.EpisodeStats`), ``reward_manager`` and ``reward_group_names``,
       ``action_term``, ``event_terms``, ``post_physics_terms``, ``termination_manager``, ``curriculum_terms``,
-      ``observation_manager`` (``update(env)``, ``get() -> {group: (N, D)}``), and ``curriculum`` (with
+      ``observation_manager`` (``update(env)``, ``get() -> {group: (N, D)}``), and optionally ``curriculum`` (with
       ``state_dict``/``load_state_dict``; checkpoints keep it).
     """
 
@@ -74,7 +74,9 @@ class ManagerBasedRlEnv(VecEnv):
     termination_manager: TerminationManager
     curriculum_terms: Sequence[CurriculumTerm] = ()
     observation_manager: Any
-    curriculum: Any
+    curriculum: Any = None
+    """Per-env curriculum state kept in checkpoints (``state_dict``/``load_state_dict``), or None (nothing kept)."""
+    truncated: torch.Tensor | None = None
 
     # ------------------------------------------------------------------ what a task implements
     def _read_state(self) -> Any:
@@ -123,6 +125,9 @@ class ManagerBasedRlEnv(VecEnv):
         truncated; ``extras["time_outs"]`` also holds the terminal ones)."""
         self.episode.add({f"group/{g}": group_rewards[:, i] for i, g in enumerate(self.reward_group_names)} | terms)
         log = self._log_step(state, group_rewards, dones)
+        if bool(dones.any()):  # which term ended each finished episode (time-outs are none of them)
+            for name, hit in self.termination_manager.last.items():
+                log[f"Episode_Termination/{name}"] = hit[dones].float()
         self.last_state = state
         """State at the end of the last env step, before resets (evaluation and logging read it)."""
 
@@ -172,12 +177,12 @@ class ManagerBasedRlEnv(VecEnv):
 
     # ------------------------------------------------------------------ checkpoints
     def state_dict(self) -> dict:
-        """Training state kept in checkpoints: the per-env curriculum."""
-        return {"curriculum": self.curriculum.state_dict()}
+        """Training state kept in checkpoints: the per-env curriculum ({} without one)."""
+        return {} if self.curriculum is None else {"curriculum": self.curriculum.state_dict()}
 
     def load_state_dict(self, state: dict) -> None:
         """Restore :meth:`state_dict` (on resume)."""
-        if "curriculum" in state:
+        if "curriculum" in state and self.curriculum is not None:
             self.curriculum.load_state_dict(state["curriculum"])
 
     def close(self) -> None:

@@ -93,8 +93,7 @@ class BatchedTask(ABC):
         one (a fall, a diverged simulation), time limit or not.
         """
         dones = dones.bool()
-        time_outs = extras["time_outs"].bool()
-        truncated = time_outs & dones
+        truncated = self.env.truncated.bool() & dones  # the env core's: time-outs that were not terminal
         return dones & ~truncated, truncated
 
     def render_qpos(self, env_id: int) -> np.ndarray:

@@ -28,21 +28,17 @@ class GymEnvEntry:
     """Adapter module with ``make_env`` and ``make_vector_env``."""
 
 
-def _entries() -> tuple[GymEnvEntry, ...]:
+def gym_entries() -> tuple[GymEnvEntry, ...]:
     """One entry per task spec that names a gymnasium id (:attr:`upright.tasks.spec.TaskSpec.gym_id`), in task-name
-    order (the specs import nothing heavy)."""
+    order (``upright/PandaLift-v0``, ``upright/G1Standup-v0``): the order :func:`register_envs` registers them. Reads
+    the task specs (light modules) only when called, so ``import upright`` without gymnasium reads none."""
     from upright.tasks.spec import task_specs
 
     return tuple(GymEnvEntry(s.gym_id, s.gym_adapter) for s in task_specs().values() if s.gym_id and s.gym_adapter)
 
 
-GYM_ENVS: tuple[GymEnvEntry, ...] = _entries()
-"""Registered ids, in the order :func:`register_envs` registers them: ``upright/PandaLift-v0``,
-``upright/G1Standup-v0``."""
-
-
 def register_envs() -> list[str]:
-    """Register every id of :data:`GYM_ENVS` with gymnasium that is not registered yet (idempotent: a second call,
+    """Register every id of :func:`gym_entries` with gymnasium that is not registered yet (idempotent: a second call,
     e.g. after ``importlib.reload(upright)``, registers nothing and warns about nothing).
 
     Episodes end inside the env (``truncated`` at the task's time limit), so no ``TimeLimit`` wrapper is added
@@ -54,7 +50,7 @@ def register_envs() -> list[str]:
     from gymnasium.envs.registration import register, registry
 
     added = []
-    for entry in GYM_ENVS:
+    for entry in gym_entries():
         if entry.id in registry:
             continue
         register(

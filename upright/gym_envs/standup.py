@@ -132,13 +132,6 @@ class StandupTask(BatchedTask):
     def reset_all(self) -> None:
         self.env.reset_all()
 
-    def terminated_truncated(self, dones: torch.Tensor, extras: dict) -> tuple[torch.Tensor, torch.Tensor]:
-        """As the base class, except that an episode that reaches a terminal state on its last step counts as
-        terminated (not truncated): the env's ``truncated`` holds the time-outs that were not terminal."""
-        dones = dones.bool()
-        truncated = self.env.truncated.bool() & dones
-        return dones & ~truncated, truncated
-
     def final_observations(self, before: torch.Tensor, done: torch.Tensor) -> torch.Tensor:
         """The history the env would have shown after the last step, had it not reset: the previous observation's
         last 5 frames and the frame of ``env.last_state`` (zero during the unactuated start). Observation noise, if

@@ -6,7 +6,7 @@ levels (:mod:`.curriculum`).
 
 A term is a small function of the task's state dataclass (``func(state, **params)``) returning an (N, ...) torch
 tensor; a term's config is a frozen dataclass holding the function, its parameters and its scale or weight. The
-managers know nothing of any robot or task. Both tasks are built on them: a task is its config, its state
+managers know nothing of any robot or task. Every task is built on them: a task is its config, its state
 dataclass and its term files (:mod:`upright.tasks.lift`: ``rewards.py``, ``observations.py``,
 ``randomization.py``, ``curriculum.py``; :mod:`upright.tasks.standup`: ``rewards/`` with HoST's product-combined
 task group, ``observations.py`` with its 6-frame history, ``randomization.py``), and the ONNX metadata of the

@@ -19,7 +19,8 @@ class TerminationTerm:
     """One termination condition.
 
     Attributes:
-        name: term name (TensorBoard ``Episode_Termination/<name>``).
+        name: term name (TensorBoard ``Episode_Termination/<name>``: the fraction of the finished episodes it ended,
+            logged by :class:`upright.envs.ManagerBasedRlEnv`).
         func: ``func(state, **params)`` -> (N,) bool tensor.
         params: keyword arguments of ``func``.
     """

@@ -7,7 +7,8 @@ off on the CPU provider and asks it for ``get_modelmeta().custom_metadata_map``,
 ``get_outputs()`` (initialisers are not graph inputs there). A file onnxruntime cannot load (not ONNX, truncated, an
 operator it does not implement) raises :class:`OnnxFileError` with onnxruntime's own first line. A policy load asks
 for the metadata, the graph and the kind in turn; :func:`read` parses a file once per version of it (the last few
-files, keyed by path, inode, size and modification time, so a file replaced on disk is read again).
+files, keyed by path, device, inode, size and modification and change times, so a file replaced or rewritten on disk
+is read again; a parse during which the file changed is not kept).
 """
 
 from __future__ import annotations
@@ -51,7 +52,11 @@ def read(path: str | pathlib.Path) -> OnnxInfo:
     if not path.is_file():
         raise FileNotFoundError(f"no such file: {path}")
     st = path.stat()
-    info = _read_version(str(path.resolve()), st.st_ino, st.st_size, st.st_mtime_ns)
+    key = (str(path.resolve()), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+    info = _read_version(*key)
+    after = path.stat()
+    if (after.st_size, after.st_mtime_ns, after.st_ctime_ns) != key[3:]:  # written while being read
+        _read_version.cache_clear()  # never keep that parse; this call returns it (the file's state is the writer's)
     return OnnxInfo(
         metadata=dict(info.metadata),
         inputs={k: list(v) for k, v in info.inputs.items()},
@@ -60,7 +65,7 @@ def read(path: str | pathlib.Path) -> OnnxInfo:
 
 
 @functools.lru_cache(maxsize=8)
-def _read_version(path: str, inode: int, size: int, mtime_ns: int) -> OnnxInfo:
+def _read_version(path: str, device: int, inode: int, size: int, mtime_ns: int, ctime_ns: int) -> OnnxInfo:
     """:func:`read` of one version of a file (the arguments past ``path`` only key the cache; errors are not cached)."""
     import onnxruntime as ort
 

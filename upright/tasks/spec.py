@@ -2,7 +2,8 @@
 
 A task is a folder ``upright/tasks/<name>/`` holding its config, its env on the env core (:mod:`upright.envs`), its
 term files and a ``spec.py`` whose ``SPEC`` is its :class:`TaskSpec`. :func:`task_specs` finds every such folder, so
-adding a task touches no other file: ``train.py task=<name>``, play, export, evaluation, the configs and the
+adding a task touches no other file (a folder outside the repository works too: name its parent in
+:data:`TASKS_PATH_VAR`): ``train.py task=<name>``, play, export, evaluation, the configs and the
 gymnasium ids read the spec. ``spec.py`` imports nothing heavy (no torch, MuJoCo or JAX; ``import upright`` reads
 every spec to register the gymnasium ids): the config classes, the env, its metadata writer, its extra config groups
 and the optional evaluator are named ``"module:attribute"`` and imported when used.
@@ -13,6 +14,7 @@ from __future__ import annotations
 import functools
 import importlib
 import importlib.util
+import os
 import pkgutil
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -112,15 +114,27 @@ def resolve(ref: str) -> Any:
     return obj
 
 
+TASKS_PATH_VAR = "UPRIGHT_TASKS_PATH"
+"""Environment variable: folders (``os.pathsep``-separated) whose sub-folders are tasks too, found as
+``upright.tasks.<name>`` beside the package's own (a user's tasks kept outside the repository)."""
+
+
 @functools.cache
 def task_specs() -> dict[str, TaskSpec]:
-    """Every task's spec, by name: the ``SPEC`` of each ``upright.tasks.<name>.spec`` module, in name order.
+    """Every task's spec, by name: the ``SPEC`` of each ``upright.tasks.<name>.spec`` module (the package's folders
+    and those under :data:`TASKS_PATH_VAR`), in name order.
 
     Raises:
-        ValueError: a ``spec.py`` without a :class:`TaskSpec` ``SPEC``, or whose name is not its folder's.
+        ValueError: a ``spec.py`` without a :class:`TaskSpec` ``SPEC``, or whose name is not its folder's, or a
+            folder of :data:`TASKS_PATH_VAR` that does not exist.
     """
     import upright.tasks as tasks
 
+    for folder in filter(None, os.environ.get(TASKS_PATH_VAR, "").split(os.pathsep)):
+        if not os.path.isdir(folder):
+            raise ValueError(f"{TASKS_PATH_VAR} names {folder!r}, which is not a folder; fix or unset it")
+        if os.path.abspath(folder) not in map(os.path.abspath, tasks.__path__):
+            tasks.__path__.append(os.path.abspath(folder))
     found: dict[str, TaskSpec] = {}
     for info in sorted(pkgutil.iter_modules(tasks.__path__), key=lambda m: m.name):
         if not info.ispkg or importlib.util.find_spec(f"upright.tasks.{info.name}.spec") is None:

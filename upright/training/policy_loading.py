@@ -233,7 +233,7 @@ def checkpoint_policy(
         first = " ".join(str(err).split())[:400]
         raise PolicyLoadError(
             f"{path} does not fit task '{task_name}' with train.* as configured "
-            f"(observation {env.obs_history.flat().shape[-1]}, actions {env.num_actions}, "
+            f"(observation {env.get_observations()['actor'].shape[-1]}, actions {env.num_actions}, "
             f"actor {list(train_cfg.actor_hidden_dims)}): {first}"
         ) from None
     policy = runner.get_inference_policy(device)

@@ -116,4 +116,7 @@ def play(cfg: DictConfig) -> int:
 
 
 def _model_name(cfg: DictConfig) -> str:
-    return "unitree_g1_29dof" if str(cfg.task_name) == "standup" else str(cfg.task_name)
+    from upright.tasks.spec import task_specs
+
+    spec = task_specs().get(str(cfg.task_name))
+    return spec.robot if spec is not None and spec.robot else str(cfg.task_name)

@@ -333,12 +333,15 @@ class LiftEnv(LiftResetSampling, ManagerBasedRlEnv):
 
 
 def lift_frame(env: LiftEnv) -> torch.Tensor:
-    """The env's current (N, 49) frame of its observation terms, noised with the randomiser's scale, clipped."""
+    """The env's current (N, D) float32 frame of its observation terms (D = 49 in ``delta``, 45 in ``ee_delta``, 3
+    more with ``ee_observe_lead``), noised with the randomiser's scale, clipped to ±``OBS_CLIP``."""
     return compute_frame(env.observation_terms, env.state, env.randomizer.obs_noise_scale, env.rng, OBS_CLIP)
 
 
 def action_delay(env: LiftEnv, ctrl: torch.Tensor) -> torch.Tensor:
-    """The randomiser's actuation delay: the targets the actuators see this env step, per physics substep."""
+    """The randomiser's actuation delay of ``ctrl`` (N, 8) position targets (rad, finger m): what the actuators see
+    in this env step's physics substeps (:class:`~upright.managers.randomization.ActionDelay`; ``ctrl`` itself
+    without a delay)."""
     return env.randomizer.delay.push(ctrl)
 
 

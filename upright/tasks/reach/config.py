@@ -33,7 +33,9 @@ class ReachEnvCfg:
     decimation: int = 4
     """Physics steps per env step (4 x 0.005 s = 0.02 s, 50 Hz)."""
     episode_length_s: float = 4.0
-    """Episode length, s (200 env steps); the target is drawn once per episode."""
+    """Episode length, s (200 env steps); the target is drawn once per episode. upright's choice: Isaac Lab's reach
+    runs 12 s episodes and draws a new target every 4 s; one target per 4 s episode gives the same time per target
+    with resets instead of resampling."""
     action_mode: str = "delta"
     """``delta``: ctrl <- clip(ctrl + action_scale * a, ctrl range) for the 7 arm joints and the finger (the only mode;
     :class:`~upright.tasks.lift.actions.PandaTargetAction`)."""
@@ -50,9 +52,10 @@ class ReachEnvCfg:
     target_z: list[float] = field(default_factory=lambda: [0.15, 0.5])
     """Target range along world z (above the floor), m."""
     init_joint_noise: float = 0.1
-    """Arm joints start at the home pose + U(±this), rad."""
+    """Arm joints start at the home pose + U(±this), rad (upright's choice; the target box sets the task's range)."""
     success_threshold: float = 0.02
     """A step counts as a success when the gripper site is within this of the target, m."""
     obs_noise: bool = True
-    """Uniform noise on the joint observations (±0.01 rad, ±0.01·``joint_vel_scale`` rad/s, Isaac Lab's)."""
+    """Uniform noise on the joint observations: ±0.01 rad on positions (Isaac Lab's reach) and ±0.01 on the velocity
+    term after its 0.1 scale, i.e. ±0.1 rad/s (upright's choice; Isaac Lab's reach adds ±0.01 rad/s)."""
     rewards: ReachRewardsCfg = field(default_factory=ReachRewardsCfg)

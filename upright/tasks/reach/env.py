@@ -69,7 +69,6 @@ class ReachEnv(ManagerBasedRlEnv):
         self.reward_manager = RewardManager(reach_reward_terms(cfg.rewards), (GROUP,), dt=self.step_dt)
         self.reward_group_names = tuple(self.reward_manager.group_names)
         self.episode = EpisodeStats(n, dev)
-        self.curriculum = None
         self.ctrl = self.home_ctrl.expand(n, -1).clone()
         """(N, 8) position targets in force, rad / m."""
         self.actions = torch.zeros(n, self.num_actions, device=dev)
@@ -150,13 +149,6 @@ class ReachEnv(ManagerBasedRlEnv):
             log["Metrics/success"] = self.success_once[dones].float()
             log["Metrics/final_position_error"] = state.position_error[dones]
         return log
-
-    def state_dict(self) -> dict:
-        """Training state kept in checkpoints: none (no curriculum)."""
-        return {}
-
-    def load_state_dict(self, state: dict) -> None:
-        """Nothing to restore."""
 
 
 def reach_frame(env: ReachEnv) -> torch.Tensor:

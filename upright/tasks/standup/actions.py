@@ -38,6 +38,11 @@ class G1JointPositionAction(ActionTerm):
     def process(self, env, actions: torch.Tensor) -> torch.Tensor:
         """(N, 29) targets of every G1 joint, rad; updates the env's ``actions``, ``last_actions``,
         ``last_last_actions``, ``prev_dq`` and ``p_target`` (N, 23)."""
+        if tuple(actions.shape) != (env.num_envs, self.num_actions):
+            raise ValueError(
+                f"actions must be (N, {self.num_actions}) = ({env.num_envs}, {self.num_actions}), "
+                f"got {tuple(actions.shape)}"
+            )
         a = actions.to(env.device).clamp(-env.cfg.action_clip, env.cfg.action_clip)
         actuated = env._actuated().unsqueeze(-1)
         a = torch.where(actuated, a, torch.zeros_like(a))

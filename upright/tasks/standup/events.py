@@ -28,7 +28,9 @@ def torso_wrench(env, ctrl: torch.Tensor) -> torch.Tensor:
 
 
 def actuation_randomization(env, ctrl: torch.Tensor) -> torch.Tensor:
-    """The randomiser's actuation for this env step: what the backend steps with (targets or torques)."""
+    """The randomiser's actuation for this env step from ``ctrl`` (N, 29) PD targets, rad: ``ctrl`` itself (N, 29)
+    when no delay is drawn anywhere, else (decimation, N, 29) delayed per-substep targets, rad; torque dropout and
+    pushes applied (:meth:`~upright.tasks.standup.randomization.StandupRandomizer.before_physics`)."""
     return env.randomizer.before_physics(ctrl, env.action_term.applied(env))
 
 
