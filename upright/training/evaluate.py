@@ -181,13 +181,22 @@ def make_eval_env(
             PolicyLoadError: the policy cannot be loaded or does not fit the task; a policy of another task is refused
                 before the env is built (:func:`~upright.training.policy_loading.check_policy_task`).
     """
-    from upright.training.policy_loading import check_policy_task, load_policy, policy_action_mode, policy_mdp
+    from upright.training.policy_loading import (
+        check_policy_task,
+        load_policy,
+        policy_action_mode,
+        policy_gain_settings,
+        policy_mdp,
+    )
 
     check_policy_task(policy_source, task, fix="--task {task}")
     all_overrides = [f"task={task}", f"terrain={terrain}", f"posture={posture}", *overrides]
     named = {o.split("=", 1)[0].lstrip("+") for o in overrides}
     if task == "standup" and policy_mdp(policy_source) == "getup" and not named & {"recipe", "env.mdp"}:
         all_overrides.append("recipe=getup")  # the get-up MDP's gains, observations and action scale
+    for key, value in policy_gain_settings(policy_source).items():  # the gains it was trained with
+        if f"env.{key}" not in named:
+            all_overrides.append(f"env.{key}={value}")
     problem = validate_overrides(all_overrides)
     if problem:
         if error is None:

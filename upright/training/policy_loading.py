@@ -94,6 +94,34 @@ def policy_mdp(policy: str) -> str | None:
         return None
 
 
+GAIN_SETTINGS = ("getup.natural_freq_hz", "getup.damping_ratio")
+"""``env.*`` settings (without ``env.``) that set a ``recipe=getup`` policy's motor gains (Kp = I·ω², Kd = 2ζIω)."""
+
+
+def policy_gain_settings(policy: str) -> dict[str, float]:
+    """The gain settings (:data:`GAIN_SETTINGS`, keys without ``env.``) a ``recipe=getup`` policy was trained with, so
+    that play and evaluation drive the motors as training did: a checkpoint's run config, or an ONNX file's metadata
+    ``getup_natural_freq_hz`` / ``getup_damping_ratio`` (files exported before those keys: {}). {} for other
+    policies, ``zero``, ``random`` or a file that cannot be read (loading it reports why)."""
+    from omegaconf import OmegaConf
+
+    from upright.conf.run_files import run_config_for
+
+    if policy_mdp(policy) != "getup":
+        return {}
+    try:
+        path = resolve_policy_path(policy)
+        if path.suffix == ".onnx":
+            meta = read_raw_metadata(path)
+            found = {key: meta.get("getup_" + key.split(".", 1)[1]) for key in GAIN_SETTINGS}
+        else:
+            config = OmegaConf.load(run_config_for(path))
+            found = {key: OmegaConf.select(config, "env." + key, default=None) for key in GAIN_SETTINGS}
+    except Exception:  # noqa: BLE001 - not a readable file or config: load_policy says why
+        return {}
+    return {key: float(value) for key, value in found.items() if value is not None}
+
+
 def policy_task(policy: str) -> tuple[str, str] | None:
     """The task the policy ``policy=`` names was trained for, and where that is written: an ONNX file's metadata
     ``task`` (``"its ONNX metadata"``), a checkpoint's run config ``task_name``

@@ -231,7 +231,12 @@ class PolicySession(Session):
     def __init__(self, cfg: DictConfig):
         super().__init__()
         from upright.tasks.standup.rewards import REWARD_GROUPS
-        from upright.training.policy_loading import check_policy_task, policy_action_mode, policy_mdp
+        from upright.training.policy_loading import (
+            check_policy_task,
+            policy_action_mode,
+            policy_gain_settings,
+            policy_mdp,
+        )
         from upright.viewer.policy import load_policy
 
         self.cfg = cfg
@@ -248,8 +253,9 @@ class PolicySession(Session):
         self.beta = None if beta is None else float(beta)
         """Fixed action scale β of tasks that have one (standup); None for tasks without (lift)."""
         self.randomize = bool(cfg.get("randomize", False))
-        self.recipe_env = _policy_recipe_env(policy_mdp(str(cfg.policy)), cfg)
-        """``env.*`` values of the recipe whose MDP the policy was trained in (``recipe=getup``), else empty."""
+        self.recipe_env = _policy_recipe_env(policy_mdp(str(cfg.policy)), cfg) | policy_gain_settings(str(cfg.policy))
+        """``env.*`` values of the recipe whose MDP the policy was trained in (``recipe=getup``) and the motor gains it
+        was trained with (:func:`~upright.training.policy_loading.policy_gain_settings`), else empty."""
         if cfg.get("beta") is None and "curriculum.beta_init" in self.recipe_env:
             self.beta = float(self.recipe_env["curriculum.beta_init"])
         self.action_mode = policy_action_mode(str(cfg.policy))

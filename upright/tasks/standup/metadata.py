@@ -108,6 +108,8 @@ def getup_policy_metadata(env) -> dict[str, Any]:
             f"policy joints: Kp = I*w^2, Kd = 2*zeta*I*w with I the motor's reflected rotor inertia (joint armature), "
             f"w = 2*pi*{float(g.natural_freq_hz)} Hz, zeta = {float(g.damping_ratio)}; held joints: HoST's gains"
         ),
+        "getup_natural_freq_hz": float(g.natural_freq_hz),
+        "getup_damping_ratio": float(g.damping_ratio),
         "action_scale": float(env.beta.mean()),
         "action_mode": "relative",
         "action_formula": ACTION_FORMULAS["relative"],
