@@ -26,6 +26,7 @@ register_configs()
 @hydra.main(version_base=None, config_name="config")
 def main(cfg: DictConfig) -> None:
     from upright.robots.menagerie import ModelNotFoundError
+    from upright.sim import BackendUnsupportedError
     from upright.training.train_loop import train
 
     residual_setup = None
@@ -41,7 +42,8 @@ def main(cfg: DictConfig) -> None:
         train(cfg, residual_setup=residual_setup)
     except KeyboardInterrupt:
         sys.exit(130)
-    except (ModelNotFoundError, FileExistsError) as err:  # no robot model; run.name of a run that has checkpoints
+    except (ModelNotFoundError, FileExistsError, BackendUnsupportedError) as err:  # no robot model; run.name of a run
+        # that has checkpoints; a model the chosen sim.backend cannot run
         print(f"error: {' '.join(str(err).split())}", file=sys.stderr, flush=True)
         sys.exit(2)
 

@@ -28,7 +28,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 CASES: dict[str, list[str]] = {
     "getup 1024": ["task=standup", "recipe=getup", "env.num_envs=1024", "sim.num_threads=2"],
-    "host 512": ["task=standup", "env.num_envs=512", "sim.num_threads=2"],
+    "host 512": ["task=standup", "recipe=host", "env.num_envs=512", "sim.num_threads=2"],
     "lift cartesian 256": ["task=lift", "recipe=cartesian", "env.num_envs=256", "sim.num_threads=2"],
 }
 

@@ -74,6 +74,7 @@ def main() -> None:
             "config",
             overrides=[
                 "task=standup",
+                "recipe=host",
                 f"env.num_envs={args.num_envs}",
                 f"sim.num_threads={args.threads}",
                 "train.l2c2_policy_coef=0",

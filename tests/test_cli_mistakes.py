@@ -81,9 +81,9 @@ def standup_onnx(tmp_path_factory):
     "override, expected",
     [
         ("seed=abc", "seed=abc: seed takes an integer, e.g. seed=1."),
-        ("env.num_envs=many", "env.num_envs=many: env.num_envs takes an integer, e.g. env.num_envs=512."),
+        ("env.num_envs=many", "env.num_envs=many: env.num_envs takes an integer, e.g. env.num_envs=8192."),
         ("train.learning_rate=fast", "train.learning_rate takes a number, e.g. train.learning_rate=0.001."),
-        ("env.curriculum.enabled=maybe", "takes true or false, e.g. env.curriculum.enabled=true."),
+        ("env.curriculum.enabled=maybe", "takes true or false, e.g. env.curriculum.enabled=false."),
     ],
 )
 def test_a_value_of_the_wrong_type_is_one_line_naming_the_key_and_type(tmp_path, override, expected):

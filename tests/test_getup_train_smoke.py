@@ -33,7 +33,9 @@ def test_getup_run_exports_a_self_describing_policy(getup_run):
     assert meta["mdp"] == "getup" and meta["observation_dim"] == 75 and meta["privileged_inputs"] == []
     assert meta["action_mode"] == "relative" and meta["action_scale"] == pytest.approx(0.6)
     assert meta["training_assistance"].startswith("none")
-    assert meta["kp"][g := meta["joint_names"].index("left_knee_joint")] == pytest.approx(24.7746, abs=1e-3), g
+    # Kp = I·ω²: mjlab_playground's 5 Hz knee Kp (24.7746 N·m/rad) scaled to the recipe's 10.8 Hz
+    knee_kp = 24.7746 * (10.8 / 5.0) ** 2
+    assert meta["kp"][g := meta["joint_names"].index("left_knee_joint")] == pytest.approx(knee_kp, abs=1e-2), g
     lines = [line for line in proc.stdout.splitlines() if line.startswith("it ")]
     assert "getup=" in lines[-1]
 
@@ -90,3 +92,19 @@ def test_play_runs_a_getup_policy_with_the_default_config(getup_run):
             s.step()
     finally:
         s.close()
+
+
+def test_the_default_recipe_of_task_standup_is_the_getup_recipe():
+    """``python train.py task=standup`` trains the get-up MDP with the T1's action authority (issue 32 item 6)."""
+    from hydra import compose, initialize
+
+    from upright.conf import register_configs
+
+    register_configs()
+    with initialize(version_base=None, config_path=None):
+        default = compose("config", overrides=["task=standup"])
+        host = compose("config", overrides=["task=standup", "recipe=host"])
+    assert default.env.mdp == "getup" and host.env.mdp == "host"
+    assert default.env.getup.natural_freq_hz == 10.8 and default.env.getup.rewards.joint_vel_hinge == 0.0
+    assert (default.env.num_envs, default.train.num_steps_per_env) == (8192, 12)
+    assert host.env.num_envs != 8192 and host.train.num_steps_per_env == 50

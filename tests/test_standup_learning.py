@@ -122,7 +122,7 @@ def test_open_run_errors_are_one_line(sl, tmp_path, capsys):
 
 
 def test_cost_report_medians_ratio_and_idle_verdict(sl):
-    cfg = sl.compose_config(["env.num_envs=64"])
+    cfg = sl.compose_config(["recipe=host", "env.num_envs=64"])
     a = sl.Recipe("host", [], cfg, collection=[9.0, 2.0, 2.2, 2.4], update=[9.0, 8.0, 8.2, 8.4])
     b = sl.Recipe(
         "fast", ["train.critic_shared_trunk=true"], cfg, collection=[9.0, 2.0, 2.1, 2.2], update=[9.0, 3.0, 3.1, 3.2]

@@ -12,6 +12,7 @@ from upright.training.onnx_export import read_metadata
 
 SMALL = [
     "task=standup",
+    "recipe=host",  # HoST's multi-critic recipe (the default recipe=getup: tests/test_getup_train_smoke.py)
     "env.num_envs=8",
     "env.episode_length_s=0.3",
     "train.num_steps_per_env=8",
@@ -108,11 +109,12 @@ def test_onnx_matches_the_checkpoint_actor_to_1e5(first_run):
 
 @pytest.mark.slow
 def test_train_cli_runs_the_same_task_on_mjx(tmp_path):
-    """``python train.py task=standup sim.backend=mjx``: the same task code on the MJX backend."""
+    """``python train.py task=standup recipe=host sim.backend=mjx``: the same task code on the MJX backend."""
     pytest.importorskip("jax")
     proc = run_train(
         [
             "task=standup",
+            "recipe=host",
             "sim.backend=mjx",
             "env.num_envs=4",
             "env.episode_length_s=0.3",
@@ -195,7 +197,10 @@ def test_resume_std_sets_the_action_std_of_a_resumed_run(first_run, tmp_path):
 def test_unknown_recipe_is_refused_with_the_valid_ones():
     from upright.conf.validate import validate_overrides
 
-    assert "Valid recipes: host, getup" in validate_overrides(["task=standup", "recipe=bogus"])
+    standup = validate_overrides(["task=standup", "recipe=bogus"])
+    assert "Valid recipes: host, getup, vlm_kneel (default: getup)." in standup
+    assert validate_overrides(["task=lift", "recipe=bogus"]).endswith("Valid recipes: cartesian.")  # its own only
+    assert "task=reach has no recipes; drop recipe=bogus" in validate_overrides(["task=reach", "recipe=bogus"])
     assert validate_overrides(["task=standup", "recipe=getup"]) is None
     assert "recipe=cartesian is a task=lift recipe" in validate_overrides(["task=standup", "recipe=cartesian"])
 
@@ -207,3 +212,16 @@ def test_cuda_training_exports_onnx(tmp_path):
     run_dir, proc = two_iteration_run(tmp_path, "standup", [*SMALL, "device=cuda:0"])
     assert "ONNX export failed" not in proc.stdout, proc.stdout[-2000:]
     assert (run_dir / "policy.onnx").is_file()
+
+
+@pytest.mark.slow
+def test_a_model_mjx_cannot_run_is_one_line_naming_the_backends_that_can(tmp_path):
+    """The get-up scene's self-collision contact sensor (the pelvis subtree against itself) matches subtrees, which
+    MJX's JAX implementation lacks: one line, exit 2, no run folder (not a traceback from inside ``mjx.put_model``)."""
+    pytest.importorskip("jax")
+    args = ["task=standup", "recipe=getup", "sim.backend=mjx", "env.num_envs=2", "run.root=runs", "run.name=mjx"]
+    proc = run_train(args, tmp_path)
+    lines = [ln for ln in proc.stderr.splitlines() if ln.startswith("error:")]
+    assert proc.returncode == 2 and len(lines) == 1, proc.stderr[-2000:]
+    assert "sim.backend=mjx (impl=jax) cannot run this model" in lines[0] and "sim.backend=warp" in lines[0]
+    assert "Traceback" not in proc.stderr and not (tmp_path / "runs").exists()

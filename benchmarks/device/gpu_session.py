@@ -191,13 +191,22 @@ def copy_checkpoint(run_dir: pathlib.Path, out: pathlib.Path) -> str | None:
 
 def run_training(a, out: pathlib.Path, deadline: float) -> dict:
     """``train.py task=standup sim.backend=warp`` until ``deadline``, the newest checkpoint copied into ``out``."""
+    # The run lives outside the repository (``--run-root``, /tmp on the device), where it survives between calls to
+    # the warm machine: a carried folder that a later call does not carry again is removed from the working tree.
+    # A carried ``--resume`` checkpoint is copied in unless the run there is already further; a later call without
+    # ``--resume`` continues the run it finds.
+    run_dir = pathlib.Path(a.run_root) / "standup" / a.run_name
     if a.resume:
-        resume = pathlib.Path(a.resume)
-        run_dir = resume if resume.is_dir() else resume.parent
-        where = [f"resume={resume}"]
-    else:
-        run_dir = pathlib.Path(a.run_root) / "standup" / a.run_name
-        where = [f"run.root={a.run_root}", f"run.name={a.run_name}"]
+        src = pathlib.Path(a.resume)
+        src_ckpt = newest_checkpoint(src) if src.is_dir() else (src if src.is_file() else None)
+        if src_ckpt is None:
+            raise SystemExit(f"--resume {src}: no model_<it>.pt there; carry the folder stage.py join rebuilt")
+        run_dir.mkdir(parents=True, exist_ok=True)
+        here = newest_checkpoint(run_dir)
+        if here is None or int(here.stem[6:]) < int(src_ckpt.stem[6:]):
+            shutil.copy2(src_ckpt, run_dir / src_ckpt.name)
+    fresh = [f"run.root={a.run_root}", f"run.name={a.run_name}"]
+    where = [f"resume={run_dir}"] if newest_checkpoint(run_dir) else fresh
     cmd = [
         sys.executable,
         str(ROOT / "train.py"),

@@ -6,7 +6,8 @@
 #      joined and SHA-256 checked, pip install --no-index --target, import check) with Python 3.12, the device's;
 #   3. MuJoCo Warp from that --target folder steps a model on Warp's CPU device (Python 3.12);
 #   4. gpu_session.py --rehearse (CPU, tiny sizes): benchmark, training checkpointed into OUT, SIGTERM at the deadline;
-#   5. a second session resumes from the checkpoint the first returned, and must continue its iterations.
+#   5. a second session resumes from the checkpoint the first returned, and must continue its iterations;
+#   6. a later call on that warm machine, carrying nothing and without --resume, must continue the run again.
 # Usage: bash benchmarks/device/rehearse.sh WHEEL_DIR [PY312 [IMAGE_SITE]]: Python 3.12 for steps 2-3 (default
 # python3.12), with IMAGE_SITE on its path standing for the device image's own packages (numpy, PyYAML, absl-py,
 # etils[epath], packaging, cloudpickle, typing_extensions; README.md says how to make it).
@@ -60,6 +61,7 @@ ls -la "$R/out1"
 n_out=$(ls "$R/out1" | wc -l)
 big=$(find "$R/out1" -type f -size +16M | wc -l)
 [ "$n_out" -le 8 ] && [ "$big" -eq 0 ] || { echo "REHEARSAL FAILED: OUT has $n_out files, $big over 16 MiB" >&2; exit 1; }
+rm -rf .devstage/resume  # only what session 1 returned
 python benchmarks/device/stage.py join --src "$R/out1" --out .devstage/resume
 ckpt=$(ls .devstage/resume/model_*.pt | head -1)
 first=$(basename "$ckpt" .pt | cut -d_ -f2)
@@ -67,10 +69,20 @@ first=$(basename "$ckpt" .pt | cut -d_ -f2)
 echo "== 5. session 2 resumes from $(basename "$ckpt") (rebuilt from its parts, carried as .devstage/resume/)"
 sync_call .devstage/resume
 (cd "$R/device_repo" && python benchmarks/device/gpu_session.py --rehearse --out "$R/out2" --deadline-s 110 \
-  --train-min-s 70 --ckpt-every-s 15 --save-interval 2 --backends native --no-profile --resume .devstage/resume)
+  --train-min-s 70 --ckpt-every-s 15 --save-interval 2 --backends native --no-profile --resume .devstage/resume \
+  --run-root "$R/runs2")
 grep -h "Resuming" "$R/out2/train.log"
 second=$(python -c "import json; print(json.load(open('$R/out2/checkpoint.json'))['name'][6:-3])")
 echo "checkpoints: session 1 returned model_$first, session 2 returned model_$second"
 [ "$second" -gt "$first" ] || { echo "REHEARSAL FAILED: the resumed run did not continue" >&2; exit 1; }
-rm -rf .devstage/resume
+
+echo "== 6. a later call on the warm machine: nothing carried, no --resume; it continues the run it finds"
+rm -rf .devstage/resume "$R/device_repo/.devstage/resume"  # the device drops a carried path the next call does not carry
+sync_call
+(cd "$R/device_repo" && python benchmarks/device/gpu_session.py --rehearse --out "$R/out3" --deadline-s 110 \
+  --train-min-s 70 --ckpt-every-s 15 --save-interval 2 --backends native --no-profile --run-root "$R/runs2")
+grep -h "Resuming" "$R/out3/train.log"
+third=$(python -c "import json; print(json.load(open('$R/out3/checkpoint.json'))['name'][6:-3])")
+echo "checkpoints: session 2 returned model_$second, the later call model_$third"
+[ "$third" -gt "$second" ] || { echo "REHEARSAL FAILED: the later call did not continue the run" >&2; exit 1; }
 echo "REHEARSAL PASSED"

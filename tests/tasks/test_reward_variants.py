@@ -135,9 +135,11 @@ def test_hydra_posture_sets_group_weights_and_prone_env_values():
 
     register_configs()
     with initialize(version_base=None, config_path=None):
-        prone = compose("config", overrides=["task=standup", "posture=prone"])
-        supine = compose("config", overrides=["task=standup", "terrain=platform"])
-        explicit = compose("config", overrides=["task=standup", "posture=prone", "train.group_weights=[2,1,1,1]"])
+        prone = compose("config", overrides=["task=standup", "recipe=host", "posture=prone"])
+        supine = compose("config", overrides=["task=standup", "recipe=host", "terrain=platform"])
+        explicit = compose(
+            "config", overrides=["task=standup", "recipe=host", "posture=prone", "train.group_weights=[2,1,1,1]"]
+        )
     assert list(prone.train.group_weights) == [1.0, 0.1, 1.0, 1.0]
     assert list(supine.train.group_weights) == [2.5, 0.1, 1.0, 1.0]
     assert list(explicit.train.group_weights) == [2.0, 1.0, 1.0, 1.0]

@@ -368,6 +368,7 @@ def test_evaluate_builds_the_terrain_and_uses_its_criterion(tmp_path, capsys):
             "--out",
             str(tmp_path),
             "sim.num_threads=1",
+            "recipe=host",  # the get-up recipe is written for flat ground only
         ]
     )
     rows = list(csv.DictReader(open(tmp_path / "eval.csv")))
@@ -403,8 +404,10 @@ def test_hydra_terrain_and_posture_keys_reach_the_env_config():
 
     register_configs()
     with initialize(version_base=None, config_path=None):
-        cfg = compose("config", overrides=["task=standup", "terrain=slope", "posture=prone", "env.init_height=0.7"])
-        ground = compose("config", overrides=["task=standup"])
+        cfg = compose(
+            "config", overrides=["task=standup", "recipe=host", "terrain=slope", "posture=prone", "env.init_height=0.7"]
+        )
+        ground = compose("config", overrides=["task=standup", "recipe=host"])
     e = cfg.env
     assert (e.terrain, e.posture, e.unactuated_steps, e.passive_push_force) == ("slope", "prone", 50, -100.0)
     assert e.curriculum.beta_min == 0.3 and list(e.init_joint_scale) == [0.8, 1.2]

@@ -8,7 +8,7 @@ from viewer_testlib import run_play
 
 pytestmark = pytest.mark.slow  # the whole module is end-to-end (pyproject.toml's markers)
 
-SMALL = ["task=standup", "render.width=320", "render.height=240", "render.fps=25"]
+SMALL = ["task=standup", "recipe=host", "render.width=320", "render.height=240", "render.fps=25"]
 
 
 @pytest.fixture(scope="module")

@@ -20,7 +20,7 @@ def _cfg(overrides):
 def test_policy_session_evaluation_settings_and_reset():
     from upright.viewer.session import PolicySession
 
-    s = PolicySession(_cfg(["policy=random", "beta=0.6", "env.episode_length_s=0.2"]))
+    s = PolicySession(_cfg(["recipe=host", "policy=random", "beta=0.6", "env.episode_length_s=0.2"]))
     try:
         assert s.env.num_envs == 1 and s.env.cfg.obs_noise is False
         assert s.env.cfg.domain_rand.enabled is False and s.env.randomizer.enabled is False  # play: nominal model
@@ -41,7 +41,7 @@ def test_policy_session_evaluation_settings_and_reset():
 def test_randomize_keeps_observation_noise():
     from upright.viewer.session import PolicySession
 
-    s = PolicySession(_cfg(["policy=zero", "randomize=true"]))
+    s = PolicySession(_cfg(["recipe=host", "policy=zero", "randomize=true"]))
     try:
         assert s.env.cfg.obs_noise is True and float(s.env.beta[0]) == 1.0  # β default: env.curriculum.beta_init
         assert s.env.randomizer.enabled is True  # randomize=true keeps domain randomisation

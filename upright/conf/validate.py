@@ -176,7 +176,11 @@ def validate_overrides(args: list[str], config_name: str = "config") -> str | No
     overrides = with_task_groups(overrides)
     recipe = next((a.split("=", 1)[1] for a in overrides if a.startswith("recipe=")), own.get("recipe", NO_VARIANT))
     if recipe not in RECIPES and not ("recipe" not in own and recipe == NO_VARIANT):
-        return f"Unknown recipe '{recipe}'. Valid recipes: {', '.join(RECIPES)} (recipe=host is HoST's as published)."
+        mine = [r for r, t in RECIPE_TASKS.items() if t == task]
+        if not mine:
+            return f"Unknown recipe '{recipe}': task={task} has no recipes; drop recipe={recipe}."
+        default = f" (default: {own['recipe']})" if "recipe" in own else ""
+        return f"Unknown recipe '{recipe}' for task={task}. Valid recipes: {', '.join(mine)}{default}."
     if recipe in RECIPES and RECIPE_TASKS[recipe] != task:
         mine = [r for r, t in RECIPE_TASKS.items() if t == task]
         return (

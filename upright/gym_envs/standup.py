@@ -187,7 +187,9 @@ def recipe_env_overrides(recipe: str | None) -> dict[str, Any]:
     valid = sorted(name for name, task in RECIPE_TASKS.items() if task == "standup")
     if recipe not in valid:
         raise ValueError(f"recipe={recipe!r} is not a standup recipe; valid: {', '.join(valid)}")
-    return {k.removeprefix("env."): v for k, v in RECIPES[recipe].items() if k.startswith("env.")}
+    # a recipe's env.num_envs is its training batch, not part of the MDP: make(num_envs=) sets the gym env's
+    env_keys = {k: v for k, v in RECIPES[recipe].items() if k.startswith("env.") and k != "env.num_envs"}
+    return {k.removeprefix("env."): v for k, v in env_keys.items()}
 
 
 def make_env(

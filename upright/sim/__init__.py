@@ -5,7 +5,7 @@ from __future__ import annotations
 import mujoco
 import torch
 
-from upright.sim.base import GEOMETRY_FIELDS, PER_ENV_FIELDS, BatchedSim, SimState
+from upright.sim.base import GEOMETRY_FIELDS, PER_ENV_FIELDS, BackendUnsupportedError, BatchedSim, SimState
 
 BACKENDS = ("native", "mjx", "warp")
 """Backend names accepted by :func:`make_sim` (``sim.backend=...``)."""
@@ -76,4 +76,13 @@ def warp_cuda_available() -> bool:
         return False
 
 
-__all__ = ["BACKENDS", "GEOMETRY_FIELDS", "PER_ENV_FIELDS", "BatchedSim", "SimState", "make_sim", "warp_cuda_available"]
+__all__ = [
+    "BACKENDS",
+    "BackendUnsupportedError",
+    "GEOMETRY_FIELDS",
+    "PER_ENV_FIELDS",
+    "BatchedSim",
+    "SimState",
+    "make_sim",
+    "warp_cuda_available",
+]

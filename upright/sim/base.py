@@ -42,6 +42,11 @@ e.g. the lift task's cube-size randomisation), since on MJX every per-env field 
 compiled step."""
 
 
+class BackendUnsupportedError(RuntimeError):
+    """The model uses a feature the chosen ``sim.backend`` does not implement (e.g. MJX's JAX implementation and
+    contact sensors that match subtrees). The message names the feature and the backends to use instead."""
+
+
 def subtree_masses(body_mass: torch.Tensor, body_parentid) -> torch.Tensor:
     """Per-env ``body_subtreemass`` from per-env ``body_mass``, as ``mj_setConst`` computes it.
 

@@ -47,7 +47,7 @@ with contextlib.redirect_stdout(io.StringIO()):  # mjx prints "Failed to import 
     from mujoco.mjx import warp as _mjx_warp
     from mujoco.mjx._src import forward as _mjx_forward  # _advance: the integrators' shared state update
 
-from upright.sim.base import GEOMETRY_FIELDS, PER_ENV_FIELDS, BatchedSim, SimState  # noqa: F401 (docs)
+from upright.sim.base import GEOMETRY_FIELDS, PER_ENV_FIELDS, BackendUnsupportedError, BatchedSim, SimState  # noqa: F401 (docs)
 
 CACHE_ENV_VAR = "UPRIGHT_JAX_CACHE"
 """Environment variable: directory of JAX's persistent compilation cache; empty string disables it."""
@@ -271,7 +271,13 @@ class MjxSim(BatchedSim):
         self.impl = impl or default_impl(self.jax_device)
         """MJX implementation in use: ``jax`` or ``warp``."""
         n = num_envs
-        mx = mjx.put_model(model, device=self.jax_device, impl=self.impl)
+        try:
+            mx = mjx.put_model(model, device=self.jax_device, impl=self.impl)
+        except NotImplementedError as err:  # a feature of this model MJX does not have: say which, and what runs it
+            raise BackendUnsupportedError(
+                f"sim.backend=mjx (impl={self.impl}) cannot run this model: {err} "
+                "Use sim.backend=warp (a GPU) or sim.backend=native."
+            ) from err
         if self.impl == "jax":
             _integrator(mx)  # fail early on an unsupported integrator
         self._mx = mx

@@ -192,8 +192,9 @@ def make_eval_env(
     check_policy_task(policy_source, task, fix="--task {task}")
     all_overrides = [f"task={task}", f"terrain={terrain}", f"posture={posture}", *overrides]
     named = {o.split("=", 1)[0].lstrip("+") for o in overrides}
-    if task == "standup" and policy_mdp(policy_source) == "getup" and not named & {"recipe", "env.mdp"}:
-        all_overrides.append("recipe=getup")  # the get-up MDP's gains, observations and action scale
+    mdp = policy_mdp(policy_source) if task == "standup" else None
+    if mdp is not None and not named & {"recipe", "env.mdp"}:
+        all_overrides.append(f"recipe={mdp}")  # the MDP it was trained in: its gains, observations and action scale
     for key, value in policy_gain_settings(policy_source).items():  # the gains it was trained with
         if f"env.{key}" not in named:
             all_overrides.append(f"env.{key}={value}")

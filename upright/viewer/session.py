@@ -186,14 +186,29 @@ class Session:
         pass
 
 
-def _policy_recipe_env(mdp: str | None, cfg) -> dict:
-    """The ``env.*`` values (keys without ``env.``) of the recipe of ``mdp`` when the config runs another MDP: a
-    ``recipe=getup`` policy played with the default config gets the get-up env; empty otherwise."""
-    from upright.conf import RECIPES
+NUM_ENVS = "env.num_envs"
+"""A recipe's batch size, not part of its MDP: play runs one env."""
 
-    if mdp != "getup" or OmegaConf.select(cfg, "env.mdp", default=None) in (None, "getup"):
+
+def _policy_recipe_env(mdp: str | None, cfg) -> dict:
+    """The ``env.*`` values (keys without ``env.``) of the MDP ``mdp`` the policy was trained in, when the config runs
+    the other one: a ``recipe=getup`` policy played with ``recipe=host`` gets the get-up recipe's env values; a HoST
+    policy played with the default (``recipe=getup``) gets the task config's own values of every key a recipe sets.
+    Empty when they agree or for tasks without ``env.mdp``."""
+    from upright.conf import RECIPE_TASKS, RECIPES
+    from upright.tasks.spec import task_spec
+
+    running = OmegaConf.select(cfg, "env.mdp", default=None)
+    if mdp is None or running is None or mdp == running:
         return {}
-    return {k.removeprefix("env."): v for k, v in RECIPES["getup"].items() if k.startswith("env.")}
+    if mdp == "getup":
+        getup = RECIPES["getup"]
+        return {k.removeprefix("env."): v for k, v in getup.items() if k.startswith("env.") and k != NUM_ENVS}
+    base = OmegaConf.structured(task_spec(str(cfg.task_name)).env_config())
+    task = str(cfg.task_name)
+    recipes = [RECIPES[r] for r, t in RECIPE_TASKS.items() if t == task]
+    keys = {k for recipe in recipes for k in recipe if k.startswith("env.") and k != NUM_ENVS}
+    return {k.removeprefix("env."): OmegaConf.select(base, k.removeprefix("env.")) for k in sorted(keys)}
 
 
 def _play_env_cfg(env_cfg, variant: Variant, randomize: bool):

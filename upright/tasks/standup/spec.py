@@ -1,5 +1,5 @@
-"""``task=standup``: a Unitree G1 stands up from the ground (HoST's MDP, ``recipe=host``) or gets up from any start
-(``recipe=getup``), and its variants (``terrain=``, ``posture=``)."""
+"""``task=standup``: a Unitree G1 gets up from any start (``recipe=getup``, the default) or stands up from the ground
+with HoST's MDP (``recipe=host``), and its variants (``terrain=``, ``posture=``)."""
 
 from __future__ import annotations
 
@@ -10,14 +10,23 @@ from upright.tasks.spec import TaskSpec
 GETUP: dict[str, Any] = {
     # the get-up MDP of MuJoCo Playground's Go1Getup and mujocolab/mjlab_playground's g1-getup branch
     # (upright.tasks.standup.getup): standing and dropped starts, actions relative to the measured q (scale 0.6,
-    # 0.6 s settle after a drop), 5 Hz reflected-inertia gains, one reward group, 6 s episodes, no pull force;
-    # PPO as mjlab_playground's rl_cfg.py (24 steps per env, [512, 256, 128] ELU, unbounded Gaussian, std 1.0)
+    # 0.6 s settle after a drop), reflected-inertia gains, one reward group, 6 s episodes, no pull force;
+    # PPO as mjlab_playground's rl_cfg.py ([512, 256, 128] ELU, unbounded Gaussian, std 1.0).
+    # Differs from mjlab_playground's G1 (measured in docs/experiments/2026-11-26_getup_recipe.md §11 and
+    # 2026-11-27_getup_stands.md): the Booster T1's action authority, 10.8 Hz gains and no joint-velocity hinge
+    # (mjlab_playground's G1: 5 Hz, hinge -0.1; its 5 Hz run was still at E_succ 0 % after 1e8 env steps, this one
+    # reached 24 %), and 8,192 envs x 12 steps per iteration (issue 32 §3: the gradient of 2,048+ envs x 12 is
+    # consistent; 12 steps give twice the updates of 24 per env step). mjlab_playground's G1 is
+    # env.getup.natural_freq_hz=5 env.getup.rewards.joint_vel_hinge=-0.1 train.num_steps_per_env=24.
     "env.mdp": "getup",
+    "env.num_envs": 8192,
+    "env.getup.natural_freq_hz": 10.8,
+    "env.getup.rewards.joint_vel_hinge": 0.0,
     "env.episode_length_s": 6.0,
     "env.curriculum.enabled": False,
     "env.curriculum.beta_init": 0.6,
     "env.curriculum.beta_min": 0.6,
-    "train.num_steps_per_env": 24,
+    "train.num_steps_per_env": 12,
     "train.group_weights": [1.0],
     "train.critic_hidden_dims": [512, 256, 128],
     "train.actor_tanh": False,
@@ -25,6 +34,8 @@ GETUP: dict[str, Any] = {
     "train.l2c2_policy_coef": 0.0,
     "train.l2c2_value_coef": 0.0,
     "train.save_interval": 25,
+    # ~2e8 env steps, about 10 h at this repository's 2-core figure (5,300 env-steps/s): issue 32's time target
+    "train.max_iterations": 2000,
 }
 """``recipe=getup``."""
 
@@ -55,14 +66,14 @@ VLM_KNEEL: dict[str, Any] = {
 
 SPEC = TaskSpec(
     name="standup",
-    description="a Unitree G1 stands up from the ground (HoST; recipe=getup: the get-up MDP)",
+    description="a Unitree G1 gets up from the ground (the get-up MDP; recipe=host: HoST's MDP)",
     env_cfg="upright.tasks.standup.config:StandupEnvCfg",
     sim_cfg="upright.tasks.standup.config:SimCfg",
     env="upright.tasks.standup.factory:make_env",
     metadata="upright.tasks.standup.metadata:policy_metadata",
     recipes={"host": {}, "getup": GETUP, "vlm_kneel": VLM_KNEEL},
     config_groups="upright.tasks.standup.variants:config_groups",
-    default_groups={"terrain": "ground", "posture": "supine", "recipe": "host"},
+    default_groups={"terrain": "ground", "posture": "supine", "recipe": "getup"},
     gym_id="upright/G1Standup-v0",
     gym_adapter="upright.gym_envs.standup",
     evaluator="upright.training.evaluate:main",
