@@ -182,4 +182,6 @@ def train(cfg: DictConfig, residual_setup=None) -> pathlib.Path:
         if residual and rank == 0:  # also after Ctrl-C/SIGTERM: the record says whether the base stayed frozen
             print(residual_setup.describe_record(residual_setup.finish_residual(env, run_dir)), flush=True)
         env.close()
+        if world_size > 1 and torch.distributed.is_initialized():  # gloo's threads stop before the interpreter exits
+            torch.distributed.destroy_process_group()
     return run_dir
