@@ -15,7 +15,7 @@ median seconds per update for each variant and its ratio to HoST's (medians of t
 Variants (``--variants``, names from :data:`VARIANTS`; each is a set of ``train.*`` overrides): ``host`` (HoST: four
 separate critics, 5 epochs x 4 mini-batches, L2C2, fp32), ``shared`` (+ one critic trunk), ``shared_bf16``
 (+ bfloat16 autocast), ``shared_bf16_e2`` (+ 2 epochs), ``shared_bf16_small`` (+ actor [256, 128, 128], critic
-trunk [256, 256]), ``upright`` (the default recipe's settings, :class:`upright.conf.train_cfg.TrainCfg`'s defaults).
+trunk [256, 256]), ``upright`` (:class:`upright.conf.train_cfg.TrainCfg`'s defaults: HoST's recipe, ``recipe=host``).
 
 Usage: ``python benchmarks/bench_ppo_update.py [--num-envs 512] [--steps 50] [--reps 4] [--threads 0]
 [--variants host shared ...] [--out F]``.

@@ -6,7 +6,8 @@ Subcommands::
 
     python benchmarks/standup_learning.py curve --run-dir logs/standup/A_s1 logs/standup/A_s2 [--every 100]
         [--episodes 100] [--out standup_learning/curve] [--cost standup_learning/cost.json]
-    python benchmarks/standup_learning.py cost --recipe host="" --recipe fast="train.critic_shared_trunk=true"
+    python benchmarks/standup_learning.py cost --recipe host="recipe=host"
+        --recipe fast="recipe=host train.critic_shared_trunk=true"
         [--iters 10] [--warmup 2] [--overrides env.num_envs=512 ...] [--out standup_learning/cost]
     python benchmarks/standup_learning.py run --recipe fast="train.critic_shared_trunk=true" --seeds 1 2
         --budget-min 180 [--parallel 1] [--root logs] [curve options]

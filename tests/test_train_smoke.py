@@ -194,6 +194,16 @@ def test_resume_std_sets_the_action_std_of_a_resumed_run(first_run, tmp_path):
     assert proc.returncode != 0 and "train.init_noise_std" in proc.stderr
 
 
+def test_a_hosts_terrain_with_the_getup_recipe_is_one_line_naming_recipe_host():
+    from upright.conf.validate import validate_overrides
+
+    for terrain in ("platform", "wall", "slope"):
+        problem = validate_overrides(["task=standup", f"terrain={terrain}"])  # the default recipe: getup
+        assert problem.startswith(f"terrain={terrain}: recipe=getup") and f"recipe=host terrain={terrain}" in problem
+        assert validate_overrides(["task=standup", "recipe=host", f"terrain={terrain}"]) is None
+    assert validate_overrides(["task=standup", "terrain=ground"]) is None
+
+
 def test_unknown_recipe_is_refused_with_the_valid_ones():
     from upright.conf.validate import validate_overrides
 
@@ -225,3 +235,30 @@ def test_a_model_mjx_cannot_run_is_one_line_naming_the_backends_that_can(tmp_pat
     assert proc.returncode == 2 and len(lines) == 1, proc.stderr[-2000:]
     assert "sim.backend=mjx (impl=jax) cannot run this model" in lines[0] and "sim.backend=warp" in lines[0]
     assert "Traceback" not in proc.stderr and not (tmp_path / "runs").exists()
+
+
+def test_resuming_a_run_of_the_other_mdp_is_one_line_naming_its_recipe(tmp_path):
+    """A HoST run (or one from before the get-up MDP: no env.mdp) resumed with the default recipe=getup, and the
+    reverse: one line naming the recipe to resume it with, before any env or network is built."""
+    from hydra import compose, initialize
+
+    from upright.conf import register_configs
+    from upright.conf.validate import check_resume_mdp
+
+    register_configs()
+    with initialize(version_base=None, config_path=None):
+        default = compose("config", overrides=["task=standup"])
+        host = compose("config", overrides=["task=standup", "recipe=host"])
+    for name, env in (("host_run", "env: {mdp: host}\n"), ("old_run", "")):
+        run = tmp_path / name
+        run.mkdir()
+        (run / "config_0.yaml").write_text("task_name: standup\n" + env)
+        problem = check_resume_mdp(str(run), default)
+        assert "is an env.mdp=host run (config_0.yaml), but this config runs env.mdp=getup" in problem
+        assert problem.endswith("resume it with recipe=host.")
+        assert check_resume_mdp(str(run), host) is None
+    getup_run = tmp_path / "getup_run"
+    getup_run.mkdir()
+    (getup_run / "config_0.yaml").write_text("task_name: standup\nenv: {mdp: getup}\n")
+    assert check_resume_mdp(str(getup_run), default) is None
+    assert check_resume_mdp(str(getup_run), host).endswith("resume it with recipe=getup.")

@@ -199,7 +199,7 @@ def run_training(a, out: pathlib.Path, deadline: float) -> dict:
     if a.resume:
         src = pathlib.Path(a.resume)
         src_ckpt = newest_checkpoint(src) if src.is_dir() else (src if src.is_file() else None)
-        if src_ckpt is None:
+        if src_ckpt is None or not src_ckpt.stem[6:].isdigit():
             raise SystemExit(f"--resume {src}: no model_<it>.pt there; carry the folder stage.py join rebuilt")
         run_dir.mkdir(parents=True, exist_ok=True)
         here = newest_checkpoint(run_dir)
@@ -286,7 +286,7 @@ def main() -> None:
     p.add_argument("--backends", nargs="+", default=["warp", "native", "mjx"], choices=["warp", "native", "mjx"])
     p.add_argument("--bench-seconds", type=float, default=3.0)
     p.add_argument("--no-profile", action="store_true")
-    p.add_argument("--train-envs", type=int, default=4096)
+    p.add_argument("--train-envs", type=int, default=8192, help="env.num_envs of the run (the default recipe's)")
     p.add_argument("--save-interval", type=int, default=5, help="train.save_interval (iterations)")
     p.add_argument("--ckpt-every-s", type=float, default=60)
     p.add_argument("--term-grace-s", type=float, default=40)

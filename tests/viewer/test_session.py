@@ -67,3 +67,28 @@ def test_variant_switch_rebuilds_the_env(monkeypatch):
         s.step()
     finally:
         s.close()
+
+
+def test_a_host_policy_under_the_default_getup_recipe_plays_hosts_mdp_without_the_pull():
+    """The default recipe is the get-up MDP; the committed HoST policy still plays HoST's env, with the curriculum (the
+    torso pull) off as play always has it."""
+    from upright.viewer.session import PolicySession
+
+    s = PolicySession(_cfg(["policy=upright/assets/policies/g1_standup_ground", "env.episode_length_s=0.2"]))
+    try:
+        assert s.env.cfg.mdp == "host" and s.env.cfg.curriculum.enabled is False
+        assert len({v.terrain for v in s.variants}) == 4  # HoST's terrains stay switchable
+    finally:
+        s.close()
+
+
+def test_a_getup_policy_switches_only_among_flat_ground_variants():
+    from upright.viewer.session import PolicySession
+
+    s = PolicySession(_cfg(["recipe=host", "policy=upright/assets/policies/g1_getup", "env.episode_length_s=0.2"]))
+    try:
+        assert s.env.cfg.mdp == "getup" and {v.terrain for v in s.variants} == {"ground"} and len(s.variants) == 2
+        for _ in range(3):  # PageDown cycles supine <-> prone and never reaches a terrain the MDP refuses
+            assert s.set_variant(s.variant_index + 1)
+    finally:
+        s.close()

@@ -3,7 +3,7 @@ every ``upright/tasks/<name>/spec.py``): config groups ``task`` (one entry per t
 ``reach``, ...), ``recipe`` (each task's recipes) and each task's own groups, e.g. ``terrain`` and ``posture`` (the
 standup task's variants; other tasks select their empty option ``none``).
 
-Command line: ``python train.py task=standup terrain=platform posture=supine env.num_envs=256
+Command line: ``python train.py task=standup recipe=host terrain=platform posture=supine env.num_envs=256
 train.max_iterations=100 seed=3 run.name=my_run resume=logs/standup/my_run``.
 
 ``terrain=<name>`` sets ``env.terrain`` and the terrain's HoST values of other ``env.*`` fields
@@ -117,7 +117,7 @@ for _spec in TASKS.values():  # recipe=<name> is one Hydra group shared by every
 
 def task_defaults() -> list[Any]:
     """Hydra defaults list of every top-level config: the ``task`` group (:data:`DEFAULT_TASK`), then each other group
-    with the default task's option (standup: ``terrain`` ground, ``posture`` supine, ``recipe`` host), then the config
+    with the default task's option (standup: ``terrain`` ground, ``posture`` supine, ``recipe`` getup), then the config
     itself; Hydra's own logging is off (upright prints its own progress)."""
     own = TASKS[DEFAULT_TASK].default_groups
     return [

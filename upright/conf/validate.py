@@ -206,6 +206,13 @@ def validate_overrides(args: list[str], config_name: str = "config") -> str | No
             check_variant(terrain, posture)
         except ValueError as err:
             return str(err)
+        mdp = next((a.split("=", 1)[1] for a in overrides if a.lstrip("+").startswith("env.mdp=")), None)
+        if (mdp or RECIPES.get(recipe, {}).get("env.mdp")) == "getup" and terrain != "ground":
+            chosen = f"env.mdp={mdp}" if mdp else f"recipe={recipe}"
+            return (
+                f"terrain={terrain}: {chosen} (the get-up MDP) is written for flat ground; "
+                f"use recipe=host terrain={terrain} (HoST's terrains), or drop terrain={terrain}."
+            )
     plain = [a.lstrip("+") for a in overrides]
     try:
         with initialize(version_base=None, config_path=None):
@@ -237,7 +244,7 @@ def check_values(cfg) -> str | None:
             "model_<it>.pt)."
         )
     if resume and "task_name" in cfg:
-        problem = check_resume_task(str(resume), str(cfg.task_name))
+        problem = check_resume_task(str(resume), str(cfg.task_name)) or check_resume_mdp(str(resume), cfg)
         if problem:
             return problem
     device = cfg.get("device")
@@ -280,6 +287,23 @@ def check_resume_task(resume: str, task: str) -> str | None:
     return (
         f"resume={resume} is a task={other} run ({config.name} says task_name: {other}), not task={task}; "
         f"resume it with task={other}, or give a task={task} run."
+    )
+
+
+def check_resume_mdp(resume: str, cfg) -> str | None:
+    """One-line error when ``resume=`` is a run of another standup MDP (``env.mdp``: ``host`` | ``getup``) than the
+    composed config's, e.g. a HoST run resumed with the default ``recipe=getup`` (its networks do not fit); else
+    None. A run config without ``env.mdp`` predates the get-up MDP: ``host``."""
+    running = OmegaConf.select(cfg, "env.mdp", default=None)
+    found = run_task(resume)
+    if running is None or found is None:
+        return None
+    trained = str(OmegaConf.select(OmegaConf.load(found[1]), "env.mdp", default="host"))
+    if trained == str(running):
+        return None
+    return (
+        f"resume={resume} is an env.mdp={trained} run ({found[1].name}), but this config runs env.mdp={running}; "
+        f"resume it with recipe={trained}."
     )
 
 

@@ -3,8 +3,9 @@
 ``gymnasium.make("upright/G1Standup-v0", terrain="ground", posture="supine")`` and
 ``gymnasium.make_vec("upright/G1Standup-v0", num_envs=N, vectorization_mode="vector_entry_point")``.
 
-The MDP is the one ``python train.py task=standup terrain=... posture=...`` trains on (HoST's defaults: curricula,
-domain randomisation and observation noise on), unless ``overrides`` change it:
+The MDP is the one ``python train.py task=standup recipe=host terrain=... posture=...`` trains on (HoST's: curricula,
+domain randomisation and observation noise on), unless ``recipe=`` or ``overrides`` change it (``recipe="getup"``: the
+get-up MDP, ``train.py``'s default since 2026-11-27):
 
 * observation: (456,) float32 in [-100, 100]: 6 frames of 76 values, oldest first (HoST's actor observation,
   :mod:`upright.tasks.standup.observations`); the frames of the unactuated start (0.6 s; 1 s on wall and slope) are 0;

@@ -101,7 +101,9 @@ GAIN_SETTINGS = ("getup.natural_freq_hz", "getup.damping_ratio")
 def policy_gain_settings(policy: str) -> dict[str, float]:
     """The gain settings (:data:`GAIN_SETTINGS`, keys without ``env.``) a ``recipe=getup`` policy was trained with, so
     that play and evaluation drive the motors as training did: a checkpoint's run config, or an ONNX file's metadata
-    ``getup_natural_freq_hz`` / ``getup_damping_ratio`` (files exported before those keys: {}). {} for other
+    ``getup_natural_freq_hz`` / ``getup_damping_ratio`` (files exported before those keys, 2026-11-26: {}, so the
+    recipe's gains, 10.8 Hz since 2026-11-27; ``python -m upright.training.export --refresh-metadata FILE.onnx`` adds
+    the keys from the run config beside it). {} for other
     policies, ``zero``, ``random`` or a file that cannot be read (loading it reports why)."""
     from omegaconf import OmegaConf
 

@@ -273,6 +273,11 @@ class PolicySession(Session):
         was trained with (:func:`~upright.training.policy_loading.policy_gain_settings`), else empty."""
         if cfg.get("beta") is None and "curriculum.beta_init" in self.recipe_env:
             self.beta = float(self.recipe_env["curriculum.beta_init"])
+        mdp = self.recipe_env.get("mdp", OmegaConf.select(cfg, "env.mdp", default=None))
+        if mdp == "getup" and self.variants:  # the get-up MDP is written for flat ground only: switch among those
+            current = self.variants[self.variant_index].name
+            self.variants = [v for v in self.variants if v.terrain == "ground"] or self.variants
+            self.variant_index = next((i for i, v in enumerate(self.variants) if v.name == current), 0)
         self.action_mode = policy_action_mode(str(cfg.policy))
         """The policy's ``env.action_mode`` (:func:`~upright.training.policy_loading.policy_action_mode`; None: the
         config's)."""
@@ -321,8 +326,12 @@ class PolicySession(Session):
         if self._keep_cfg_env:
             variant = Variant(variant.name, variant.posture, variant.terrain)  # no overrides
         env_cfg = _play_env_cfg(cfg.env, variant, self.randomize)
-        for key, value in self.recipe_env.items():  # the policy's MDP (recipe=getup), whatever the config says
+        for key, value in self.recipe_env.items():  # the policy's MDP, whatever the config says (either way round)
             OmegaConf.update(env_cfg, key, value, merge=False)
+        if (
+            "curriculum" in env_cfg
+        ):  # a HoST policy under recipe=getup got HoST's curriculum back: still no pull in play
+            env_cfg.curriculum.enabled = False
         if "getup" in env_cfg:
             env_cfg.getup.stand_fraction = env_cfg.getup.fall_fraction = 0.0
         if self.action_mode is not None:  # actions mean what they meant in training

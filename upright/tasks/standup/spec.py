@@ -41,7 +41,8 @@ GETUP: dict[str, Any] = {
 
 VLM_KNEEL: dict[str, Any] = {
     # a G1 pose from one sentence (VLM-RMs, Rocamonde et al., ICLR 2024; docs/vlm_reward.md): the get-up MDP with every
-    # start standing and its standing terms off (its regularisation kept), plus a CLIP reward for the prompt in its own
+    # start standing and its standing terms off (its regularisation kept; since 2026-11-27 that of the get-up recipe:
+    # 10.8 Hz gains, no joint-velocity hinge, 12 steps per env), plus a CLIP reward for the prompt in its own
     # group and critic. The paper learned kneeling only with its largest CLIP (ViT-bigG-14); needs a GPU. Not tuned,
     # and not trained here (no weights can be downloaded on the machine it was written on).
     **GETUP,

@@ -3,7 +3,8 @@ evaluation and export, with the get-up MDP's gains, resets, observations and rew
 
 What it changes in :class:`~upright.tasks.standup.env.StandupEnv` (the terms live in this package's files):
 
-- **gains** (:mod:`.actions`): each policy joint's Kp/Kd from its motor's reflected inertia at 5 Hz, ζ = 2;
+- **gains** (:mod:`.actions`): each policy joint's Kp/Kd from its motor's reflected inertia at
+  ``env.getup.natural_freq_hz`` (10.8 Hz in ``recipe=getup``; mjlab_playground's 5 Hz is the config default), ζ = 2;
 - **resets** (:mod:`.events`): standing (40 %, acting at once) or dropped from 0.8 m with a random orientation
   (60 %, then the ``env.unactuated_steps`` settle), or the HoST posture (the remainder; the evaluation's start);
 - **observations** (:mod:`.observations`): one frame of pelvis gyro, projected gravity, joint positions (with an

@@ -4,7 +4,8 @@
 * :mod:`.settings`: HoST's per-terrain settings (:data:`TERRAINS`) and variant validation.
 * :mod:`.starts`: where each env starts at a reset (random sub-terrain, pelvis pose).
 
-Select with ``python train.py task=standup terrain=platform posture=prone``.
+Select with ``python train.py task=standup recipe=host terrain=platform posture=prone`` (HoST's recipe; the get-up
+recipe is written for flat ground).
 """
 
 from upright.tasks.standup.terrains.geometry import (
