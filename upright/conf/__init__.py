@@ -106,6 +106,20 @@ HoST's; lift: MuJoCo Playground's ``PandaPickCube``), from the task specs."""
 RECIPE_TASKS: dict[str, str] = {r: spec.name for spec in _BY_DEFAULT_FIRST for r in spec.recipes}
 """The task each recipe of :data:`RECIPES` is written for (its keys exist only in that task's config)."""
 
+
+def recipe_env(recipe: str) -> dict[str, Any]:
+    """The ``env.*`` values (keys without ``env.``) of ``recipe=<recipe>`` that define its MDP: every ``env.*`` key of
+    :data:`RECIPES` ``[recipe]`` except ``env.num_envs``, the recipe's training batch (play and the gymnasium adapters
+    set their own number of envs).
+
+    Raises:
+        KeyError: an unknown recipe.
+    """
+    return {
+        k.removeprefix("env."): v for k, v in RECIPES[recipe].items() if k.startswith("env.") and k != "env.num_envs"
+    }
+
+
 for _spec in TASKS.values():  # recipe=<name> is one Hydra group shared by every task
     for _recipe in _spec.recipes:
         if RECIPE_TASKS[_recipe] != _spec.name:

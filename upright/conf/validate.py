@@ -24,6 +24,7 @@ from upright.conf import (
     task_of,
     with_task_groups,
 )
+from upright.tasks.standup.getup.config import validate_getup
 from upright.tasks.standup.terrains import check_variant
 
 
@@ -206,13 +207,6 @@ def validate_overrides(args: list[str], config_name: str = "config") -> str | No
             check_variant(terrain, posture)
         except ValueError as err:
             return str(err)
-        mdp = next((a.split("=", 1)[1] for a in overrides if a.lstrip("+").startswith("env.mdp=")), None)
-        if (mdp or RECIPES.get(recipe, {}).get("env.mdp")) == "getup" and terrain != "ground":
-            chosen = f"env.mdp={mdp}" if mdp else f"recipe={recipe}"
-            return (
-                f"terrain={terrain}: {chosen} (the get-up MDP) is written for flat ground; "
-                f"use recipe=host terrain={terrain} (HoST's terrains), or drop terrain={terrain}."
-            )
     plain = [a.lstrip("+") for a in overrides]
     try:
         with initialize(version_base=None, config_path=None):
@@ -235,6 +229,11 @@ def check_values(cfg) -> str | None:
         return f"train.max_iterations must be >= 1 (got {train.max_iterations}); e.g. train.max_iterations=12000."
     if env is not None and "num_envs" in env and int(env.num_envs) < 1:
         return f"env.num_envs must be >= 1 (got {env.num_envs}); e.g. env.num_envs=512."
+    if env is not None and env.get("mdp") == "getup":  # the get-up env's own checks (flat ground only), one line here
+        try:
+            validate_getup(env.getup, str(env.terrain))
+        except ValueError as err:
+            return str(err)
     resume = cfg.get("resume")
     if train is not None and train.get("resume_std") is not None and not resume:
         return "train.resume_std applies to a resumed run (resume=...); a new run uses train.init_noise_std."

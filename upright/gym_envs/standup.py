@@ -183,14 +183,12 @@ def recipe_env_overrides(recipe: str | None) -> dict[str, Any]:
     """
     if recipe is None:
         return {}
-    from upright.conf import RECIPE_TASKS, RECIPES
+    from upright.conf import RECIPE_TASKS, recipe_env
 
     valid = sorted(name for name, task in RECIPE_TASKS.items() if task == "standup")
     if recipe not in valid:
         raise ValueError(f"recipe={recipe!r} is not a standup recipe; valid: {', '.join(valid)}")
-    # a recipe's env.num_envs is its training batch, not part of the MDP: make(num_envs=) sets the gym env's
-    env_keys = {k: v for k, v in RECIPES[recipe].items() if k.startswith("env.") and k != "env.num_envs"}
-    return {k.removeprefix("env."): v for k, v in env_keys.items()}
+    return recipe_env(recipe)  # without the recipe's env.num_envs: make(num_envs=) sets the gym env's
 
 
 def make_env(

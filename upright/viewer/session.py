@@ -186,35 +186,34 @@ class Session:
         pass
 
 
-NUM_ENVS = "env.num_envs"
-"""A recipe's batch size, not part of its MDP: play runs one env."""
-
-
 def _policy_recipe_env(mdp: str | None, cfg) -> dict:
     """The ``env.*`` values (keys without ``env.``) of the MDP ``mdp`` the policy was trained in, when the config runs
     the other one: a ``recipe=getup`` policy played with ``recipe=host`` gets the get-up recipe's env values; a HoST
     policy played with the default (``recipe=getup``) gets the task config's own values of every key a recipe sets.
     Empty when they agree or for tasks without ``env.mdp``."""
-    from upright.conf import RECIPE_TASKS, RECIPES
+    from upright.conf import RECIPE_TASKS, recipe_env
     from upright.tasks.spec import task_spec
 
     running = OmegaConf.select(cfg, "env.mdp", default=None)
     if mdp is None or running is None or mdp == running:
         return {}
     if mdp == "getup":
-        getup = RECIPES["getup"]
-        return {k.removeprefix("env."): v for k, v in getup.items() if k.startswith("env.") and k != NUM_ENVS}
-    base = OmegaConf.structured(task_spec(str(cfg.task_name)).env_config())
+        return recipe_env("getup")
     task = str(cfg.task_name)
-    recipes = [RECIPES[r] for r, t in RECIPE_TASKS.items() if t == task]
-    keys = {k for recipe in recipes for k in recipe if k.startswith("env.") and k != NUM_ENVS}
-    return {k.removeprefix("env."): OmegaConf.select(base, k.removeprefix("env.")) for k in sorted(keys)}
+    base = OmegaConf.structured(task_spec(task).env_config())
+    keys = {key for r, t in RECIPE_TASKS.items() if t == task for key in recipe_env(r)}
+    return {key: OmegaConf.select(base, key) for key in sorted(keys)}
 
 
-def _play_env_cfg(env_cfg, variant: Variant, randomize: bool):
+def _play_env_cfg(env_cfg, variant: Variant, randomize: bool, recipe_env: dict | None = None):
+    """One env of ``env_cfg`` in ``variant``, with ``recipe_env`` (``env.*`` values of the policy's MDP, keys without
+    ``env.``) applied before play's own settings: no pull force, starts from the variant's posture, and (unless
+    ``randomize``) no observation noise or domain randomisation."""
     cfg = apply_variant(env_cfg, variant)
     if isinstance(cfg, DictConfig):
         cfg = cfg.copy()
+    for key, value in (recipe_env or {}).items():  # the policy's MDP, whatever the config says (either way round)
+        OmegaConf.update(cfg, key, value, merge=False)
     cfg.num_envs = 1
     if "curriculum" in cfg:
         cfg.curriculum.enabled = False  # no pull force in play; β is held fixed by the session
@@ -325,15 +324,7 @@ class PolicySession(Session):
         variant = self.variants[self.variant_index]
         if self._keep_cfg_env:
             variant = Variant(variant.name, variant.posture, variant.terrain)  # no overrides
-        env_cfg = _play_env_cfg(cfg.env, variant, self.randomize)
-        for key, value in self.recipe_env.items():  # the policy's MDP, whatever the config says (either way round)
-            OmegaConf.update(env_cfg, key, value, merge=False)
-        if (
-            "curriculum" in env_cfg
-        ):  # a HoST policy under recipe=getup got HoST's curriculum back: still no pull in play
-            env_cfg.curriculum.enabled = False
-        if "getup" in env_cfg:
-            env_cfg.getup.stand_fraction = env_cfg.getup.fall_fraction = 0.0
+        env_cfg = _play_env_cfg(cfg.env, variant, self.randomize, self.recipe_env)
         if self.action_mode is not None:  # actions mean what they meant in training
             env_cfg.action_mode = self.action_mode
         if self.action_mode == "ee_delta":  # and the ee step and workspace floor too

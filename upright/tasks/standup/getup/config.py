@@ -93,6 +93,6 @@ def validate_getup(cfg: GetupCfg, terrain: str, prefix: str = "env.getup") -> No
             raise ValueError(f"{prefix}.{key} must be > 0, got {getattr(cfg, key)}")
     if terrain != "ground":
         raise ValueError(
-            f"env.mdp=getup (recipe=getup) is written for terrain=ground, got terrain={terrain}; "
-            "drop the terrain override or use recipe=host"
+            f"terrain={terrain}: recipe=getup (env.mdp=getup, the get-up MDP) is written for flat ground "
+            f"(terrain=ground); use recipe=host terrain={terrain} (HoST's terrains), or drop terrain={terrain}."
         )
