@@ -6,7 +6,13 @@ import pytest
 import torch
 from test_l2c2 import build, collect  # scripted CountingEnv + the training entry point's rsl-rl dict
 
-from upright.training.std_learning_rate import FIXED_LR_KEY, convert_optimizer_state, set_action_std, std_parameter
+from upright.training.std_learning_rate import (
+    FIXED_LR_KEY,
+    apply_noise_cut,
+    convert_optimizer_state,
+    set_action_std,
+    std_parameter,
+)
 
 NUM_STEPS = 6
 
@@ -117,6 +123,35 @@ def test_set_action_std_sets_every_entry_and_clears_its_adam_moments(std_lr):
     others = [p for g in alg.optimizer.param_groups for p in g["params"] if p is not param]
     assert all(p in alg.optimizer.state for p in others)  # the rest keep their moments
     _update(alg, env)  # training goes on from there
+
+
+def test_noise_cut_sets_std_and_entropy_at_its_iteration_only():
+    alg, env = build(num_steps=NUM_STEPS)
+    _update(alg, env)
+    param = std_parameter(alg.actor)
+    before = param.detach().clone()
+    assert alg.entropy_coef > 0 and not torch.allclose(before, torch.full_like(before, 0.3))
+    assert apply_noise_cut(alg, 4, 5, 0.3, 0.0) is False  # before the cut: nothing changes
+    assert torch.equal(param.detach(), before) and alg.entropy_coef > 0
+    assert apply_noise_cut(alg, 5, None, 0.3, 0.0) is False  # no cut configured
+    assert apply_noise_cut(alg, 5, 5, 0.3, 0.0) is True
+    assert torch.equal(param.detach(), torch.full_like(param, 0.3)) and alg.entropy_coef == 0.0
+    assert param not in alg.optimizer.state
+    _update(alg, env)
+    moved = param.detach().clone()
+    assert apply_noise_cut(alg, 6, 5, 0.3, 0.0) is False  # past the cut: the std the policy learned since stays
+    assert torch.equal(param.detach(), moved)
+
+
+def test_noise_cut_at_a_resume_sets_only_the_entropy_coefficient():
+    alg, env = build(num_steps=NUM_STEPS)
+    _update(alg, env)
+    param = std_parameter(alg.actor)
+    before = param.detach().clone()
+    assert apply_noise_cut(alg, 5, 5, 0.3, 0.002, resumed=True) is False  # the checkpoint already holds the cut std
+    assert torch.equal(param.detach(), before) and alg.entropy_coef == 0.002
+    alg.entropy_coef = 0.01
+    assert apply_noise_cut(alg, 4, 5, 0.3, 0.002, resumed=True) is False and alg.entropy_coef == 0.01
 
 
 @pytest.mark.parametrize("bad", [0.0, -0.1, float("nan")])

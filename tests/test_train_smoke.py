@@ -194,6 +194,40 @@ def test_resume_std_sets_the_action_std_of_a_resumed_run(first_run, tmp_path):
     assert proc.returncode != 0 and "train.init_noise_std" in proc.stderr
 
 
+@pytest.mark.slow
+def test_noise_cut_sets_the_action_std_at_its_iteration(tmp_path):
+    """``train.noise_cut_*``: after the 2nd iteration the std is 0.25 in the checkpoint saved then, and the 3rd
+    update (fixed lr 1e-3, 20 Adam steps) moves it by at most 0.02."""
+    args = [*SMALL, "train.max_iterations=3", "run.root=runs", "run.name=cut", "train.schedule=fixed"]
+    args += ["train.noise_cut_iteration=2", "train.noise_cut_std=0.25", "train.noise_cut_entropy_coef=0"]
+    proc = run_train(args, tmp_path)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "Noise cut after iteration 2: action std 0.25, entropy coefficient 0.0" in proc.stdout
+    run_dir = tmp_path / "runs" / "standup" / "cut"
+    std = {
+        it: torch.load(run_dir / f"model_{it}.pt", weights_only=False)["actor_state_dict"]["distribution.std_param"]
+        for it in (0, 1, 2)
+    }
+    assert (std[0] - 0.25).abs().min() > 0.3  # init 0.8
+    assert torch.equal(std[1], torch.full_like(std[1], 0.25))
+    assert torch.allclose(std[2], torch.full_like(std[2], 0.25), atol=0.021) and not torch.equal(std[2], std[1])
+
+
+def test_bad_noise_cut_values_are_one_line():
+    from upright.conf.validate import validate_overrides
+
+    assert "train.noise_cut_std must be > 0" in validate_overrides(
+        ["task=standup", "train.noise_cut_iteration=5", "train.noise_cut_std=0"]
+    )
+    assert "train.noise_cut_iteration must be >= 1" in validate_overrides(
+        ["task=standup", "train.noise_cut_iteration=0"]
+    )
+    assert "train.noise_cut_entropy_coef must be >= 0" in validate_overrides(
+        ["task=standup", "train.noise_cut_iteration=5", "train.noise_cut_entropy_coef=-1"]
+    )
+    assert validate_overrides(["task=standup", "train.noise_cut_iteration=5"]) is None
+
+
 def test_a_hosts_terrain_with_the_getup_recipe_is_one_line_naming_recipe_host():
     from upright.conf.validate import validate_overrides
 

@@ -71,6 +71,16 @@ class TrainCfg:
     """On ``resume=``, set every entry of the action std to this value (and clear its Adam moments) before
     training on; e.g. less exploration noise when fine-tuning a policy. None keeps the checkpoint's std. Only
     valid with ``resume=`` (a new run starts from ``init_noise_std``)."""
+    noise_cut_iteration: int | None = None
+    """Not HoST: once this many iterations are complete (counting those before a resume), set every entry of the
+    action std to :attr:`noise_cut_std` (Adam moments cleared) and the entropy coefficient to
+    :attr:`noise_cut_entropy_coef` (:func:`upright.training.std_learning_rate.apply_noise_cut`): a second stage of
+    less exploration noise, so that a policy that has learned to get up learns to balance
+    (``docs/experiments/2026-11-27_getup_action_noise.md``). None: never."""
+    noise_cut_std: float = 0.4
+    """The action std set at :attr:`noise_cut_iteration`, in action units (> 0)."""
+    noise_cut_entropy_coef: float = 0.0
+    """The entropy coefficient from :attr:`noise_cut_iteration` on (>= 0)."""
     use_mixed_precision: bool = False
     """Not HoST: run the PPO update's forward passes and losses under ``torch.autocast(dtype=bfloat16)`` (rsl-rl's
     ``use_mixed_precision``); parameters, gradients and Adam moments stay float32. About 2x faster on a CPU with

@@ -234,6 +234,13 @@ def check_values(cfg) -> str | None:
             validate_getup(env.getup, str(env.terrain))
         except ValueError as err:
             return str(err)
+    if train is not None and train.get("noise_cut_iteration") is not None:
+        if int(train.noise_cut_iteration) < 1:
+            return f"train.noise_cut_iteration must be >= 1 or null (got {train.noise_cut_iteration})."
+        if not float(train.noise_cut_std) > 0:
+            return f"train.noise_cut_std must be > 0 (an action std, e.g. 0.4), got {train.noise_cut_std}."
+        if not float(train.noise_cut_entropy_coef) >= 0:
+            return f"train.noise_cut_entropy_coef must be >= 0, got {train.noise_cut_entropy_coef}."
     resume = cfg.get("resume")
     if train is not None and train.get("resume_std") is not None and not resume:
         return "train.resume_std applies to a resumed run (resume=...); a new run uses train.init_noise_std."

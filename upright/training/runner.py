@@ -35,6 +35,7 @@ from upright.training.onnx_export import (
     export_dynamic_batch,
     quiet_onnx_exporter,
 )
+from upright.training.std_learning_rate import apply_noise_cut
 
 GROUP_KEYS = ("task", "regularization", "style", "post_task")
 
@@ -209,6 +210,8 @@ class UprightRunner(OnPolicyRunner):
         self.onnx_metadata = dict(onnx_metadata or {})
         self.completed_iterations = 0
         """Number of PPO iterations finished in this run, counting those before a resume."""
+        self.noise_cut: tuple[int, float, float] | None = None
+        """(iteration, std, entropy coefficient) of ``train.noise_cut_*`` (:func:`apply_noise_cut`), or None."""
 
     def _configure_multi_gpu(self) -> None:
         """rsl-rl-lib's multi-process setup (torchrun env vars; NCCL on ``cuda:<LOCAL_RANK>``), extended to
@@ -259,6 +262,12 @@ class UprightRunner(OnPolicyRunner):
 
     def _iteration_done(self, it: int) -> None:
         self.completed_iterations = it + 1
+        if self.noise_cut is not None and apply_noise_cut(self.alg, self.completed_iterations, *self.noise_cut):
+            print(
+                f"Noise cut after iteration {self.completed_iterations}: action std {self.noise_cut[1]}, entropy "
+                f"coefficient {self.noise_cut[2]} (train.noise_cut_*)",
+                flush=True,
+            )
 
     def learn_until(self, max_iterations: int, init_at_random_ep_len: bool = False) -> None:
         """Train until ``max_iterations`` iterations are complete in total; save at exit, Ctrl-C and SIGTERM

@@ -195,3 +195,36 @@ def set_action_std(actor: nn.Module, value: float, optimizer: torch.optim.Optimi
         param.fill_(math.log(value) if name == "log_std_param" else value)
     if optimizer is not None:
         optimizer.state.pop(param, None)
+
+
+def apply_noise_cut(
+    alg, completed_iterations: int, iteration: int | None, std: float, entropy_coef: float, resumed: bool = False
+) -> bool:
+    """The noise cut (``train.noise_cut_*``): when ``completed_iterations`` reaches ``iteration`` set the action std
+    to ``std`` (:func:`set_action_std`, Adam moments cleared) and ``alg.entropy_coef`` to ``entropy_coef``. A run
+    resumed at or past it (``resumed``) gets only the entropy coefficient: its checkpoint holds the std the policy
+    has learned since the cut.
+
+    Args:
+        alg: rsl_rl's PPO (``actor``, ``optimizer``, ``entropy_coef``).
+        completed_iterations: PPO iterations complete in total.
+        iteration: the iteration of the cut, or None (no cut: returns False).
+        std: the new action std, action units (> 0).
+        entropy_coef: the entropy coefficient from the cut on (>= 0).
+        resumed: called right after loading a checkpoint (never sets the std).
+
+    Returns:
+        True when the std was set now.
+
+    Raises:
+        ValueError: ``std`` not > 0, ``entropy_coef`` < 0, or an actor without a state-independent std.
+    """
+    if iteration is None or completed_iterations < iteration:
+        return False
+    if not entropy_coef >= 0:
+        raise ValueError(f"train.noise_cut_entropy_coef must be >= 0, got {entropy_coef}.")
+    alg.entropy_coef = float(entropy_coef)
+    if resumed or completed_iterations != iteration:
+        return False
+    set_action_std(alg.actor, std, alg.optimizer)
+    return True

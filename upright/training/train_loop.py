@@ -18,7 +18,7 @@ from omegaconf import DictConfig, OmegaConf
 from upright.tasks.registry import make_env, policy_metadata
 from upright.training.rsl_rl_cfg import rsl_rl_config
 from upright.training.runner import UprightRunner, atomic_write_text, latest_checkpoint
-from upright.training.std_learning_rate import set_action_std
+from upright.training.std_learning_rate import apply_noise_cut, set_action_std
 
 
 def zero_actor_output(actor: torch.nn.Module) -> None:
@@ -159,6 +159,10 @@ def train(cfg: DictConfig, residual_setup=None) -> pathlib.Path:
             if resume_std is not None:
                 set_action_std(runner.alg.actor, float(resume_std), runner.alg.optimizer)
                 print(f"Action std set to {float(resume_std)} (train.resume_std)", flush=True)
+        cut = cfg.train.get("noise_cut_iteration")
+        if cut is not None:
+            runner.noise_cut = (int(cut), float(cfg.train.noise_cut_std), float(cfg.train.noise_cut_entropy_coef))
+            apply_noise_cut(runner.alg, runner.completed_iterations, *runner.noise_cut, resumed=True)
         if rank == 0:
             config = run_dir / f"config_{runner.completed_iterations}.yaml"
             atomic_write_text(config, OmegaConf.to_yaml(cfg, resolve=True))

@@ -34,6 +34,13 @@ GETUP: dict[str, Any] = {
     "train.l2c2_policy_coef": 0.0,
     "train.l2c2_value_coef": 0.0,
     "train.save_interval": 25,
+    # the noise cut (not mjlab_playground's): once the policy gets up, action std 0.4 and no entropy bonus, so that it
+    # learns to stay up; at the iteration where it was measured (docs/experiments/2026-11-27_getup_action_noise.md:
+    # from model_1225 of the 10.8 Hz run, E_succ 24 / 27 % -> 39 / 51 % supine / prone in 3.7 M env steps, 2 seeds;
+    # std 0.2 gave 28 / 37 %). train.noise_cut_iteration=null turns it off.
+    "train.noise_cut_iteration": 1225,
+    "train.noise_cut_std": 0.4,
+    "train.noise_cut_entropy_coef": 0.0,
     # ~2e8 env steps, about 10 h at this repository's 2-core figure (5,300 env-steps/s): issue 32's time target
     "train.max_iterations": 2000,
 }
