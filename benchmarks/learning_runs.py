@@ -135,11 +135,15 @@ def format_value(value: Any) -> str:
     return str(value)
 
 
-def recipe_overrides(config: dict[str, Any], defaults: dict[str, Any]) -> list[str]:
+def recipe_overrides(
+    config: dict[str, Any], defaults: dict[str, Any], before: dict[str, Any] | None = None
+) -> list[str]:
     """The overrides that turn ``defaults`` into ``config`` (both flat, :func:`flatten`), keys that are no part of a
     recipe (:data:`NOT_RECIPE`) left out, sorted: the run's recipe as ``key=value`` strings. Keys the defaults lack
-    (removed since the run) are kept."""
+    (removed since the run) are kept. Keys the run's config lacks (added since the run) count with their value in
+    ``before`` (what the run had: the setting's schema default, i.e. off), when that differs from ``defaults``."""
     out = []
+    config = {**{k: v for k, v in (before or {}).items() if k in defaults and k not in config}, **config}
     for key in sorted(config):
         if any(key == p or key.startswith(p) for p in NOT_RECIPE):
             continue
@@ -197,15 +201,30 @@ def default_flat_config(task: str, terrain: str, posture: str) -> dict[str, Any]
     return _DEFAULTS[key]
 
 
+def schema_flat_defaults(task: str) -> dict[str, Any]:
+    """The dataclass defaults of ``train.*`` (:class:`~upright.conf.train_cfg.TrainCfg`) and of the task's ``env.*``
+    (its spec's ``env_cfg``), flat: what a run from before a setting existed ran with (new settings default to off)."""
+    from upright.conf.train_cfg import TrainCfg
+    from upright.tasks.spec import resolve, task_spec
+
+    env_cls = resolve(task_spec(task).env_cfg)
+    return {
+        **flatten(dataclasses.asdict(TrainCfg()), "train."),
+        **flatten(dataclasses.asdict(env_cls()), "env."),
+    }
+
+
 def run_recipe(flat: dict[str, Any]) -> list[str]:
     """The recipe of a run config (flat): ``terrain=``/``posture=`` when not ground/supine, then its overrides
-    against those defaults (:func:`recipe_overrides`)."""
+    against those defaults (:func:`recipe_overrides`; settings added since the run count as off,
+    :func:`schema_flat_defaults`)."""
     task = flat.get("task") or "standup"
     terrain, posture = flat.get("env.terrain", "ground"), flat.get("env.posture", "supine")
     defaults = default_flat_config(task, terrain, posture)
     head = [f"terrain={terrain}"] * (terrain != "ground") + [f"posture={posture}"] * (posture != "supine")
     skip = ("env.terrain", "env.posture", "task", "device")
-    return head + [o for o in recipe_overrides(flat, defaults) if parse_override(o)[0] not in skip]
+    before = schema_flat_defaults(task)
+    return head + [o for o in recipe_overrides(flat, defaults, before) if parse_override(o)[0] not in skip]
 
 
 @dataclasses.dataclass

@@ -65,6 +65,22 @@ def test_recipe_overrides_lists_differences_but_not_run_keys(sl):
         "train.lr=0.001",
     ]
     assert sl.format_value(None) == "null" and sl.format_value("a b") == '"a b"'
+    # a setting added since the run (absent from its config) counts with what the run had: its schema default
+    defaults["train.cut"] = 5
+    before = {"train.cut": None, "train.other": 1}
+    assert "train.cut=null" in sl.recipe_overrides(config, defaults, before)
+    assert "train.cut=null" not in sl.recipe_overrides({**config, "train.cut": 5}, defaults, before)
+    assert not any(o.startswith("train.other") for o in sl.recipe_overrides(config, defaults, before))
+
+
+def test_a_getup_run_from_before_the_noise_cut_shows_it_off(sl):
+    """A ``recipe=getup`` run config without ``train.noise_cut_*`` (written before the setting) is not today's
+    default recipe: its recipe shows the cut off."""
+    flat = sl.flat_config(sl.compose_config(["task=standup"]))
+    for key in [k for k in flat if k.startswith("train.noise_cut_")]:
+        del flat[key]
+    assert "train.noise_cut_iteration=null" in sl.run_recipe(flat)
+    assert sl.run_recipe(sl.flat_config(sl.compose_config(["task=standup"]))) == []
 
 
 def test_parse_recipe_named_quoted_and_unknown(sl):

@@ -125,33 +125,39 @@ def test_set_action_std_sets_every_entry_and_clears_its_adam_moments(std_lr):
     _update(alg, env)  # training goes on from there
 
 
-def test_noise_cut_sets_std_and_entropy_at_its_iteration_only():
+def test_noise_cut_sets_std_and_entropy_once_when_due():
     alg, env = build(num_steps=NUM_STEPS)
     _update(alg, env)
     param = std_parameter(alg.actor)
     before = param.detach().clone()
     assert alg.entropy_coef > 0 and not torch.allclose(before, torch.full_like(before, 0.3))
-    assert apply_noise_cut(alg, 4, 5, 0.3, 0.0) is False  # before the cut: nothing changes
+    assert apply_noise_cut(alg, 4, 5, 0.3, 0.0, applied=False) is False  # before the cut: nothing changes
     assert torch.equal(param.detach(), before) and alg.entropy_coef > 0
-    assert apply_noise_cut(alg, 5, None, 0.3, 0.0) is False  # no cut configured
-    assert apply_noise_cut(alg, 5, 5, 0.3, 0.0) is True
+    assert apply_noise_cut(alg, 5, None, 0.3, 0.0, applied=False) is False  # no cut configured
+    assert apply_noise_cut(alg, 5, 5, 0.3, 0.0, applied=False) is True
     assert torch.equal(param.detach(), torch.full_like(param, 0.3)) and alg.entropy_coef == 0.0
     assert param not in alg.optimizer.state
     _update(alg, env)
     moved = param.detach().clone()
-    assert apply_noise_cut(alg, 6, 5, 0.3, 0.0) is False  # past the cut: the std the policy learned since stays
-    assert torch.equal(param.detach(), moved)
+    alg.entropy_coef = 0.01  # e.g. a resume builds PPO with the recipe's coefficient again
+    assert apply_noise_cut(alg, 6, 5, 0.3, 0.0, applied=True) is False  # past an applied cut: the learned std stays
+    assert torch.equal(param.detach(), moved) and alg.entropy_coef == 0.0
 
 
-def test_noise_cut_at_a_resume_sets_only_the_entropy_coefficient():
+def test_a_cut_that_is_overdue_is_applied_at_once():
+    """A checkpoint past the cut iteration that does not record the cut (from before the setting) gets it."""
     alg, env = build(num_steps=NUM_STEPS)
     _update(alg, env)
     param = std_parameter(alg.actor)
-    before = param.detach().clone()
-    assert apply_noise_cut(alg, 5, 5, 0.3, 0.002, resumed=True) is False  # the checkpoint already holds the cut std
-    assert torch.equal(param.detach(), before) and alg.entropy_coef == 0.002
-    alg.entropy_coef = 0.01
-    assert apply_noise_cut(alg, 4, 5, 0.3, 0.002, resumed=True) is False and alg.entropy_coef == 0.01
+    assert apply_noise_cut(alg, 9, 5, 0.3, 0.002, applied=False) is True
+    assert torch.equal(param.detach(), torch.full_like(param, 0.3)) and alg.entropy_coef == 0.002
+
+
+@pytest.mark.parametrize(("std", "entropy", "key"), [(0.0, 0.0, "noise_cut_std"), (0.3, -1.0, "noise_cut_entropy")])
+def test_noise_cut_refuses_bad_values_by_their_names(std, entropy, key):
+    alg, _ = build(num_steps=NUM_STEPS)
+    with pytest.raises(ValueError, match=f"train.{key}"):
+        apply_noise_cut(alg, 5, 5, std, entropy, applied=False)
 
 
 @pytest.mark.parametrize("bad", [0.0, -0.1, float("nan")])

@@ -211,6 +211,31 @@ def test_noise_cut_sets_the_action_std_at_its_iteration(tmp_path):
     assert (std[0] - 0.25).abs().min() > 0.3  # init 0.8
     assert torch.equal(std[1], torch.full_like(std[1], 0.25))
     assert torch.allclose(std[2], torch.full_like(std[2], 0.25), atol=0.021) and not torch.equal(std[2], std[1])
+    assert torch.load(run_dir / "model_1.pt", weights_only=False)["infos"]["noise_cut_applied"] is True
+    assert torch.load(run_dir / "model_0.pt", weights_only=False)["infos"]["noise_cut_applied"] is False
+    # resumed past an applied cut: no second cut, the std the policy learned since goes on from the checkpoint
+    proc = run_train([*args, "train.max_iterations=4", f"resume={run_dir}"], tmp_path)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "Noise cut" not in proc.stdout
+    std3 = torch.load(run_dir / "model_3.pt", weights_only=False)["actor_state_dict"]["distribution.std_param"]
+    assert torch.allclose(std3, std[2], atol=0.021) and not torch.equal(std3, torch.full_like(std3, 0.25))
+
+
+@pytest.mark.slow
+def test_a_run_resumed_past_the_cut_without_it_gets_it_at_the_resume(first_run, tmp_path):
+    """A checkpoint from before the setting (2 iterations, no cut) resumed with a cut at iteration 1: cut at once."""
+    run_dir, _ = first_run
+    copy_dir = tmp_path / "runs" / "standup" / "late_cut"
+    copy_dir.mkdir(parents=True)
+    (copy_dir / "model_1.pt").write_bytes((run_dir / "model_1.pt").read_bytes())
+    args = [*SMALL, "train.max_iterations=3", f"resume={copy_dir}", "train.schedule=fixed"]
+    args += ["train.noise_cut_iteration=1", "train.noise_cut_std=0.25", "train.noise_cut_entropy_coef=0.002"]
+    proc = run_train(args, tmp_path)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "Noise cut after iteration 2: action std 0.25, entropy coefficient 0.002" in proc.stdout
+    saved = torch.load(copy_dir / "model_2.pt", weights_only=False)
+    std = saved["actor_state_dict"]["distribution.std_param"]
+    assert torch.allclose(std, torch.full_like(std, 0.25), atol=0.021) and saved["infos"]["noise_cut_applied"]
 
 
 def test_bad_noise_cut_values_are_one_line():

@@ -76,7 +76,9 @@ class TrainCfg:
     action std to :attr:`noise_cut_std` (Adam moments cleared) and the entropy coefficient to
     :attr:`noise_cut_entropy_coef` (:func:`upright.training.std_learning_rate.apply_noise_cut`): a second stage of
     less exploration noise, so that a policy that has learned to get up learns to balance
-    (``docs/experiments/2026-11-27_getup_action_noise.md``). None: never."""
+    (``docs/experiments/2026-11-27_getup_action_noise.md``). The cut follows the update of that iteration (rsl-rl
+    saves it as ``model_<iteration - 1>.pt``); a run resumed past it without it (a checkpoint from before this
+    setting) gets it at the resume, unless ``train.resume_std`` sets the std there. None: never."""
     noise_cut_std: float = 0.4
     """The action std set at :attr:`noise_cut_iteration`, in action units (> 0)."""
     noise_cut_entropy_coef: float = 0.0

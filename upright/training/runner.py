@@ -212,6 +212,8 @@ class UprightRunner(OnPolicyRunner):
         """Number of PPO iterations finished in this run, counting those before a resume."""
         self.noise_cut: tuple[int, float, float] | None = None
         """(iteration, std, entropy coefficient) of ``train.noise_cut_*`` (:func:`apply_noise_cut`), or None."""
+        self.noise_cut_applied = False
+        """The noise cut has set the action std in this run (saved in the checkpoints' ``infos``)."""
 
     def _configure_multi_gpu(self) -> None:
         """rsl-rl-lib's multi-process setup (torchrun env vars; NCCL on ``cuda:<LOCAL_RANK>``), extended to
@@ -262,10 +264,17 @@ class UprightRunner(OnPolicyRunner):
 
     def _iteration_done(self, it: int) -> None:
         self.completed_iterations = it + 1
-        if self.noise_cut is not None and apply_noise_cut(self.alg, self.completed_iterations, *self.noise_cut):
+        self.apply_noise_cut()
+
+    def apply_noise_cut(self) -> None:
+        """Apply ``train.noise_cut_*`` (:attr:`noise_cut`) when due: after an iteration's update and at a resume."""
+        if self.noise_cut is None:
+            return
+        if apply_noise_cut(self.alg, self.completed_iterations, *self.noise_cut, applied=self.noise_cut_applied):
+            self.noise_cut_applied = True
             print(
                 f"Noise cut after iteration {self.completed_iterations}: action std {self.noise_cut[1]}, entropy "
-                f"coefficient {self.noise_cut[2]} (train.noise_cut_*)",
+                f"coefficient {self.alg.entropy_coef} (train.noise_cut_*)",
                 flush=True,
             )
 
@@ -300,6 +309,7 @@ class UprightRunner(OnPolicyRunner):
         (metadata attached, checked to 1e-5, also renamed into place only when complete)."""
         infos = dict(infos or {})
         infos["completed_iterations"] = self.completed_iterations
+        infos["noise_cut_applied"] = self.noise_cut_applied
         infos["env_step_counter"] = self.completed_iterations * self.cfg["num_steps_per_env"] * self.env.num_envs
         if hasattr(self.env, "state_dict"):  # the env's curricula continue on resume
             infos["env_state"] = self.env.state_dict()
@@ -359,6 +369,7 @@ class UprightRunner(OnPolicyRunner):
         infos = super().load(path, load_cfg=load_cfg, strict=strict, map_location=map_location) or {}
         loaded = torch.load(path, weights_only=False, map_location=map_location)
         self.completed_iterations = int(infos.get("completed_iterations", loaded["iter"] + 1))
+        self.noise_cut_applied = bool(infos.get("noise_cut_applied", False))
         # the env's curricula continue on a full resume only (load_cfg None); loading just the actor for
         # evaluation or play must not carry training-time state such as the pull force into that env
         if load_cfg is None and "env_state" in infos and hasattr(self.env, "load_state_dict"):

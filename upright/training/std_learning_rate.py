@@ -198,33 +198,38 @@ def set_action_std(actor: nn.Module, value: float, optimizer: torch.optim.Optimi
 
 
 def apply_noise_cut(
-    alg, completed_iterations: int, iteration: int | None, std: float, entropy_coef: float, resumed: bool = False
+    alg, completed_iterations: int, iteration: int | None, std: float, entropy_coef: float, applied: bool
 ) -> bool:
-    """The noise cut (``train.noise_cut_*``): when ``completed_iterations`` reaches ``iteration`` set the action std
-    to ``std`` (:func:`set_action_std`, Adam moments cleared) and ``alg.entropy_coef`` to ``entropy_coef``. A run
-    resumed at or past it (``resumed``) gets only the entropy coefficient: its checkpoint holds the std the policy
-    has learned since the cut.
+    """The noise cut (``train.noise_cut_*``): once ``completed_iterations`` >= ``iteration``, ``alg.entropy_coef`` is
+    ``entropy_coef``, and the first time (``applied`` False: this run's checkpoints do not record the cut) every entry
+    of the action std is set to ``std`` (:func:`set_action_std`, Adam moments cleared). A run resumed past the cut
+    that had it keeps the std its policy learned since; one that passed the iteration without it (a checkpoint from
+    before the setting, or a run stopped between the iteration and the cut) gets the cut at the resume.
 
     Args:
         alg: rsl_rl's PPO (``actor``, ``optimizer``, ``entropy_coef``).
         completed_iterations: PPO iterations complete in total.
-        iteration: the iteration of the cut, or None (no cut: returns False).
+        iteration: the iteration of the cut (the cut follows the update of that iteration, before the next rollout;
+            rsl-rl saves that iteration as ``model_<iteration - 1>.pt``), or None (no cut: returns False).
         std: the new action std, action units (> 0).
         entropy_coef: the entropy coefficient from the cut on (>= 0).
-        resumed: called right after loading a checkpoint (never sets the std).
+        applied: the cut has already set the std in this run.
 
     Returns:
         True when the std was set now.
 
     Raises:
-        ValueError: ``std`` not > 0, ``entropy_coef`` < 0, or an actor without a state-independent std.
+        ValueError: ``std`` not > 0 or ``entropy_coef`` < 0 (named as ``train.noise_cut_*``), or an actor without a
+            state-independent std.
     """
     if iteration is None or completed_iterations < iteration:
         return False
+    if not std > 0:
+        raise ValueError(f"train.noise_cut_std must be > 0 (an action std, e.g. 0.4), got {std}.")
     if not entropy_coef >= 0:
         raise ValueError(f"train.noise_cut_entropy_coef must be >= 0, got {entropy_coef}.")
     alg.entropy_coef = float(entropy_coef)
-    if resumed or completed_iterations != iteration:
+    if applied:
         return False
     set_action_std(alg.actor, std, alg.optimizer)
     return True

@@ -18,7 +18,7 @@ from omegaconf import DictConfig, OmegaConf
 from upright.tasks.registry import make_env, policy_metadata
 from upright.training.rsl_rl_cfg import rsl_rl_config
 from upright.training.runner import UprightRunner, atomic_write_text, latest_checkpoint
-from upright.training.std_learning_rate import apply_noise_cut, set_action_std
+from upright.training.std_learning_rate import set_action_std
 
 
 def zero_actor_output(actor: torch.nn.Module) -> None:
@@ -162,7 +162,9 @@ def train(cfg: DictConfig, residual_setup=None) -> pathlib.Path:
         cut = cfg.train.get("noise_cut_iteration")
         if cut is not None:
             runner.noise_cut = (int(cut), float(cfg.train.noise_cut_std), float(cfg.train.noise_cut_entropy_coef))
-            apply_noise_cut(runner.alg, runner.completed_iterations, *runner.noise_cut, resumed=True)
+            if resume_std is not None and runner.completed_iterations >= int(cut):
+                runner.noise_cut_applied = True  # the std asked for at this resume wins over an overdue cut
+            runner.apply_noise_cut()  # a run resumed past the cut without it gets it now
         if rank == 0:
             config = run_dir / f"config_{runner.completed_iterations}.yaml"
             atomic_write_text(config, OmegaConf.to_yaml(cfg, resolve=True))

@@ -36,9 +36,9 @@ GETUP: dict[str, Any] = {
     "train.save_interval": 25,
     # the noise cut (not mjlab_playground's): once the policy gets up, action std 0.4 and no entropy bonus, so that it
     # learns to stay up; at the iteration where it was measured (docs/experiments/2026-11-27_getup_action_noise.md:
-    # from model_1225 of the 10.8 Hz run, E_succ 24 / 27 % -> 39 / 51 % supine / prone in 3.7 M env steps, 2 seeds;
-    # std 0.2 gave 28 / 37 %). train.noise_cut_iteration=null turns it off.
-    "train.noise_cut_iteration": 1225,
+    # from model_1225.pt, 1,226 iterations complete, of the 10.8 Hz run, E_succ 24 / 27 % -> 39 / 51 % supine / prone
+    # in 3.7 M env steps, 2 seeds; std 0.2 gave 28 / 37 %). train.noise_cut_iteration=null turns it off.
+    "train.noise_cut_iteration": 1226,
     "train.noise_cut_std": 0.4,
     "train.noise_cut_entropy_coef": 0.0,
     # ~2e8 env steps, about 10 h at this repository's 2-core figure (5,300 env-steps/s): issue 32's time target
@@ -69,6 +69,7 @@ VLM_KNEEL: dict[str, Any] = {
     "env.vlm_reward.dtype": "bfloat16",
     "env.vlm_reward.group": "vlm",
     "train.group_weights": [0.1, 1.0],
+    "train.noise_cut_iteration": None,  # measured for the get-up only
 }
 """``recipe=vlm_kneel``."""
 
