@@ -20,23 +20,21 @@ import argparse
 import csv
 import json
 import math
-import os
 import pathlib
-import re
 import subprocess
 import sys
 import tempfile
 
-CKPT = re.compile(r"model_(\d+)\.pt$")
-
 
 def checkpoint(run: pathlib.Path, iteration: str) -> pathlib.Path:
-    """``run/model_<iteration>.pt``, or the newest when ``iteration`` is ``latest``."""
+    """``run/model_<iteration>.pt``, or the newest intact one when ``iteration`` is ``latest`` (as ``resume=``)."""
     if iteration == "latest":
-        found = sorted((int(m.group(1)), p) for p in run.glob("model_*.pt") if (m := CKPT.search(p.name)))
-        if not found:
-            raise SystemExit(f"getup_ab_eval: {run} has no model_<it>.pt; pass a run directory of train.py")
-        return found[-1][1]
+        from upright.training.runner import latest_checkpoint
+
+        try:
+            return latest_checkpoint(run)
+        except (FileNotFoundError, ValueError) as err:
+            raise SystemExit(f"getup_ab_eval: {err}") from None
     path = run / f"model_{int(iteration)}.pt"
     if not path.is_file():
         raise SystemExit(f"getup_ab_eval: {path} does not exist; pick an iteration every run has saved (or latest)")
@@ -50,7 +48,7 @@ def esucc(policy: pathlib.Path, posture: str, episodes: int, num_envs: int, nomi
         cmd += ["--episodes", str(episodes), "--num-envs", str(num_envs), "--out", out, f"sim.num_threads={threads}"]
         if nominal:
             cmd.append("--no-domain-rand")
-        proc = subprocess.run(cmd, capture_output=True, text=True, env=os.environ.copy())
+        proc = subprocess.run(cmd, capture_output=True, text=True)
         if proc.returncode != 0:
             tail = (proc.stderr.strip().splitlines() or ["(no stderr)"])[-1]
             raise SystemExit(f"getup_ab_eval: evaluating {policy} ({posture}) failed: {tail}")

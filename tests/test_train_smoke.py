@@ -173,12 +173,16 @@ def test_evaluating_a_checkpoint_applies_no_pull_force(first_run):
         env.close()
 
 
+def copy_checkpoint(ckpt, run_dir):
+    """A new run folder ``run_dir`` holding a copy of ``ckpt`` (to resume without touching the shared run)."""
+    run_dir.mkdir(parents=True)
+    (run_dir / ckpt.name).write_bytes(ckpt.read_bytes())
+    return run_dir
+
+
 @pytest.mark.slow
 def test_resume_std_sets_the_action_std_of_a_resumed_run(first_run, tmp_path):
-    run_dir, _ = first_run
-    copy_dir = tmp_path / "runs" / "standup" / "lower_std"
-    copy_dir.mkdir(parents=True)
-    (copy_dir / "model_1.pt").write_bytes((run_dir / "model_1.pt").read_bytes())
+    copy_dir = copy_checkpoint(first_run[0] / "model_1.pt", tmp_path / "runs" / "standup" / "lower_std")
     std_before = torch.load(copy_dir / "model_1.pt", weights_only=False)["actor_state_dict"]["distribution.std_param"]
     assert (std_before - 0.25).abs().min() > 0.3  # init 0.8
     # fixed lr 1e-3: one update of 20 Adam steps moves the std by at most 0.02
@@ -224,10 +228,7 @@ def test_noise_cut_sets_the_action_std_at_its_iteration(tmp_path):
 @pytest.mark.slow
 def test_a_run_resumed_past_the_cut_without_it_gets_it_at_the_resume(first_run, tmp_path):
     """A checkpoint from before the setting (2 iterations, no cut) resumed with a cut at iteration 1: cut at once."""
-    run_dir, _ = first_run
-    copy_dir = tmp_path / "runs" / "standup" / "late_cut"
-    copy_dir.mkdir(parents=True)
-    (copy_dir / "model_1.pt").write_bytes((run_dir / "model_1.pt").read_bytes())
+    copy_dir = copy_checkpoint(first_run[0] / "model_1.pt", tmp_path / "runs" / "standup" / "late_cut")
     args = [*SMALL, "train.max_iterations=3", f"resume={copy_dir}", "train.schedule=fixed"]
     args += ["train.noise_cut_iteration=1", "train.noise_cut_std=0.25", "train.noise_cut_entropy_coef=0.002"]
     proc = run_train(args, tmp_path)

@@ -92,3 +92,14 @@ class TrainCfg:
     physics thread pool has the cores (measured: 2 torch threads made env stepping ~2x slower under load)."""
     init_at_random_ep_len: bool = True
     """Start envs at random episode steps so resets spread out (HoST)."""
+
+
+def noise_cut_problem(iteration: int, std: float, entropy_coef: float) -> str | None:
+    """One-line error for ``train.noise_cut_*`` values that cannot be applied, naming the key; None when they can."""
+    if int(iteration) < 1:
+        return f"train.noise_cut_iteration must be >= 1 or null (got {iteration})."
+    if not float(std) > 0:
+        return f"train.noise_cut_std must be > 0 (an action std, e.g. 0.4), got {std}."
+    if not float(entropy_coef) >= 0:
+        return f"train.noise_cut_entropy_coef must be >= 0, got {entropy_coef}."
+    return None

@@ -24,6 +24,7 @@ from upright.conf import (
     task_of,
     with_task_groups,
 )
+from upright.conf.train_cfg import noise_cut_problem
 from upright.tasks.standup.getup.config import validate_getup
 from upright.tasks.standup.terrains import check_variant
 
@@ -235,12 +236,9 @@ def check_values(cfg) -> str | None:
         except ValueError as err:
             return str(err)
     if train is not None and train.get("noise_cut_iteration") is not None:
-        if int(train.noise_cut_iteration) < 1:
-            return f"train.noise_cut_iteration must be >= 1 or null (got {train.noise_cut_iteration})."
-        if not float(train.noise_cut_std) > 0:
-            return f"train.noise_cut_std must be > 0 (an action std, e.g. 0.4), got {train.noise_cut_std}."
-        if not float(train.noise_cut_entropy_coef) >= 0:
-            return f"train.noise_cut_entropy_coef must be >= 0, got {train.noise_cut_entropy_coef}."
+        problem = noise_cut_problem(train.noise_cut_iteration, train.noise_cut_std, train.noise_cut_entropy_coef)
+        if problem:
+            return problem
     resume = cfg.get("resume")
     if train is not None and train.get("resume_std") is not None and not resume:
         return "train.resume_std applies to a resumed run (resume=...); a new run uses train.init_noise_std."

@@ -28,6 +28,8 @@ from itertools import chain
 import torch
 import torch.nn as nn
 
+from upright.conf.train_cfg import noise_cut_problem
+
 FIXED_LR_KEY = "fixed_lr"
 """Param-group flag: the adaptive-KL schedule leaves this group's ``lr`` alone."""
 
@@ -224,10 +226,9 @@ def apply_noise_cut(
     """
     if iteration is None or completed_iterations < iteration:
         return False
-    if not std > 0:
-        raise ValueError(f"train.noise_cut_std must be > 0 (an action std, e.g. 0.4), got {std}.")
-    if not entropy_coef >= 0:
-        raise ValueError(f"train.noise_cut_entropy_coef must be >= 0, got {entropy_coef}.")
+    problem = noise_cut_problem(iteration, std, entropy_coef)
+    if problem:
+        raise ValueError(problem)
     alg.entropy_coef = float(entropy_coef)
     if applied:
         return False
