@@ -71,6 +71,18 @@ class TrainCfg:
     """On ``resume=``, set every entry of the action std to this value (and clear its Adam moments) before
     training on; e.g. less exploration noise when fine-tuning a policy. None keeps the checkpoint's std. Only
     valid with ``resume=`` (a new run starts from ``init_noise_std``)."""
+    init_policy: str | None = None
+    """Not HoST: start a NEW run's actor (MLP weights and observation normaliser) from an exported upright policy
+    file (``policy.onnx``) whose metadata matches this env, e.g. ``upright/assets/policies/g1_getup/policy.onnx``:
+    fine-tuning a committed or deployed policy whose checkpoint is gone (:mod:`upright.training.warm_start`). Its
+    action std is :attr:`init_noise_std`; the critic starts fresh (see :attr:`critic_warmup_iterations`). The
+    iteration count starts at 0. Not valid with ``resume=`` (a checkpoint holds the whole state). None: a freshly
+    initialised actor."""
+    critic_warmup_iterations: int = 0
+    """Not HoST: for the first this many iterations of the run (counted from 0, so a resume past them does not repeat
+    them) the update trains the critics only: the actor's weights, action std and observation normaliser stay, and the
+    adaptive-KL schedule pauses. For a run started from :attr:`init_policy`, whose fresh critic would otherwise give
+    the actor advantages of an untrained value function. 0: off."""
     noise_cut_iteration: int | None = None
     """Not HoST: once this many iterations are complete (counting those before a resume), set every entry of the
     action std to :attr:`noise_cut_std` (Adam moments cleared) and the entropy coefficient to

@@ -242,6 +242,16 @@ def check_values(cfg) -> str | None:
     resume = cfg.get("resume")
     if train is not None and train.get("resume_std") is not None and not resume:
         return "train.resume_std applies to a resumed run (resume=...); a new run uses train.init_noise_std."
+    init_policy = train.get("init_policy") if train is not None else None
+    if init_policy and resume:
+        return (
+            f"train.init_policy={init_policy} starts a new run's actor from a policy file; resume={resume} continues a "
+            "checkpoint. Give one of them."
+        )
+    if init_policy and not pathlib.Path(str(init_policy)).expanduser().is_file():
+        return f"train.init_policy={init_policy}: no such policy file (give a policy.onnx exported by upright)."
+    if train is not None and int(train.get("critic_warmup_iterations", 0)) < 0:
+        return f"train.critic_warmup_iterations must be >= 0 (got {train.critic_warmup_iterations})."
     if resume and not pathlib.Path(str(resume)).expanduser().exists():
         return (
             f"resume={resume}: no such run directory or checkpoint file (give logs/<task>/<run.name> or a "

@@ -85,6 +85,33 @@ CONTRACT_KEYS = (
 (``action_mode`` too, where the file's schema can state it)."""
 
 
+def _short(value, width: int = 70) -> str:
+    text = repr(value)
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
+def contract_mismatch(file_meta: dict, env_meta: dict, require_all: bool = False) -> str | None:
+    """The first key of :data:`CONTRACT_KEYS` whose value differs between a policy file's metadata and an env's
+    (numbers compared with ``numpy.allclose``), as ``"'<key>' is <file value> in the file but <env value>"``; None
+    when they agree. A key the file lacks is skipped, or (``require_all``) reported as missing."""
+    import numpy as np
+
+    for key in CONTRACT_KEYS:
+        if key not in file_meta:
+            if require_all:
+                return f"'{key}' is missing from the file"
+            continue
+        a, b = file_meta[key], env_meta[key]
+        numeric = not isinstance(b, str) and np.asarray(b).dtype.kind in "fi"
+        try:
+            same = bool(np.allclose(a, b)) if numeric else a == b
+        except (TypeError, ValueError):  # another shape or type: not the same
+            same = False
+        if not same:
+            return f"'{key}' is {_short(a)} in the file but {_short(b)}"
+    return None
+
+
 def refresh_metadata(onnx_path: str | pathlib.Path, config_path: str | pathlib.Path | None = None) -> list[str]:
     """Add the current schema's metadata keys that ``onnx_path`` lacks, from the env its run config builds.
 
@@ -107,10 +134,9 @@ def refresh_metadata(onnx_path: str | pathlib.Path, config_path: str | pathlib.P
     """
     import json
 
-    import numpy as np
     import onnx
 
-    from upright.policy_io.schema import action_mode_of
+    from upright.policy_io.schema import ENV_ACTION_MODES, action_mode_of
     from upright.tasks.registry import make_env, policy_metadata
     from upright.training.onnx_export import PolicyMetadataError, _to_jsonable, attach_metadata
 
@@ -129,19 +155,16 @@ def refresh_metadata(onnx_path: str | pathlib.Path, config_path: str | pathlib.P
         fresh = {k: _to_jsonable(v) for k, v in policy_metadata(cfg.task_name, env).items()}
     finally:
         env.close()
-    for key in CONTRACT_KEYS:
-        if key in old:
-            a, b = old[key], fresh[key]
-            same = np.allclose(a, b) if not isinstance(b, str) and np.asarray(b).dtype.kind in "fi" else a == b
-            if not same:
-                raise PolicyMetadataError(f"{onnx_path}: '{key}' is {a!r} in the file but {b!r} from {config_path}")
+    problem = contract_mismatch(old, fresh)
+    if problem:
+        raise PolicyMetadataError(f"{onnx_path}: {problem} from {config_path}")
     rewritten = []
     if "action_mode" in old:
         legacy = str(old.get("upright_metadata_version")) in ("1", "2")
         if legacy:  # its exporter could only write relative: the run config says what the env did
             old["action_mode"] = fresh["action_mode"]  # (action_formula is new in schema 3: added below)
             rewritten = ["action_mode"]
-        elif action_mode_of(old, onnx_path) != fresh["action_mode"]:
+        elif action_mode_of(old, onnx_path, ENV_ACTION_MODES) != fresh["action_mode"]:
             raise PolicyMetadataError(
                 f"{onnx_path}: 'action_mode' is {old['action_mode']!r} in the file but "
                 f"{fresh['action_mode']!r} from {config_path}"

@@ -29,6 +29,7 @@ from rsl_rl.runners import OnPolicyRunner
 from rsl_rl.utils.logger import Logger
 
 from upright.atomic_io import atomic_write, atomic_write_text  # noqa: F401  (re-exported)
+from upright.training.multi_critic_ppo import LR_MIN
 from upright.training.onnx_export import (
     attach_metadata,
     check_onnx_matches_torch,
@@ -214,6 +215,8 @@ class UprightRunner(OnPolicyRunner):
         """(iteration, std, entropy coefficient) of ``train.noise_cut_*`` (:func:`apply_noise_cut`), or None."""
         self.noise_cut_applied = False
         """The noise cut has set the action std in this run (saved in the checkpoints' ``infos``)."""
+        self.critic_warmup_iterations = 0
+        """``train.critic_warmup_iterations``: iterations 0 .. N-1 of the run update the critics only."""
 
     def _configure_multi_gpu(self) -> None:
         """rsl-rl-lib's multi-process setup (torchrun env vars; NCCL on ``cuda:<LOCAL_RANK>``), extended to
@@ -265,6 +268,22 @@ class UprightRunner(OnPolicyRunner):
     def _iteration_done(self, it: int) -> None:
         self.completed_iterations = it + 1
         self.apply_noise_cut()
+        self._set_actor_frozen()
+
+    def _set_actor_frozen(self) -> None:
+        """Critic warm-up: the next update trains the critics only while fewer than
+        :attr:`critic_warmup_iterations` iterations are complete (prints when the actor joins)."""
+        frozen = self.completed_iterations < self.critic_warmup_iterations
+        if getattr(self.alg, "actor_frozen", False) and not frozen:
+            print(
+                f"Critic warm-up done after iteration {self.completed_iterations}: the actor trains, from learning "
+                f"rate {LR_MIN:g}",
+                flush=True,
+            )
+        if hasattr(self.alg, "set_actor_frozen"):  # MultiCriticPPO (what rsl_rl_config builds)
+            self.alg.set_actor_frozen(frozen)
+        elif frozen:
+            raise ValueError(f"train.critic_warmup_iterations needs MultiCriticPPO, not {type(self.alg).__name__}")
 
     def apply_noise_cut(self) -> None:
         """Apply ``train.noise_cut_*`` (:attr:`noise_cut`) when due: after an iteration's update and at a resume."""
@@ -288,6 +307,7 @@ class UprightRunner(OnPolicyRunner):
             )
             return
         self.current_learning_iteration = self.completed_iterations
+        self._set_actor_frozen()
 
         def _sigterm(signum, frame):  # turn SIGTERM into the same path as Ctrl-C
             raise KeyboardInterrupt

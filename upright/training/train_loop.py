@@ -19,6 +19,7 @@ from upright.tasks.registry import make_env, policy_metadata
 from upright.training.rsl_rl_cfg import rsl_rl_config
 from upright.training.runner import UprightRunner, atomic_write_text, latest_checkpoint
 from upright.training.std_learning_rate import set_action_std
+from upright.training.warm_start import load_actor_from_onnx
 
 
 def zero_actor_output(actor: torch.nn.Module) -> None:
@@ -104,7 +105,9 @@ def train(cfg: DictConfig, residual_setup=None) -> pathlib.Path:
     Raises:
         ModelNotFoundError: the robot model is not available (:func:`upright.robots.menagerie.model_path`).
         FileExistsError, FileNotFoundError: see :func:`resolve_run_dir`.
-        ValueError: ``train.resume_std`` without ``resume=``; ``train.group_weights`` not one weight per reward group;
+        ValueError: ``train.resume_std`` without ``resume=``; ``train.init_policy`` with ``resume=`` or ``policy.base``,
+            or a file that is not this env's policy (:func:`~upright.training.warm_start.load_actor_from_onnx`);
+            ``train.group_weights`` not one weight per reward group;
             ``policy.base=...`` without ``residual_setup``.
     """
     rank, local_rank, world_size = distributed_rank()
@@ -153,6 +156,20 @@ def train(cfg: DictConfig, residual_setup=None) -> pathlib.Path:
             )
         if residual and ckpt is None:
             zero_actor_output(runner.alg.actor)  # the residual starts at 0: the first actions are the base's
+        init_policy = cfg.train.get("init_policy")
+        if init_policy:
+            if ckpt is not None or residual:
+                raise ValueError(
+                    f"train.init_policy={init_policy} starts a new, non-residual run's actor; "
+                    "drop it (or resume= / policy.base=)"
+                )
+            loaded = load_actor_from_onnx(runner.alg.actor, init_policy, meta)
+            print(
+                f"Actor initialised from {init_policy} (its iteration {loaded['iteration']}; onnxruntime vs torch "
+                f"{loaded['max_abs_error']:.1e}); action std {cfg.train.init_noise_std} (train.init_noise_std)",
+                flush=True,
+            )
+        runner.critic_warmup_iterations = int(cfg.train.get("critic_warmup_iterations", 0))
         if ckpt is not None:
             runner.load(str(ckpt), map_location=cfg.device)
             print(f"Resuming {ckpt} after {runner.completed_iterations} completed iterations", flush=True)
