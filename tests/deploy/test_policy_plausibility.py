@@ -22,7 +22,7 @@ from deploy_testlib import write_linear_policy
 from onnx import TensorProto, helper, numpy_helper
 
 from upright.deploy.metadata import load_policy_spec
-from upright.deploy.robot_config import g1_29dof, gain_envelope
+from upright.deploy.robot_config import franka_emika_panda, g1_29dof, gain_envelope
 from upright.policy_io.schema import PolicyMetadataError
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -227,9 +227,13 @@ def test_the_committed_policies_still_load():
     for path in paths:
         if path.parent.name.startswith("g1_"):
             load_policy_spec(path, g1_29dof())
-        else:  # the lift MLPs read the cube: refused for that, as before
-            with pytest.raises(PolicyMetadataError, match="inputs a robot does not provide"):
-                load_policy_spec(path, g1_29dof())
+        else:  # the lift MLPs read the cube: refused without a pose source, naming the option that gives one
+            with pytest.raises(PolicyMetadataError, match="inputs a robot does not provide.*give --object-pose"):
+                load_policy_spec(path, franka_emika_panda())
+    spec = load_policy_spec(
+        ROOT / "upright/assets/policies/panda_lift/policy.onnx", franka_emika_panda(), object_pose=True
+    )
+    assert spec.action_mode == "ee_delta" and spec.num_actions == 4 and spec.num_joints == 8
 
 
 def test_the_envelope_of_the_g1_follows_its_motors():

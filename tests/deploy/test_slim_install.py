@@ -21,6 +21,9 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 POLICY = pathlib.PurePosixPath("upright/assets/policies/g1_standup_ground/policy.onnx")
 """The committed G1 stand-up policy (HoST's recipe), relative to the repository root and to site-packages."""
 
+LIFT_POLICY = pathlib.PurePosixPath("upright/assets/policies/panda_lift/policy.onnx")
+"""The committed lift policy (``ee_delta``: the daemon's IK from the file's kinematic chain)."""
+
 HEAVY = ("torch", "mujoco", "hydra", "omegaconf", "rsl_rl", "viser", "jax", "tensordict", "onnx")
 """What the daemon's import chain for an MLP policy must not import (the `train` extra's; onnxruntime is the base's)."""
 
@@ -57,16 +60,31 @@ j = spec.num_joints
 frame = builder.frame(spec.default_joint_pos, np.zeros(j), np.zeros(3), np.array([1.0, 0, 0, 0]), np.zeros(j))
 action = OnnxPolicy(spec)(builder.push(frame))
 assert action.shape[-1] == j
+# a lift (ee_delta) policy: its IK from the file's chain, the object pose source, one frame, one inference, one step
+from upright.deploy.ee_action import EeDeltaRule
+from upright.deploy.object_pose import ObjectPoseSource
+lift = load_policy_spec(sys.argv[2], load_robot_config("franka_emika_panda"), object_pose=True)
+rule = EeDeltaRule(lift.metadata, lift.kp, lift.action_scale)
+home = lift.default_joint_pos
+q9 = rule.measured_q9(home)
+builder = ObservationBuilder(lift)
+frame = builder.frame(q9, np.zeros(9), np.zeros(3), np.array([1.0, 0, 0, 0]), np.zeros(4), home_q=q9, ctrl=home,
+                      gripper_pos=rule.site(home), cube_pos=np.array([0.7, 0, 0.03]),
+                      cube_quat=np.array([1.0, 0, 0, 0]), target_pos=np.array([0.7, 0, 0.3]))
+action = OnnxPolicy(lift)(builder.push(frame))
+targets = rule.applied(rule.step(home, np.clip(action.reshape(-1), -1, 1), home))
+assert action.shape[-1] == 4 and targets.shape == (8,) and np.isfinite(targets).all()
 print(json.dumps(sorted(sys.modules)))
 """
 
 
 def test_the_daemon_imports_nothing_of_the_train_extra():
     """In a fresh interpreter: the daemon's modules, a policy's metadata, checks and dry run, one observation frame and
-    one inference leave no module of :data:`HEAVY` in ``sys.modules`` (nor does ``import upright`` alone)."""
+    one inference (of the G1 policy, and of the lift policy with its IK step) leave no module of :data:`HEAVY` in
+    ``sys.modules`` (nor does ``import upright`` alone)."""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     proc = subprocess.run(
-        [sys.executable, "-c", DAEMON_CHAIN, str(ROOT / POLICY)],
+        [sys.executable, "-c", DAEMON_CHAIN, str(ROOT / POLICY), str(ROOT / LIFT_POLICY)],
         capture_output=True, text=True, timeout=120, cwd=ROOT, env=env,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]

@@ -65,6 +65,10 @@ class SafetyFlag(IntFlag):
     CAMERA_STALE = 1 << 23
     """A chunked policy's camera frame was missing or older than ``max_frame_age_s`` when a chunk was due: none was
     requested this tick (queued actions still run; an empty queue then raises ``STALE_ACTION``)."""
+    OBJECT_STALE = 1 << 24
+    """A lift policy's object pose (``--object-pose``) was missing or older than its maximum age at a policy tick: the
+    policy was not called and POLICY held its targets (``max_consecutive_stale`` such ticks in a row fault with
+    ``STALE_FAULT``)."""
 
 
 FAULT_FLAGS = (
@@ -84,12 +88,18 @@ FAULT_FLAGS = (
 
 
 def frame_features(
-    joint_names: tuple[str, ...], frame_names: list[str], images: dict[str, tuple[int, int]] | None = None
+    joint_names: tuple[str, ...],
+    frame_names: list[str],
+    images: dict[str, tuple[int, int]] | None = None,
+    action_names: tuple[str, ...] | None = None,
 ) -> dict[str, dict]:
     """The dataset's explicit features for a policy with ``joint_names`` and observation-frame entries ``frame_names``;
     ``images``: camera name -> (H, W) px adds ``observation.images.<name>`` (dtype ``image``, shape [H, W, 3], as
-    ``record_demos --cameras`` writes them)."""
+    ``record_demos --cameras`` writes them); ``action_names``: the entries of ``action`` and
+    ``observation.policy_action`` when the action is not one per joint (an ``ee_delta`` policy's site dx, dy, dz and
+    finger; default: the joints)."""
     j = list(joint_names)
+    act = list(action_names) if action_names is not None else j
     f32 = lambda names: {"dtype": "float32", "shape": [len(names)], "names": list(names)}  # noqa: E731
     scalar = lambda dtype: {"dtype": dtype, "shape": [1], "names": None}  # noqa: E731
     state_names = [f"q.{n}" for n in j] + [f"dq.{n}" for n in j]
@@ -97,8 +107,8 @@ def frame_features(
     features = {
         "observation.state": f32(state_names),
         "observation.policy_obs": f32(frame_names),
-        "observation.policy_action": f32(j),
-        "action": f32(j),
+        "observation.policy_action": f32(act),
+        "action": f32(act),
         "action.joint_target": f32(j),
         "intervention": scalar("bool"),
         "control_source": scalar("int64"),

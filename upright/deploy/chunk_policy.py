@@ -38,7 +38,7 @@ import numpy as np
 
 from upright.deploy.metadata import check_joints_match_robot
 from upright.deploy.robot_config import RobotConfig
-from upright.policy_io.schema import CHUNK_CONTRACT_KEYS, DAEMON_ACTION_MODES, PolicyMetadataError
+from upright.policy_io.schema import CHUNK_ACTION_MODES, CHUNK_CONTRACT_KEYS, PolicyMetadataError
 from upright.policy_io.spec import PolicySpec, joint_floats, positive_number
 
 CHUNK_OBSERVATION_TERMS = ("joint_pos", "joint_vel", "base_ang_vel", "projected_gravity")
@@ -211,10 +211,10 @@ def _spec(source: str, contract: dict, facts: dict, policy, task: str | None) ->
     if n == 0 or len(set(joints)) != n:
         raise PolicyMetadataError(f"{source}: contract joint_names must be non-empty and unique")
     mode = str(contract["action_mode"])
-    if mode not in DAEMON_ACTION_MODES:
+    if mode not in CHUNK_ACTION_MODES:
         raise PolicyMetadataError(
             f"{source}: contract action_mode {mode!r} is not one the daemon runs "
-            f"{list(DAEMON_ACTION_MODES)}; {CONTRACT_HINT}"
+            f"{list(CHUNK_ACTION_MODES)}; {CONTRACT_HINT}"
         )
     convention = getattr(policy, "action_convention", None)
     if convention in CONVENTION_MODES and mode not in CONVENTION_MODES[convention]:

@@ -32,7 +32,8 @@ def cmd_sim_robot(args) -> int:
         return run_sim_robot(
             load_robot_config(args.robot), args.link_dir, lockstep_dt=None if args.free_running else args.lockstep_dt,
             init_state=args.init_state, record=args.record, faults=faults, duration=args.duration,
-            cameras=args.camera or (), camera_size=size, camera_fps=args.camera_fps,
+            cameras=args.camera or (), camera_size=size, camera_fps=args.camera_fps, object_pose=args.object_pose,
+            object_pose_hz=args.object_pose_hz,
         )  # fmt: skip
     except (ValueError, RuntimeError) as err:
         print(f"upright-deploy sim-robot: {err}", file=sys.stderr)
@@ -75,6 +76,12 @@ def main(argv: list[str] | None = None) -> int:
         "camera_stall:NAME:start[:end] freezes a camera",
     )
     p.add_argument("--duration", type=float, help="stop after this many seconds")
+    p.add_argument(
+        "--object-pose",
+        metavar="udp://HOST:PORT",
+        help="send the scene's object pose (the lift cube's) there, as a tracker would (the daemon's --object-pose)",
+    )
+    p.add_argument("--object-pose-hz", type=float, default=50.0, help="rate of that stream, Hz (default 50)")
     p.add_argument(
         "--camera",
         action="append",

@@ -81,6 +81,28 @@ def _onnx_policy(spec):
         ) from None
 
 
+def _object_pose(args, spec):
+    """(:class:`~upright.deploy.object_pose.ObjectPoseSource`, goal (3,) m) for a policy that reads tracked inputs,
+    else (None, None).
+
+    Raises:
+        ValueError: ``--object-pose`` without a policy that reads the object, or without ``--object-goal`` (or the
+            reverse); a bad URL or goal; a port that cannot be bound (one line each).
+    """
+    from upright.deploy.object_pose import ObjectPoseSource, goal_from_text
+    from upright.policy_io.obs_terms import TRACKED_TERMS
+
+    reads = [n for n in spec.observation_names if n in TRACKED_TERMS] if spec.task == "lift" else []
+    if not reads:
+        if args.object_pose or args.object_goal:
+            raise ValueError(f"--object-pose and --object-goal are for lift policies; {args.policy} reads no object")
+        return None, None
+    if not args.object_goal:
+        raise ValueError(f"{args.policy} reads {reads}: give --object-goal X,Y,Z (m, robot base frame)")
+    goal = goal_from_text(args.object_goal)
+    return ObjectPoseSource(args.object_pose, args.object_pose_max_age_ms / 1e3), goal
+
+
 def cmd_run(args) -> int:
     """``upright-deploy run``: the daemon. Every refusal to start is one line on stderr and exit 2, before anything
     moves: first a damaged ``--dataset`` or one that is not a folder
@@ -103,11 +125,14 @@ def cmd_run(args) -> int:
     runner = None
     cameras: dict = {}
     size = None
+    object_pose = object_goal = None
 
     def release() -> None:  # what a refusal must free (nothing has moved yet)
         if runner is not None:
             runner.close()
         _close_cameras(cameras)
+        if object_pose is not None:
+            object_pose.close()
 
     try:
         notes = _timing(args)
@@ -144,7 +169,8 @@ def cmd_run(args) -> int:
                     f"{args.policy} is an MLP policy file (its metadata is its contract)"
                 )
             # metadata, plausibility for this robot and --io-rate, and one inference of the graph (dry run)
-            spec = load_policy_spec(args.policy, robot_cfg, io_rate_hz=args.io_rate)
+            spec = load_policy_spec(args.policy, robot_cfg, io_rate_hz=args.io_rate, object_pose=bool(args.object_pose))
+            object_pose, object_goal = _object_pose(args, spec)
             policy = _onnx_policy(spec)
         ctl_group = resolve_group(args.ctl_group)
     except (PolicyMetadataError, ValueError) as err:
@@ -199,7 +225,7 @@ def cmd_run(args) -> int:
         try:
             logger = LoggerClient(
                 args.dataset,
-                frame_features(spec.joint_names, frame_names, images),
+                frame_features(spec.joint_names, frame_names, images, spec.metadata.get("ee_action_names")),
                 fps=int(round(1 / spec.control_dt)),
                 robot_type=robot_cfg.name,
                 task=args.task_description or spec.task,
@@ -217,8 +243,9 @@ def cmd_run(args) -> int:
             return 2
     keyboard = None if args.no_keyboard else Keyboard()
     controller = Controller(
-        spec, robot_cfg, policy, cfg, logger=logger, operator=operator, keyboard=keyboard, cameras=cameras
-    )
+        spec, robot_cfg, policy, cfg, logger=logger, operator=operator, keyboard=keyboard, cameras=cameras,
+        object_pose=object_pose, object_goal=object_goal,
+    )  # fmt: skip
     for note in notes + setup_realtime(args.rt_priority, set(args.cpu) if args.cpu else None, args.mlock):
         print(f"upright-deploy: {note}", file=sys.stderr)
     if runner is not None:
@@ -227,6 +254,12 @@ def cmd_run(args) -> int:
             f"{spec.action_mode} (β {spec.action_scale:g}), prefetch below {runner.prefetch_below}, max chunk age "
             f"{runner.max_chunk_age_s:g} s, {'ACT ensembling' if runner.queue.ensembling else 'queue mode'}, "
             f"instruction {args.instruction!r}",
+            file=sys.stderr,
+        )
+    if object_pose is not None:
+        print(
+            f"upright-deploy: object pose {object_pose.url} (max age {object_pose.max_age_s * 1e3:g} ms), goal "
+            f"{object_goal.tolist()} m",
             file=sys.stderr,
         )
     if cameras:
@@ -256,6 +289,8 @@ def cmd_run(args) -> int:
         controller.close()
         robot.close()
         _close_cameras(cameras)
+        if object_pose is not None:
+            object_pose.close()
     print(
         f"upright-deploy: exit ({controller.sm.mode.name}: {controller.sm.damping_reason})", file=sys.stderr, flush=True
     )

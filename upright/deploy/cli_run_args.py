@@ -136,6 +136,24 @@ def _add_run(sub) -> None:
         metavar="HxW",
         help="chunked policy: camera frame size, px (default: the policy's image_height x image_width)",
     )
+    p.add_argument(
+        "--object-pose",
+        metavar="udp://HOST:PORT",
+        help="lift policy: where the cube tracker sends the cube's pose (JSON datagrams, robot base frame; "
+        "upright.deploy.object_pose), e.g. udp://127.0.0.1:5566 (sim-robot --object-pose sends the simulated cube's)",
+    )
+    p.add_argument(
+        "--object-goal",
+        metavar="X,Y,Z",
+        help="lift policy: where the cube is to go, m, robot base frame (the policy's cube_to_target)",
+    )
+    p.add_argument(
+        "--object-pose-max-age-ms",
+        type=float,
+        default=100.0,
+        help="lift policy: an object pose older than this is stale: no policy call, OBJECT_STALE, targets held "
+        "(default 100)",
+    )
     p.add_argument("--robot", default="unitree_g1_29dof", help="built-in robot name or robot config JSON")
     p.add_argument("--port", action="append", metavar="BUS=PATH", help="serial port of a bus (repeatable)")
     p.add_argument("--port-dir", help="folder with one serial port (or link) per bus name, e.g. sim-robot's --link-dir")

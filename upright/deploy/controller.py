@@ -67,6 +67,7 @@ from upright.deploy.controller_operator import OperatorMixin
 from upright.deploy.controller_recording import RecordingMixin
 from upright.deploy.controller_safety import SafetyMixin
 from upright.deploy.controller_targets import TargetsMixin
+from upright.deploy.ee_action import EeDeltaRule
 from upright.deploy.observation import ObservationBuilder, projected_gravity
 from upright.deploy.protocol.go_m8010 import MotorMode
 from upright.deploy.robot import JointCommand, RobotReading
@@ -127,6 +128,9 @@ class Controller(SafetyMixin, TargetsMixin, OperatorMixin, RecordingMixin):
         keyboard: a :class:`~upright.deploy.operator.Keyboard` or None.
         cameras: name -> :class:`~upright.deploy.camera.CameraSource` whose newest frames are logged as
             ``observation.images.<name>`` (the logger's features must have them); not closed by :meth:`close`.
+        object_pose: the :class:`~upright.deploy.object_pose.ObjectPoseSource` of a lift policy's cube (None: the
+            policy reads no tracked input); not closed by :meth:`close`.
+        object_goal: (3,) m, the lift target (robot base frame), with ``object_pose``.
 
     Raises:
         ValueError: ``control_dt`` is not a whole number of I/O periods, ``spec.action_mode`` is unknown, or
@@ -143,8 +147,14 @@ class Controller(SafetyMixin, TargetsMixin, OperatorMixin, RecordingMixin):
         operator=None,
         keyboard=None,
         cameras: dict | None = None,
+        object_pose=None,
+        object_goal: np.ndarray | None = None,
     ):
         self.spec, self.robot, self.policy, self.cfg = spec, robot, policy, cfg
+        self.object_pose = object_pose
+        self.object_goal = None if object_goal is None else np.asarray(object_goal, dtype=np.float64)
+        if (object_pose is None) != (object_goal is None):
+            raise ValueError("an object pose source and an object goal come together (--object-pose, --object-goal)")
         self.logger, self.operator, self.keyboard = logger, operator, keyboard
         self.cameras = dict(cameras or {})
         dec = spec.control_dt * cfg.io_rate_hz
@@ -190,11 +200,21 @@ class Controller(SafetyMixin, TargetsMixin, OperatorMixin, RecordingMixin):
             )
         self.action_mode = spec.action_mode
         """``relative``: targets around the measured pose; ``absolute``: around ``default_joint_pos``; ``delta``:
-        around the previous targets."""
-        j = spec.num_joints
-        self.last_action = np.zeros(j, np.float32)
-        self.proposal = np.zeros(j, np.float32)
-        self.executed = np.zeros(j, np.float32)
+        around the previous targets; ``ee_delta``: the gripper site's step through IK (:attr:`ee`)."""
+        self.ee = (
+            EeDeltaRule(spec.metadata, spec.kp, spec.action_scale, spec.path)
+            if spec.action_mode == "ee_delta"
+            else None
+        )
+        """The ``ee_delta`` rule (:class:`~upright.deploy.ee_action.EeDeltaRule`), or None."""
+        self.ee_ctrl = spec.default_joint_pos.copy()
+        """(J,) ``ee_delta``: the commanded targets q_c (before gravity compensation), the env's ``ctrl``."""
+        if self.ee is not None:  # HOLD sends what the env sends at reset: the home targets, gravity-compensated
+            self.default[self.pol] = self.ee.applied(spec.default_joint_pos)
+        j, a = spec.num_joints, spec.num_actions
+        self.last_action = np.zeros(a, np.float32)
+        self.proposal = np.zeros(a, np.float32)
+        self.executed = np.zeros(a, np.float32)
         self.frame = np.zeros(spec.frame_dim, np.float32)
         self.target = np.zeros(n)
         self.gravity = np.array([0.0, 0.0, -1.0])
@@ -205,7 +225,8 @@ class Controller(SafetyMixin, TargetsMixin, OperatorMixin, RecordingMixin):
         self.ramp_k = 0
         self.ramp_ticks = max(1, int(round(cfg.ramp_s * tick_hz)))
         self.policy_ramp_k = 0
-        self.policy_ramp_ticks = 0 if self.action_mode == "delta" else int(round(cfg.policy_ramp_s * tick_hz))
+        no_ramp = self.action_mode in ("delta", "ee_delta")  # their targets start at the held ones
+        self.policy_ramp_ticks = 0 if no_ramp else int(round(cfg.policy_ramp_s * tick_hz))
         self.stale = S.ConsecutiveCounter(sc.max_consecutive_stale)
         """POLICY ticks in a row without a fresh action (chunked policies)."""
         self.hold_ticks = 0
@@ -263,6 +284,7 @@ class Controller(SafetyMixin, TargetsMixin, OperatorMixin, RecordingMixin):
             if before == Mode.HOLD:  # a fresh start: the env's first actuated step
                 self.obs.reset()
                 self.last_action[:] = 0.0
+                self.ee_ctrl[:] = self.spec.default_joint_pos  # the env's reset: ctrl = the home targets
                 if hasattr(self.policy, "reset"):  # a chunked policy forgets its queued actions
                     self.policy.reset()
             self.stale.count = 0

@@ -62,7 +62,11 @@ class RecordingMixin:
             self._enter("logger_failed", reading, f"logger failed: {error}")
 
     def resume_refusal(self) -> str | None:
-        """Why ``resume`` is refused (the logger failed under ``on_logger_failure`` hold), or None."""
+        """Why ``resume`` is refused (the logger failed under ``on_logger_failure`` hold; a lift policy's object pose
+        source has no fresh pose), or None."""
+        source = getattr(self, "object_pose", None)
+        if source is not None and source.fresh() is None:
+            return f"no fresh object pose ({source.describe()}): start the tracker (or check its frame and address)"
         if self.logger_error is None or self.cfg.on_logger_failure != "hold":
             return None
         return (

@@ -23,6 +23,7 @@ import pathlib
 
 import numpy as np
 
+from upright.deploy.ee_action import EeDeltaRule
 from upright.deploy.robot_config import (
     KD_SATURATION_SPEED_RAD_S,
     KP_SATURATION_ERROR_RAD,
@@ -31,10 +32,12 @@ from upright.deploy.robot_config import (
     RobotConfig,
     gain_envelope,
 )  # fmt: skip
-from upright.policy_io.obs_terms import TERMS_BY_NAME
+from upright.policy_io.obs_terms import TRACKED_TERMS, terms_for
 from upright.policy_io.schema import (
+    EE_DELTA_ACTION_MODE,
     HISTORY_LAYOUT,
     METADATA_VERSION,
+    MLP_ACTION_MODES,
     REEXPORT_HINT,
     REQUIRED_KEYS,
     PolicyMetadataError,
@@ -47,7 +50,7 @@ from upright.policy_io.spec import PolicySpec, dry_run, joint_floats, positive_n
 
 
 def load_policy_spec(
-    path: str | pathlib.Path, robot: RobotConfig | None = None, io_rate_hz: float = 500.0
+    path: str | pathlib.Path, robot: RobotConfig | None = None, io_rate_hz: float = 500.0, object_pose: bool = False
 ) -> PolicySpec:
     """Read and check a policy file's metadata; with ``robot``, also check it against the robot.
 
@@ -60,6 +63,8 @@ def load_policy_spec(
             :func:`check_plausible`); None: only what needs no robot.
         io_rate_hz: the daemon's loop rate (``upright-deploy run --io-rate``): ``control_dt`` must be a whole
             number of its periods.
+        object_pose: the daemon has an object pose source (``--object-pose``): a lift file's cube terms
+            (:data:`~upright.policy_io.obs_terms.TRACKED_TERMS`), listed as privileged inputs, are then built from it.
 
     Raises:
         PolicyMetadataError: missing metadata, a key of the wrong type, inconsistent values, unknown observation
@@ -86,11 +91,16 @@ def load_policy_spec(
         raise PolicyMetadataError(
             f"{path}: history_layout {meta['history_layout']!r} is not supported (only {HISTORY_LAYOUT!r})"
         )
-    if meta["privileged_inputs"]:
-        raise PolicyMetadataError(
-            f"{path}: the policy reads inputs a robot does not provide: {meta['privileged_inputs']}; refusing to run it"
+    privileged = [str(t) for t in meta["privileged_inputs"]]
+    tracked = meta.get("task") == "lift" and all(t in TRACKED_TERMS for t in privileged)
+    if privileged and not (tracked and object_pose):
+        fix = (
+            "give --object-pose udp://HOST:PORT (a cube tracker's pose stream) to supply them"
+            if tracked
+            else "refusing to run it"
         )
-    action_mode = action_mode_of(meta, path)
+        raise PolicyMetadataError(f"{path}: the policy reads inputs a robot does not provide: {privileged}; {fix}")
+    action_mode = action_mode_of(meta, path, MLP_ACTION_MODES)
     order = meta.get("observation_history_order", "oldest_first")
     if order != "oldest_first":
         raise PolicyMetadataError(f"{path}: observation_history_order {order!r} is not supported")
@@ -107,12 +117,15 @@ def load_policy_spec(
     scales = tuple(float(s) for s in meta["observation_scales"])
     if not (len(names) == len(dims) == len(scales)):
         raise PolicyMetadataError(f"{path}: observation_names/dims/scales have different lengths")
+    terms = terms_for(str(meta["task"]))
+    num_actions = len(meta.get("ee_action_names", ())) if action_mode == EE_DELTA_ACTION_MODE else n
     for name, dim in zip(names, dims):
-        if name not in TERMS_BY_NAME:
+        if name not in terms:
             raise PolicyMetadataError(
-                f"{path}: observation term '{name}' is unknown to this daemon (known: {sorted(TERMS_BY_NAME)})"
+                f"{path}: observation term '{name}' is unknown to this daemon for task {meta['task']!r} "
+                f"(known: {sorted(terms)})"
             )
-        expected = TERMS_BY_NAME[name].width(n)
+        expected = num_actions if name == "last_action" else terms[name].width(n)
         if dim != expected:
             raise PolicyMetadataError(f"{path}: observation term '{name}' has dim {dim}, expected {expected}")
     history = int(meta["observation_history_length"])
@@ -160,10 +173,13 @@ def load_policy_spec(
             f"{path}: input '{spec.input_name}' has shape {inputs[spec.input_name]}, metadata implies "
             f"{spec.history_length} x {spec.frame_dim} = {spec.obs_dim}"
         )
-    if outputs[spec.output_name][-1:] not in ([n], [-1]):
+    if outputs[spec.output_name][-1:] not in ([spec.num_actions], [-1]):
         raise PolicyMetadataError(
-            f"{path}: output '{spec.output_name}' has shape {outputs[spec.output_name]}, expected {n} joints"
+            f"{path}: output '{spec.output_name}' has shape {outputs[spec.output_name]}, expected {spec.num_actions} "
+            "actions"
         )
+    if action_mode == EE_DELTA_ACTION_MODE:  # the chain and the IK settings (the rule is built again by the controller)
+        EeDeltaRule(meta, spec.kp, spec.action_scale, str(path))
     if robot is not None:
         check_joints_match_robot(spec, robot)
     check_plausible(spec, robot, io_rate_hz)

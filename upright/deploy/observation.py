@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from upright.policy_io.obs_terms import TERMS_BY_NAME
+from upright.policy_io.obs_terms import terms_for
 from upright.policy_io.spec import PolicySpec
 
 
@@ -36,7 +36,7 @@ def projected_gravity(quat_wxyz: np.ndarray) -> np.ndarray:
 class NeutralReading:
     """One robot reading as the terms of :mod:`upright.policy_io.obs_terms` read it: one row of float32 arrays."""
 
-    def __init__(self, num_joints: int, beta: float):
+    def __init__(self, num_joints: int, beta: float, num_actions: int | None = None):
         self.q = np.zeros((1, num_joints), np.float32)
         """(1, J) policy-joint positions, rad."""
         self.dq = np.zeros((1, num_joints), np.float32)
@@ -45,8 +45,8 @@ class NeutralReading:
         """(1, 3) IMU gyro, body frame, rad/s."""
         self.projected_gravity = np.zeros((1, 3), np.float32)
         """(1, 3) unit gravity in the body frame."""
-        self.action = np.zeros((1, num_joints), np.float32)
-        """(1, J) the previous policy tick's action."""
+        self.action = np.zeros((1, num_joints if num_actions is None else num_actions), np.float32)
+        """(1, A) the previous policy tick's action."""
         self.beta = np.full((1,), beta, np.float32)
         """(1,) the action scale β of the policy file."""
 
@@ -60,30 +60,46 @@ class ObservationBuilder:
 
     def __init__(self, spec: PolicySpec):
         self.spec = spec
-        self._terms = [(TERMS_BY_NAME[n], float(s)) for n, s in zip(spec.observation_names, spec.observation_scales)]
+        terms = terms_for(spec.task)
+        self._terms = [(terms[n], float(s)) for n, s in zip(spec.observation_names, spec.observation_scales)]
         self._clip = float(spec.observation_clip)
-        self.state = NeutralReading(spec.num_joints, spec.action_scale)
+        self.state = NeutralReading(spec.num_joints, spec.action_scale, spec.num_actions)
         self.history = np.zeros((spec.history_length, spec.frame_dim), np.float32)
         self._flat = self.history.reshape(1, -1)
 
     def frame(
-        self, q: np.ndarray, dq: np.ndarray, gyro: np.ndarray, quat_wxyz: np.ndarray, last_action: np.ndarray
+        self,
+        q: np.ndarray,
+        dq: np.ndarray,
+        gyro: np.ndarray,
+        quat_wxyz: np.ndarray,
+        last_action: np.ndarray,
+        **extra: np.ndarray,
     ) -> np.ndarray:
         """One observation frame (frame_dim,) float32 from policy-joint readings.
 
         Args:
-            q, dq: (J,) policy-joint positions (rad) and velocities (rad/s), in the spec's joint order.
+            q, dq: (J,) policy-joint positions (rad) and velocities (rad/s), in the spec's joint order (a lift
+                reading: the 9 chain coordinates, finger_joint2 mirroring the finger).
             gyro: (3,) body angular velocity, rad/s.
             quat_wxyz: (4,) body orientation (w, x, y, z), body-to-world.
-            last_action: (J,) the previous policy tick's action: the policy's own (clipped) action under the
+            last_action: (A,) the previous policy tick's action: the policy's own (clipped) action under the
                 policy, the executed one after a ramp or an intervention.
+            extra: further reading attributes a task's terms read, each (D,) (lift: ``home_q``, ``ctrl``,
+                ``gripper_pos``, ``cube_pos``, ``cube_quat``, ``target_pos``; :mod:`upright.policy_io.obs_terms`).
         """
         state = self.state
-        state.q[0] = q
-        state.dq[0] = dq
+        for name, value in (("q", q), ("dq", dq)):
+            arr = getattr(state, name)
+            if arr.shape[1] == np.shape(value)[-1]:
+                arr[0] = value
+            else:
+                setattr(state, name, np.asarray(value, np.float32).reshape(1, -1))
         state.base_ang_vel[0] = gyro
         state.projected_gravity[0] = projected_gravity(quat_wxyz)
         state.action[0] = last_action
+        for name, value in extra.items():
+            setattr(state, name, np.asarray(value, np.float32).reshape(1, -1))
         # float32 array x Python float stays float32 (as the env's float32 tensor x float), and so does the clip
         out = np.concatenate([term.func(state) * scale for term, scale in self._terms], axis=-1)
         if self._clip != float("inf"):

@@ -25,7 +25,7 @@ from typing import Protocol
 from upright.deploy.protocol import go_m8010 as go
 from upright.deploy.protocol import imu_frame
 
-FAULT_KINDS = ("drop", "delay", "corrupt", "stale_imu", "error_flag", "temperature", "camera_stall")
+FAULT_KINDS = ("drop", "delay", "corrupt", "stale_imu", "error_flag", "temperature", "camera_stall", "pose_stall")
 
 
 @dataclass(frozen=True)
@@ -35,7 +35,8 @@ class Fault:
     kinds: ``drop`` (no reply), ``delay`` (reply after ``value`` seconds), ``corrupt`` (one payload
     byte flipped, so the CRC fails), ``stale_imu`` (the IMU repeats its last sample), ``error_flag``
     (reply error field = ``value``), ``temperature`` (reply temperature = ``value`` °C), ``camera_stall``
-    (sim-robot's camera named by ``joint`` publishes no frame; :mod:`upright.deploy.sim_camera`). ``joint`` None
+    (sim-robot's camera named by ``joint`` publishes no frame; :mod:`upright.deploy.sim_camera`), ``pose_stall``
+    (sim-robot's object pose stream, ``--object-pose``, sends nothing; ``joint`` is ignored). ``joint`` None
     applies a motor fault to every motor (a camera fault to every camera).
     """
 

@@ -34,6 +34,7 @@ from __future__ import annotations
 import math
 import pathlib
 import signal
+import socket
 import sys
 import threading
 import time
@@ -43,6 +44,7 @@ from dataclasses import dataclass, field
 import mujoco
 import numpy as np
 
+from upright.deploy.object_pose import encode_pose, parse_pose_url
 from upright.deploy.protocol import go_m8010 as go
 from upright.deploy.protocol import imu_frame
 from upright.deploy.pty_device import Fault, PtyDeviceServer
@@ -176,6 +178,8 @@ class MujocoRobotModel:
         temperature: float = 35.0,
         scene: SimScene | None = None,
     ):
+        self.pose_publisher: ObjectPosePublisher | None = None
+        """Sends the scene's object pose (``--object-pose``), set by :func:`run_sim_robot`."""
         self.scene = scene = scene or scene_for(config, timestep)
         self.model = m = scene.model
         self.data = d = mujoco.MjData(m)
@@ -294,6 +298,8 @@ class MujocoRobotModel:
             t_us = int(round(tick * self.lockstep_dt * 1e6))
         else:
             t_us = int((time.monotonic() - self._t0) * 1e6)
+        if self.pose_publisher is not None:
+            self.pose_publisher.maybe_send(self.data, t_us * 1e-6, tick)
         if t_us != self._imu_time:
             self._imu_seq += 1
             self._imu_time = t_us
@@ -318,6 +324,49 @@ class MujocoRobotModel:
         np.savez(path, time=np.array(t), qpos=np.array(qpos), qvel=np.array(qvel), **named)
 
 
+class ObjectPosePublisher:
+    """A simulated object tracker: sends the pose of the scene's free body (the lift scene's cube) as the datagrams of
+    :mod:`upright.deploy.object_pose`, at most ``rate_hz`` per simulated second, stamped with increasing ``seq``.
+
+    Args:
+        model: the compiled scene (it must have exactly one free joint: the object).
+        url: ``udp://HOST:PORT`` of the daemon's ``--object-pose``.
+        rate_hz: the tracker's rate, Hz (a camera tracker: 30-60).
+        faults: ``pose_stall`` faults silence it for their I/O ticks.
+
+    Raises:
+        ValueError: a bad URL, or no single free body in the scene.
+    """
+
+    def __init__(self, model: mujoco.MjModel, url: str, rate_hz: float = 50.0, faults=()):
+        self.address = parse_pose_url(url)
+        free = [j for j in range(model.njnt) if model.jnt_type[j] == mujoco.mjtJoint.mjJNT_FREE]
+        if len(free) != 1:
+            raise ValueError(f"--object-pose needs a scene with one free body (the object); this one has {len(free)}")
+        self.qadr = int(model.jnt_qposadr[free[0]])
+        self.period = 1.0 / float(rate_hz)
+        self.faults = [f for f in faults if f.kind == "pose_stall"]
+        self.next_t = 0.0
+        self.seq = 0
+        self.sent = 0
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+
+    def maybe_send(self, data: mujoco.MjData, t: float, tick: int) -> None:
+        """Send the object's pose if a tracker period has passed at simulated time ``t`` (s), unless stalled."""
+        if t + 1e-9 < self.next_t:
+            return
+        self.next_t = t + self.period
+        if any(f.active(tick, None) for f in self.faults):
+            return
+        self.seq += 1
+        q = data.qpos[self.qadr : self.qadr + 7]
+        self.sock.sendto(encode_pose(self.seq, q[:3], q[3:7]), self.address)
+        self.sent += 1
+
+    def close(self) -> None:
+        self.sock.close()
+
+
 def run_sim_robot(
     config: RobotConfig,
     link_dir: str,
@@ -329,6 +378,8 @@ def run_sim_robot(
     cameras: list[str] | tuple[str, ...] = (),
     camera_size: tuple[int, int] = (64, 64),
     camera_fps: float = 30.0,
+    object_pose: str | None = None,
+    object_pose_hz: float = 50.0,
 ) -> int:
     """Serve the simulated robot until SIGINT/SIGTERM (or ``duration`` s); return an exit code.
 
@@ -344,6 +395,9 @@ def run_sim_robot(
             offscreen OpenGL context, ``MUJOCO_GL``).
         camera_size: their (H, W), px: the policy's image size.
         camera_fps: at most this many frames per second.
+        object_pose: ``udp://HOST:PORT``: send the scene's object pose there (:class:`ObjectPosePublisher`), as a
+            tracker would to the daemon's ``--object-pose``.
+        object_pose_hz: the rate of that stream, per simulated second.
 
     Raises:
         ValueError: an unknown camera or a bad camera size.
@@ -355,6 +409,9 @@ def run_sim_robot(
             qpos = z["qpos"]
             qvel = z["qvel"] if "qvel" in z.files else None
     model = MujocoRobotModel(config, lockstep_dt=lockstep_dt, init_qpos=qpos, init_qvel=qvel, record=bool(record))
+    if object_pose:
+        model.pose_publisher = ObjectPosePublisher(model.model, object_pose, object_pose_hz, faults)
+        print(f"sim-robot object pose -> {object_pose} at {object_pose_hz:g} Hz", flush=True)
     publisher = None
     if cameras:  # before the pty links: a daemon that finds the links finds the camera files too
         from upright.deploy.sim_camera import SimCameraPublisher, describe
@@ -388,6 +445,8 @@ def run_sim_robot(
     finally:
         if publisher is not None:
             publisher.close()
+        if model.pose_publisher is not None:
+            model.pose_publisher.close()
         if record:
             model.save(record)
         server.close()

@@ -71,12 +71,12 @@ class ObsTerm:
     """What on the robot gives it."""
 
 
-def _three(_num_joints: int) -> int:
-    return 3
+def _width(n: int) -> Callable[[int], int]:
+    """The width function of a term that has ``n`` values whatever the number of policy joints."""
+    return lambda _num_joints: n
 
 
-def _one(_num_joints: int) -> int:
-    return 1
+_three, _one = _width(3), _width(1)
 
 
 def _per_joint(num_joints: int) -> int:
@@ -104,3 +104,94 @@ def term_widths(names: tuple[str, ...] | list[str], num_joints: int) -> list[int
         KeyError: a name that is not in :data:`TERMS_BY_NAME`.
     """
     return [TERMS_BY_NAME[n].width(num_joints) for n in names]
+
+
+# ---------------------------------------------------------------------------------------------- the lift task's terms
+# A lift reading (the Panda; world frame = the robot base, z up, m) has:
+# - ``q``, ``dq``: (..., 9) the 7 arm joints (rad, rad/s) and both finger slides (m, m/s; finger_joint2 mirrors
+#   finger_joint1), :data:`upright.robots.panda.JOINT_NAMES` order; ``home_q``: (..., 9) their home pose;
+# - ``ctrl``: (..., 8) the commanded position targets of the 8 actuated joints (before gravity compensation);
+# - ``gripper_pos``: (..., 3) the gripper site (forward kinematics of ``q``);
+# - ``cube_pos``, ``cube_quat``: (..., 3) and (..., 4) the cube's centre and orientation (w, x, y, z), from a tracker;
+# - ``target_pos``: (..., 3) where the cube is to go; ``action``: (..., A) the last action.
+
+
+def _cat(parts: list) -> Any:
+    """Concatenate (..., k) arrays along the last axis, numpy or torch alike (torch imported only for tensors)."""
+    if type(parts[0]).__module__.startswith("torch"):
+        import torch
+
+        return torch.cat(parts, dim=-1)
+    import numpy as np
+
+    return np.concatenate(parts, axis=-1)
+
+
+def joint_pos_rel(state: Any) -> Any:
+    """(N, 9) joint positions minus the home pose: arm rad, fingers m."""
+    return state.q - state.home_q
+
+
+def ctrl_error(state: Any) -> Any:
+    """(N, 8) position target minus joint position of each actuator (arm rad, finger m): where the PD pulls."""
+    return state.ctrl - state.q[..., :8]
+
+
+def gripper_pos(state: Any) -> Any:
+    """(N, 3) gripper site position, world frame (robot base at the origin), m."""
+    return state.gripper_pos
+
+
+def gripper_to_cube(state: Any) -> Any:
+    """(N, 3) cube centre minus gripper site, world frame, m."""
+    return state.cube_pos - state.gripper_pos
+
+
+def cube_to_target(state: Any) -> Any:
+    """(N, 3) target minus cube centre, world frame, m."""
+    return state.target_pos - state.cube_pos
+
+
+def cube_orientation(state: Any) -> Any:
+    """(N, 6) first two columns of the cube's rotation matrix (body-to-world; continuous 6-D representation)."""
+    q = state.cube_quat
+    w, x, y, z = q[..., 0:1], q[..., 1:2], q[..., 2:3], q[..., 3:4]
+    return _cat(
+        [
+            1 - 2 * (y * y + z * z),
+            2 * (x * y + w * z),
+            2 * (x * z - w * y),
+            2 * (x * y - w * z),
+            1 - 2 * (x * x + z * z),
+            2 * (y * z + w * x),
+        ]
+    )
+
+
+LIFT_TERMS: tuple[ObsTerm, ...] = (
+    ObsTerm("joint_pos", joint_pos_rel, _width(9), "joint encoders (the finger's for both slides)"),
+    ObsTerm("joint_vel", joint_vel, _width(9), "joint encoders"),
+    ObsTerm("ctrl_error", ctrl_error, _width(8), "the controller's own targets and the encoders"),
+    ObsTerm("gripper_pos", gripper_pos, _three, "forward kinematics of the encoders"),
+    ObsTerm("gripper_to_cube", gripper_to_cube, _three, "a cube tracker and forward kinematics of the encoders"),
+    ObsTerm("cube_to_target", cube_to_target, _three, "a cube tracker and the operator's goal"),
+    ObsTerm("cube_orientation", cube_orientation, _width(6), "a cube tracker"),
+    ObsTerm("last_action", last_action, _per_joint, "the policy's own previous output"),
+)
+"""The lift task's terms, in its order (:mod:`upright.tasks.lift.observations`). ``last_action``'s width is the
+action's (4 for ``ee_delta``): :func:`terms_for` gives the daemon's widths for a file."""
+
+TRACKED_TERMS: tuple[str, ...] = ("gripper_to_cube", "cube_to_target", "cube_orientation")
+"""Lift terms that need an object pose source on the robot (the daemon's ``--object-pose``)."""
+
+TERMS_BY_TASK: dict[str, dict[str, ObsTerm]] = {
+    "standup": TERMS_BY_NAME,
+    "lift": {t.name: t for t in LIFT_TERMS},
+}
+"""Each task's terms by name: the same name may mean another thing in another task (lift's ``joint_pos`` is relative
+to home and includes the fingers)."""
+
+
+def terms_for(task: str) -> dict[str, ObsTerm]:
+    """The terms of ``task`` by name (:data:`TERMS_BY_TASK`; a task without its own table reads :data:`TERMS`)."""
+    return TERMS_BY_TASK.get(task, TERMS_BY_NAME)

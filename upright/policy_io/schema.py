@@ -51,11 +51,17 @@ differential IK, and the finger target."""
 
 ENV_ACTION_MODES = (*ACTION_MODES, DELTA_ACTION_MODE, EE_DELTA_ACTION_MODE)
 """Every ``action_mode`` an upright env may write. Simulation (play, evaluation) runs all of them. The deploy daemon
-runs :data:`DAEMON_ACTION_MODES`: an MLP policy file (this schema) must be :data:`ACTION_MODES` (a lift MLP file is
-refused in one line: it reads the cube's position, which a robot does not measure), and a chunked (VLA) policy may
-also be ``delta`` (:data:`CHUNK_CONTRACT_KEYS`); ``ee_delta`` (IK in the loop) runs in simulation only."""
+runs :data:`DAEMON_ACTION_MODES`: an MLP policy file (this schema) may be :data:`MLP_ACTION_MODES` (an ``ee_delta``
+lift file carries its arm's chain, ``kinematic_chain``, for the IK: :mod:`upright.deploy.ee_action`; its cube inputs
+need ``upright-deploy run --object-pose``), and a chunked (VLA) policy :data:`CHUNK_ACTION_MODES`."""
 
-DAEMON_ACTION_MODES = (*ACTION_MODES, DELTA_ACTION_MODE)
+MLP_ACTION_MODES = (*ACTION_MODES, EE_DELTA_ACTION_MODE)
+"""The ``action_mode`` values of an MLP policy file the deploy daemon runs."""
+
+CHUNK_ACTION_MODES = (*ACTION_MODES, DELTA_ACTION_MODE)
+"""The ``action_mode`` values of a chunked (VLA) policy's contract (:data:`CHUNK_CONTRACT_KEYS`)."""
+
+DAEMON_ACTION_MODES = (*ACTION_MODES, DELTA_ACTION_MODE, EE_DELTA_ACTION_MODE)
 """The action rules the deploy daemon's controller implements (:class:`upright.deploy.controller.Controller`)."""
 
 CHUNK_CONTRACT_KEYS = (
@@ -68,7 +74,7 @@ CHUNK_CONTRACT_KEYS = (
     "control_dt",
 )
 """What the deploy daemon needs to run a chunked (VLA) policy beside the VLA metadata (:mod:`upright.vla.onnx_policy`):
-joints in action order, Kp/Kd, default pose, ``action_mode`` (one of :data:`DAEMON_ACTION_MODES`) and
+joints in action order, Kp/Kd, default pose, ``action_mode`` (one of :data:`CHUNK_ACTION_MODES`) and
 ``action_scale``, ``control_dt`` (s). Optional: ``action_clip`` (default: no clip), ``held_joint_names`` with
 ``held_kp``, ``held_kd``, ``held_joint_pos`` (default: none), ``task``. A VLA ONNX file carries them as top-level
 metadata keys (``python -m upright.vla.train_bc --deploy-contract lift``); any policy can take them from a JSON file
@@ -163,7 +169,7 @@ def action_mode_of(
     if mode not in allowed:
         hint = (
             "a delta-mode (manipulation) MLP policy runs in simulation only (play.py, evaluate); the daemon runs "
-            "delta for chunked VLA policies (docs/deploy_chunked.md)"
+            "delta for chunked VLA policies (docs/deploy_chunked.md) and ee_delta lift MLP policies"
             if mode in (DELTA_ACTION_MODE, EE_DELTA_ACTION_MODE)
             else "re-export it with python -m upright.training.export --checkpoint <run>/model_<it>.pt --out <dir>"
         )

@@ -58,6 +58,14 @@ class PolicySpec:
         return len(self.joint_names)
 
     @property
+    def num_actions(self) -> int:
+        """Width A of the policy's action: 4 for ``ee_delta`` (the site's dx, dy, dz and the finger,
+        ``ee_action_names``), else one per policy joint."""
+        if self.action_mode == "ee_delta":
+            return len(self.metadata.get("ee_action_names", ()))
+        return self.num_joints
+
+    @property
     def frame_dim(self) -> int:
         """Width of one observation frame."""
         return int(sum(self.observation_dims))
@@ -99,7 +107,8 @@ def positive_number(name: str, value: Any, path, allow_inf: bool = False) -> flo
 
 def dry_run(spec: PolicySpec, declared: list[int] | None = None) -> None:
     """Load ``spec.path`` in onnxruntime as the daemon does (:func:`~upright.policy_io.session.open_session`) and run
-    it once on a zero observation (1, obs_dim) float32: the output must be (1, J) and finite.
+    it once on a zero observation (1, obs_dim) float32: the output must be (1, A) (:attr:`PolicySpec.num_actions`) and
+    finite.
 
     Args:
         declared: the output shape the graph declares (named in the refusal of another computed shape).
@@ -118,12 +127,12 @@ def dry_run(spec: PolicySpec, declared: list[int] | None = None) -> None:
             f"{path}: input_name '{spec.input_name}': the graph fails on a zero observation "
             f"(1, {spec.obs_dim}): {one_line(err)}"
         ) from None
-    want = (1, spec.num_joints)
+    want = (1, spec.num_actions)
     if out.shape != want:
         said = f"declares {list(declared)} and " if declared is not None else ""
         raise PolicyMetadataError(
             f"{path}: output_name '{spec.output_name}' computes shape {tuple(out.shape)} on a zero observation (1, "
-            f"{spec.obs_dim}), but the graph {said}joint_names need {want}; the graph does not compute what it "
+            f"{spec.obs_dim}), but the graph {said}its action needs {want}; the graph does not compute what it "
             "declares: re-export it"
         )
     if not np.all(np.isfinite(out)):

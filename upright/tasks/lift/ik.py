@@ -27,6 +27,14 @@ import mujoco
 import numpy as np
 import torch
 
+from upright.policy_io.kinematics import (  # noqa: F401  (bound_lead*: re-exported for the action term)
+    KinematicChain,
+    Link,
+    bound_lead,
+    bound_lead_down,
+    dls_joint_step,
+    orientation_error,
+)
 from upright.robots import panda
 
 IK_DAMPING = 0.05
@@ -36,31 +44,6 @@ IK_ROTATION_WEIGHTS = (0.03, 0.03, 1.0)
 ``approach`` weights)."""
 IK_NULL_GAIN = 0.05
 """k_null of the posture term toward the home arm angles, per env step."""
-
-
-def orientation_error(r_cur: np.ndarray, r_des: np.ndarray) -> np.ndarray:
-    """(N, 3) world-frame small-angle rotation vectors taking ``r_cur`` to ``r_des`` ((N, 3, 3) each): ½ Σ_i c_i ×
-    d_i."""
-    return 0.5 * np.cross(r_cur, r_des, axis=1).sum(axis=2)
-
-
-def bound_lead(p_cmd: np.ndarray, p_meas: np.ndarray, translation: np.ndarray, max_lead: float) -> np.ndarray:
-    """The translation (N, 3) m that replaces ``translation`` (N, 3) m so that the commanded site ``p_cmd`` (N, 3) m
-    ends within ``max_lead`` m of the measured site ``p_meas`` (N, 3) m (an anti-windup clamp): ``translation``
-    itself where ``p_cmd + translation`` is within the bound, else the step to the point of the ball around
-    ``p_meas`` in the same direction from ``p_meas`` (which may wind the command back by more than one step)."""
-    off = p_cmd + translation - p_meas
-    norm = np.linalg.norm(off, axis=1, keepdims=True)
-    return p_meas + off * np.minimum(1.0, max_lead / np.maximum(norm, 1e-12)) - p_cmd
-
-
-def bound_lead_down(p_cmd: np.ndarray, p_meas: np.ndarray, translation: np.ndarray, max_lead_down: float) -> np.ndarray:
-    """The translation (N, 3) m that replaces ``translation`` (N, 3) m so that the commanded site ``p_cmd`` (N, 3) m
-    ends at most ``max_lead_down`` m below the measured site ``p_meas`` (N, 3) m (world z; a one-sided anti-windup
-    clamp): only the z component is raised, and a command already further below is wound back in one step."""
-    out = np.array(translation, dtype=np.float64, copy=True)
-    out[:, 2] = np.maximum(out[:, 2], p_meas[:, 2] - max_lead_down - p_cmd[:, 2])
-    return out
 
 
 class DifferentialIK:
@@ -144,18 +127,67 @@ class DifferentialIK:
         ``frames``: :meth:`site_frames` of ``q_arm`` when the caller has them already (None: computed here)."""
         q = q_arm.detach().cpu().double().numpy()
         dx = translation.detach().cpu().double().numpy()
-        pos, rot, jac = self.site_frames(q) if frames is None else frames
-        if min_height is not None:
-            dx = dx.copy()
-            dx[:, 2] = np.maximum(dx[:, 2], min_height - pos[:, 2])
-        world_err = orientation_error(rot, np.broadcast_to(self.home_rotation, rot.shape))
-        rot_err = np.einsum("nji,nj->ni", rot, world_err)  # site frame
-        w = self.weights
-        e = w * np.concatenate([dx, rot_err], axis=1)
-        jw = w[None, :, None] * jac
-        gram = jw @ jw.transpose(0, 2, 1) + self.damping**2 * np.eye(6)
-        dq = (jw.transpose(0, 2, 1) @ np.linalg.solve(gram, e[..., None]))[..., 0]
-        jt = jac.transpose(0, 2, 1)  # J⁺ = Jᵀ (J Jᵀ)⁻¹ (a 1e-9 ridge for singular poses): 12x faster than an SVD
-        null = np.eye(7) - jt @ np.linalg.solve(jac @ jt + 1e-9 * np.eye(6), jac)
-        dq += (null @ (self.null_gain * (self.home - q))[..., None])[..., 0]
+        frames = self.site_frames(q) if frames is None else frames
+        dq = dls_joint_step(
+            q, dx, frames, self.home, self.home_rotation, self.weights, self.damping, self.null_gain, min_height
+        )
         return torch.as_tensor(dq, dtype=torch.float32, device=q_arm.device)
+
+
+def chain_from_model(model: mujoco.MjModel) -> KinematicChain:
+    """The Panda's kinematic chain (link0 to the hand and both fingers, with masses and centres of mass) and its
+    gripper site, from the compiled lift scene: what a policy file carries (``kinematic_chain``) so that the deploy
+    daemon computes the IK without MuJoCo (:mod:`upright.policy_io.kinematics`). q = the 9 Panda joints
+    (:data:`upright.robots.panda.JOINT_NAMES` order: 7 arm hinges, 2 finger slides).
+
+    Raises:
+        ValueError: the model lacks a Panda body, joint or the gripper site, or a body has more than one joint.
+    """
+    root = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_BODY, "link0")
+    site = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_SITE, panda.GRIPPER_SITE)
+    if root < 0 or site < 0:
+        raise ValueError("the model has no Panda link0 or gripper site; load it with upright.tasks.lift.scene")
+    bodies = [root] + [b for b in range(root + 1, model.nbody) if _descends(model, b, root)]
+    index = {b: i for i, b in enumerate(bodies)}
+    joint_q = {name: k for k, name in enumerate(panda.JOINT_NAMES)}
+    links = []
+    for b in bodies:
+        if model.body_jntnum[b] > 1:
+            raise ValueError(f"body {model.body(b).name!r} has {model.body_jntnum[b]} joints; the chain takes one")
+        jtype, axis, anchor, q_index = "fixed", np.zeros(3), np.zeros(3), -1
+        if model.body_jntnum[b] == 1:
+            j = model.body_jntadr[b]
+            jtype = {int(mujoco.mjtJoint.mjJNT_HINGE): "hinge", int(mujoco.mjtJoint.mjJNT_SLIDE): "slide"}[
+                int(model.jnt_type[j])
+            ]
+            axis, anchor, q_index = model.jnt_axis[j].copy(), model.jnt_pos[j].copy(), joint_q[model.joint(j).name]
+        links.append(
+            Link(
+                name=model.body(b).name,
+                parent=index.get(int(model.body_parentid[b]), -1),
+                pos=model.body_pos[b].copy(),
+                quat=model.body_quat[b].copy(),
+                joint_type=jtype,
+                axis=axis,
+                anchor=anchor,
+                q_index=q_index,
+                mass=float(model.body_mass[b]),
+                com=model.body_ipos[b].copy(),
+            )
+        )
+    return KinematicChain(
+        links,
+        index[int(model.site_bodyid[site])],
+        model.site_pos[site].copy(),
+        model.site_quat[site].copy(),
+        model.opt.gravity.copy(),
+        len(panda.JOINT_NAMES),
+    )
+
+
+def _descends(model: mujoco.MjModel, body: int, root: int) -> bool:
+    while body > 0:
+        if body == root:
+            return True
+        body = int(model.body_parentid[body])
+    return False

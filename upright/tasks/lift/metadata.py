@@ -87,6 +87,10 @@ def lift_policy_metadata(env) -> dict[str, Any]:
             "ee_max_lead": None if env.cfg.ee_max_lead is None else float(env.cfg.ee_max_lead),
             "ee_max_lead_down": None if env.cfg.ee_max_lead_down is None else float(env.cfg.ee_max_lead_down),
             "ee_observe_lead": bool(env.cfg.ee_observe_lead),
+            # the arm's chain, so that the daemon computes the IK and the gravity compensation without MuJoCo
+            # (upright.policy_io.kinematics; q = the 9 Panda joints, 7 arm hinges then the 2 finger slides)
+            "kinematic_chain": ik.chain_from_model(env.model).to_metadata(),
+            "ik_home_joint_pos": [float(v) for v in panda.HOME_QPOS[:7]],
         }
     return {
         "task": "lift",

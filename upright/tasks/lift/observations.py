@@ -1,6 +1,9 @@
 """The lift task's actor/critic observation (49 values per env step) as named terms of
 :class:`upright.managers.observation.ObservationTerm`.
 
+Each term but ``ee_lead`` is a neutral function of :mod:`upright.policy_io.obs_terms` (its ``LIFT_TERMS``), which the
+deploy daemon evaluates on its robot reading, so the env and the robot compute the same values.
+
 Issue 14's observation: proprioception, the gripper-cube vector, the cube-target vector, the cube orientation and
 the last action; plus, as in MuJoCo Playground's ``PandaPickCube._get_obs`` (``mujoco_playground/_src/manipulation/
 franka_emika_panda/pick.py``), the gripper position and the position-target error ``ctrl - q``. Noise half-widths
@@ -13,48 +16,17 @@ from __future__ import annotations
 import torch
 
 from upright.managers.observation import ObservationTerm
+from upright.policy_io.obs_terms import (
+    ctrl_error,
+    cube_orientation,
+    cube_to_target,
+    gripper_pos,
+    gripper_to_cube,
+    joint_pos_rel,
+    joint_vel,
+    last_action,
+)
 from upright.tasks.lift.state import LiftState
-from upright.tasks.quat import quat_to_matrix
-
-
-def joint_pos_rel(state: LiftState) -> torch.Tensor:
-    """(N, 9) joint positions minus the home pose: arm rad, fingers m."""
-    return state.q - state.home_q
-
-
-def joint_vel(state: LiftState) -> torch.Tensor:
-    """(N, 9) joint velocities: rad/s, m/s."""
-    return state.dq
-
-
-def ctrl_error(state: LiftState) -> torch.Tensor:
-    """(N, 8) position target minus joint position of each actuator (arm rad, finger m): where the PD pulls."""
-    return state.ctrl - state.q[:, :8]
-
-
-def gripper_pos(state: LiftState) -> torch.Tensor:
-    """(N, 3) gripper site position, world frame (robot base at the origin), m."""
-    return state.gripper_pos
-
-
-def gripper_to_cube(state: LiftState) -> torch.Tensor:
-    """(N, 3) cube centre minus gripper site, world frame, m."""
-    return state.gripper_to_cube
-
-
-def cube_to_target(state: LiftState) -> torch.Tensor:
-    """(N, 3) target minus cube centre, world frame, m."""
-    return state.cube_to_target
-
-
-def cube_orientation(state: LiftState) -> torch.Tensor:
-    """(N, 6) first two columns of the cube's rotation matrix (body-to-world; continuous 6-D representation)."""
-    return quat_to_matrix(state.cube_quat)[:, :, :2].transpose(1, 2).reshape(-1, 6)
-
-
-def last_action(state: LiftState) -> torch.Tensor:
-    """(N, A) the policy's action of the last env step (dimensionless; A = 8, or 4 with ``ee_delta``)."""
-    return state.action
 
 
 def ee_lead(state: LiftState) -> torch.Tensor:
