@@ -131,6 +131,10 @@ def test_bad_init_policy_settings_are_one_line(tmp_path):
     msg = validate_overrides(["task=standup", f"train.init_policy={COMMITTED}", f"resume={tmp_path}"])
     assert "Give one of them" in msg
     assert "must be >= 0" in validate_overrides(["task=standup", "train.critic_warmup_iterations=-1"])
+    base = ROOT / "upright" / "assets" / "policies" / "panda_lift_residual" / "base_policy.onnx"
+    lift = ROOT / "upright" / "assets" / "policies" / "panda_lift" / "policy.onnx"
+    msg = validate_overrides(["task=lift", f"policy.base={base}", f"train.init_policy={lift}"])
+    assert "a residual run" in msg and "Give one of them" in msg
     assert validate_overrides(["task=standup", f"train.init_policy={COMMITTED}"]) is None
 
 

@@ -127,7 +127,9 @@ def test_the_pose_source_takes_valid_datagrams_and_drops_stale_and_hostile_ones(
             json.dumps({"seq": 2, "pos": [0.5, 0.0, 0.0], "quat": [0.01, 0, 0, 0]}).encode(),
             json.dumps({"seq": 2, "pos": [50.0, 0.0, 0.0], "quat": [1, 0, 0, 0]}).encode(),
             json.dumps({"seq": True, "pos": [0.5, 0.0, 0.0], "quat": [1, 0, 0, 0]}).encode(),
-            b"[" * 5000,
+            b"[" * 5000,  # too long
+            b"[" * 1000,  # within the length, but nested past the JSON parser's recursion limit
+            b'{"seq": 2, "pos": [1' + b"0" * 400 + b', 0, 0], "quat": [1, 0, 0, 0]}',  # overflows a float
             encode_pose(1, [0.6, 0.0, 0.03], [1, 0, 0, 0]),  # a repeated seq
         ]
         for data in hostile:
@@ -135,11 +137,18 @@ def test_the_pose_source_takes_valid_datagrams_and_drops_stale_and_hostile_ones(
         _wait(lambda: source.rejected == len(hostile))
         np.testing.assert_allclose(source.latest().pos, [0.5, 0.1, 0.03])  # none of them got in
         assert source.last_rejection == "seq 1 is not above the newest 1"
+        # another host (127.0.0.2: loopback, but not the tracker's address) cannot inject a pose
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as intruder:
+            intruder.bind(("127.0.0.2", 0))
+            intruder.sendto(encode_pose(50, [0.4, 0.0, 0.3], [1, 0, 0, 0]), ("127.0.0.1", port))
+        _wait(lambda: source.rejected == len(hostile) + 1)
+        assert source.last_rejection == "from 127.0.0.2, not the tracker's 127.0.0.1" and source.latest().seq == 1
         time.sleep(0.25)
         assert source.fresh() is None and source.latest() is not None  # older than 0.2 s: stale
-        tx.sendto(encode_pose(7, [0.55, 0.0, 0.2], [1, 0, 0, 0]), ("127.0.0.1", port))
+        # a restarted tracker (its seq from 0 again) is taken once the newest sample is stale
+        tx.sendto(encode_pose(0, [0.55, 0.0, 0.2], [1, 0, 0, 0]), ("127.0.0.1", port))
         _wait(lambda: source.fresh() is not None)
-        assert source.fresh().seq == 7
+        assert source.fresh().seq == 0 and source.received == 2
         with pytest.raises(ValueError, match=f"cannot bind 127.0.0.1:{port}"):
             ObjectPoseSource(f"udp://127.0.0.1:{port}")
     finally:
@@ -149,8 +158,95 @@ def test_the_pose_source_takes_valid_datagrams_and_drops_stale_and_hostile_ones(
         ObjectPoseSource("tcp://127.0.0.1:80")
     with pytest.raises(ValueError, match="expected X,Y,Z"):
         goal_from_text("0.5,0.1")
+    with pytest.raises(ValueError, match="not a reachable goal.*metres in the robot base frame"):
+        goal_from_text("70,0,30")  # centimetres
+    with pytest.raises(ValueError, match="needs its sender, --object-pose-from IP"):
+        ObjectPoseSource("udp://0.0.0.0:5999")
     with pytest.raises(ValueError, match="not about 1"):
         decode_pose(encode_pose(1, [0, 0, 0], [0, 0, 0, 0]))
+
+
+def test_the_controller_runs_the_lift_rule_holds_on_a_stale_pose_and_resyncs_after_an_intervention(spec):
+    """The controller with the committed lift policy (real onnxruntime) and a real UDP pose source, on fabricated
+    encoder readings: HOLD sends the gravity-compensated home targets; resume is refused until a pose arrives; a
+    POLICY tick is the env's rule; a stale pose holds the targets and faults after max_consecutive_stale ticks; after
+    HUMAN targets the commanded targets follow what was sent."""
+    from upright.deploy.controller import Controller, ControllerConfig
+    from upright.deploy.robot import RobotReading
+    from upright.deploy.safety import SafetyConfig
+    from upright.deploy.state_machine import Mode
+    from upright.policy_io.mlp import OnnxPolicy
+
+    port = _free_port()
+    source = ObjectPoseSource(f"udp://127.0.0.1:{port}", max_age_s=0.05)
+    tx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    cfg = ControllerConfig(safety=SafetyConfig(max_consecutive_stale=3, clamp_torque=False))
+    c = Controller(spec, franka_emika_panda(), OnnxPolicy(spec, warmup=1), cfg, object_pose=source,
+                   object_goal=np.array([0.7, 0.0, 0.3]))  # fmt: skip
+    rule = EeDeltaRule(spec.metadata, spec.kp, spec.action_scale)
+    try:
+        now = time.monotonic_ns()
+        c.start(now)
+        rd = RobotReading(8)
+        rd.ok[:] = True
+        rd.imu_ok, rd.imu_seq, rd.t_ns, rd.imu_quat[:] = True, 1, now, [1.0, 0, 0, 0]
+        rd.q[:] = spec.default_joint_pos
+        c.sm.mode = Mode.HOLD
+        k = 0
+
+        def tick():
+            nonlocal k
+            rd.imu_seq += 1
+            rd.t_ns = time.monotonic_ns()
+            c.on_cycle(rd, k * c.decimation, 0)
+            k += 1
+
+        tick()
+        np.testing.assert_allclose(c.command.q[c.pol], rule.applied(spec.default_joint_pos))
+        reply = c._apply({"cmd": "resume"}, rd)
+        assert not reply["ok"] and "'resume' refused: no fresh object pose" in reply["error"], reply
+        tx.sendto(encode_pose(1, [0.7, 0.0, 0.03], [1, 0, 0, 0]), ("127.0.0.1", port))
+        _wait(lambda: source.fresh() is not None)
+        assert c._apply({"cmd": "resume"}, rd)["ok"] and c.mode == Mode.POLICY
+        tick()
+        a = np.clip(c.proposal, -1, 1)
+        assert np.abs(a).max() > 0 and not c.flags & SafetyFlag.OBJECT_STALE
+        expected = rule.step(spec.default_joint_pos, a, rd.q[c.pol])
+        np.testing.assert_allclose(c.ee_ctrl, expected, atol=1e-12)
+        if not c.flags & (SafetyFlag.DELTA_CLAMPED | SafetyFlag.TARGET_LIMIT_CLAMPED):
+            np.testing.assert_allclose(c.command.q[c.pol], rule.applied(expected), atol=1e-12)
+        np.testing.assert_array_equal(c.last_action, a)
+        # the pose goes stale: no policy call, targets held, and the third such tick faults
+        time.sleep(0.08)
+        held = c.command.q.copy()
+        tick()
+        assert c.flags & SafetyFlag.OBJECT_STALE and c.mode == Mode.POLICY
+        np.testing.assert_array_equal(c.command.q, held)
+        # an intervention meanwhile: HUMAN targets are joint targets; q_c follows what was sent
+        tx.sendto(encode_pose(2, [0.7, 0.0, 0.03], [1, 0, 0, 0]), ("127.0.0.1", port))
+        _wait(lambda: source.fresh() is not None)
+        assert c._apply({"cmd": "takeover"}, rd)["ok"] and c.mode == Mode.HUMAN
+        c.human_goal[0] += 0.05
+        tick()
+        np.testing.assert_allclose(c.ee_ctrl, rule.command_of(c.target[c.pol]), atol=1e-12)
+        assert abs(c.ee_ctrl[0] - expected[0]) > 0.001  # it moved with the operator's target
+        time.sleep(0.08)
+        reply = c._apply({"cmd": "release"}, rd)
+        assert not reply["ok"] and "'release' refused: no fresh object pose" in reply["error"], reply
+        tx.sendto(encode_pose(3, [0.7, 0.0, 0.03], [1, 0, 0, 0]), ("127.0.0.1", port))
+        _wait(lambda: source.fresh() is not None)
+        assert c._apply({"cmd": "release"}, rd)["ok"] and c.mode == Mode.POLICY
+        time.sleep(0.08)
+        for _ in range(3):
+            tick()
+        assert c.mode == Mode.DAMPING and "lift policy: no fresh object pose for 3 policy ticks" in (
+            c.sm.damping_reason
+        ), c.sm.damping_reason
+        assert "object_pose" in c.status() and "3 received" in c.status()["object_pose"]
+    finally:
+        c.close()
+        tx.close()
+        source.close()
 
 
 @pytest.mark.slow

@@ -248,6 +248,12 @@ def check_values(cfg) -> str | None:
             f"train.init_policy={init_policy} starts a new run's actor from a policy file; resume={resume} continues a "
             "checkpoint. Give one of them."
         )
+    policy_cfg = cfg.get("policy")
+    if init_policy and policy_cfg is not None and "base" in policy_cfg and policy_cfg.base:
+        return (
+            f"train.init_policy={init_policy} starts a new actor; a residual run (policy.base={policy_cfg.base}) "
+            "starts its residual at 0. Give one of them."
+        )
     if init_policy and not pathlib.Path(str(init_policy)).expanduser().is_file():
         return f"train.init_policy={init_policy}: no such policy file (give a policy.onnx exported by upright)."
     if train is not None and int(train.get("critic_warmup_iterations", 0)) < 0:

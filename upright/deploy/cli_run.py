@@ -94,13 +94,18 @@ def _object_pose(args, spec):
 
     reads = [n for n in spec.observation_names if n in TRACKED_TERMS] if spec.task == "lift" else []
     if not reads:
-        if args.object_pose or args.object_goal:
-            raise ValueError(f"--object-pose and --object-goal are for lift policies; {args.policy} reads no object")
+        if args.object_pose or args.object_goal or args.object_pose_from:
+            raise ValueError(
+                f"--object-pose, --object-pose-from and --object-goal are for lift policies; {args.policy} reads no "
+                "object"
+            )
         return None, None
     if not args.object_goal:
         raise ValueError(f"{args.policy} reads {reads}: give --object-goal X,Y,Z (m, robot base frame)")
     goal = goal_from_text(args.object_goal)
-    return ObjectPoseSource(args.object_pose, args.object_pose_max_age_ms / 1e3), goal
+    if not args.object_pose:
+        raise ValueError(f"{args.policy} reads {reads}: give --object-pose udp://HOST:PORT (the cube tracker's stream)")
+    return ObjectPoseSource(args.object_pose, args.object_pose_max_age_ms / 1e3, args.object_pose_from), goal
 
 
 def cmd_run(args) -> int:

@@ -114,7 +114,8 @@ def _add_run(sub) -> None:
         "--max-stale-ticks",
         type=_none_or_int,
         default=25,
-        help="chunked policy: POLICY ticks in a row without a fresh action -> damping, or 'none' (default 25)",
+        help="POLICY ticks in a row without a fresh action (chunked policy) or without a fresh object pose (lift "
+        "policy) -> damping, or 'none' (default 25: 0.5 s at 50 Hz)",
     )
     p.add_argument(
         "--camera",
@@ -141,6 +142,12 @@ def _add_run(sub) -> None:
         metavar="udp://HOST:PORT",
         help="lift policy: where the cube tracker sends the cube's pose (JSON datagrams, robot base frame; "
         "upright.deploy.object_pose), e.g. udp://127.0.0.1:5566 (sim-robot --object-pose sends the simulated cube's)",
+    )
+    p.add_argument(
+        "--object-pose-from",
+        metavar="IP",
+        help="lift policy: the tracker's address; datagrams from any other host are dropped (required unless "
+        "--object-pose binds a loopback address)",
     )
     p.add_argument(
         "--object-goal",

@@ -12,13 +12,18 @@ Targets per mode (joint side, robot joint order):
 - HOLD: the default pose (policy joints: ``default_joint_pos``, held joints: ``held_joint_pos``).
 - POLICY: the training env's rule for the policy joints, by the file's ``action_mode``: ``relative``
   ``q_measured + β·a``, ``absolute`` ``default_joint_pos + β·a``, ``delta`` (the lift task's rule, chunked VLA
-  policies) ``clip(previous target + β·a, joint limits)`` (:meth:`Controller.policy_targets`). On entry the targets
-  blend from the measured pose at entry to the policy's over ``policy_ramp_s`` (not for ``delta``: its targets start
-  at the held ones, so they are continuous already). A policy call that returns None (a chunked policy,
+  policies) ``clip(previous target + β·a, joint limits)`` (:meth:`Controller.policy_targets`), ``ee_delta`` (the lift
+  MLP policies) the env's end-effector rule on the commanded targets q_c, sent gravity-compensated
+  (:class:`~upright.deploy.ee_action.EeDeltaRule`; HOLD sends the compensated home targets, q_c restarts at home on
+  entry from HOLD, and follows the sent targets after HUMAN or PAUSED; a tick without a fresh object pose holds, see
+  :mod:`upright.deploy.controller_targets`). On entry the targets blend from the measured pose at entry to the
+  policy's over ``policy_ramp_s`` (not for ``delta`` and ``ee_delta``: their targets start at the held ones, so they
+  are continuous already). A policy call that returns None (a chunked policy,
   :class:`~upright.deploy.chunk_runner.ChunkRunner`, without a fresh action) holds the current targets and raises
   ``STALE_ACTION``; ``max_consecutive_stale`` such POLICY ticks in a row fault (``STALE_FAULT``), and a
   :class:`~upright.deploy.policy.PolicyFault` (its inference worker died) faults at once (``EXCEPTION``).
-- HUMAN: the operator's targets, starting from the current ones (bumpless), rate-limited.
+- HUMAN: the operator's targets, starting from the current ones (bumpless), rate-limited (joint targets, sent as they
+  are: an ``ee_delta`` arm sags by its gravity torque / Kp, up to ~0.04 rad on the Panda, from the compensated ones).
 - PAUSED: the targets at the moment of the pause.
 - DAMPING: kp = 0, kd = ``damping_kd``; terminal.
 

@@ -32,8 +32,9 @@ class OperatorMixin:
     def _apply(self, req: dict, reading: RobotReading, source: str = "operator") -> dict:
         cmd = str(req.get("cmd", ""))
         ok, error = True, None
-        if cmd == "resume" and self.resume_refusal() is not None:
-            ok, error = False, f"'resume' refused: {self.resume_refusal()}"
+        refusal = self.resume_refusal() if cmd == "resume" else self.pose_refusal() if cmd == "release" else None
+        if refusal is not None:
+            ok, error = False, f"'{cmd}' refused: {refusal}"
         elif cmd in ("start", "resume", "pause", "takeover", "release", "estop"):
             ok = self._enter(cmd, reading, f"{source} {cmd}")
             if not ok:
@@ -116,4 +117,5 @@ class OperatorMixin:
                 "failed_tick": self.logger_failed_tick,
                 "on_failure": self.cfg.on_logger_failure,
             },
+            "object_pose": None if self.object_pose is None else self.object_pose.describe(),
         }

@@ -64,9 +64,9 @@ class RecordingMixin:
     def resume_refusal(self) -> str | None:
         """Why ``resume`` is refused (the logger failed under ``on_logger_failure`` hold; a lift policy's object pose
         source has no fresh pose), or None."""
-        source = getattr(self, "object_pose", None)
-        if source is not None and source.fresh() is None:
-            return f"no fresh object pose ({source.describe()}): start the tracker (or check its frame and address)"
+        pose = self.pose_refusal()
+        if pose is not None:
+            return pose
         if self.logger_error is None or self.cfg.on_logger_failure != "hold":
             return None
         return (

@@ -55,6 +55,14 @@ class TargetsMixin:
         origin = self.action_origin(q_pol) if origin is None else origin
         return ((np.asarray(targets, dtype=np.float64) - origin) / self.beta).astype(np.float32)
 
+    def pose_refusal(self) -> str | None:
+        """Why the policy may not take over (``resume``, ``release``): a lift policy's object pose source has no fresh
+        pose; else None."""
+        source = self.object_pose
+        if source is not None and source.fresh() is None:
+            return f"no fresh object pose ({source.describe()}): start the tracker (or check its address and frame)"
+        return None
+
     def _frame_inputs(self, q_pol: np.ndarray, dq_pol: np.ndarray) -> tuple | None:
         """(q, dq, extra readings) of this tick's observation frame (:meth:`ObservationBuilder.frame
         <upright.deploy.observation.ObservationBuilder.frame>`), or None when a lift policy has no fresh object pose.
@@ -158,7 +166,7 @@ class TargetsMixin:
         if own and not clamped:
             self.executed[:] = a
         elif ee is not None:  # targets the rule did not make (or clamped): q_c follows what was sent
-            if fresh or mode != Mode.POLICY:
+            if clamped or fresh or mode != Mode.POLICY:  # (a held, unclamped stale tick keeps q_c as it is)
                 self.ee_ctrl = ee.command_of(self.target[pol])
             self.executed[:] = ee.action_between(ctrl_before, self.ee_ctrl, spec.action_clip)
         else:

@@ -15,6 +15,8 @@ is forward kinematics of the encoders (the env reads MuJoCo's site, the same thi
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from upright.policy_io.kinematics import KinematicChain, bound_lead, bound_lead_down, dls_joint_step
@@ -64,18 +66,41 @@ class EeDeltaRule:
         self.num_actions = len(meta["ee_action_names"])
         if self.num_actions != 4:
             raise PolicyMetadataError(f"{path}: ee_action_names has {self.num_actions} entries, expected 4")
-        self.ee_scale = float(meta["ee_action_scale"])
-        self.finger_scale = float(finger_scale)
-        self.damping = float(meta["ik_damping"])
-        self.weights = np.concatenate([np.ones(3), np.asarray(meta["ik_rotation_weights"], dtype=np.float64)])
-        self.null_gain = float(meta["ik_null_gain"])
-        self.home = np.asarray(meta["ik_home_joint_pos"], dtype=np.float64)
-        self.gravity_compensation = bool(meta["ee_gravity_compensation"])
-        self.lower = np.asarray(meta["ctrl_lower"], dtype=np.float64)
-        self.upper = np.asarray(meta["ctrl_upper"], dtype=np.float64)
-        self.min_height = meta.get("ee_min_height")
-        self.max_lead = meta.get("ee_max_lead")
-        self.max_lead_down = meta.get("ee_max_lead_down")
+        try:
+            self.ee_scale = float(meta["ee_action_scale"])
+            self.finger_scale = float(finger_scale)
+            self.damping = float(meta["ik_damping"])
+            self.weights = np.concatenate([np.ones(3), np.asarray(meta["ik_rotation_weights"], dtype=np.float64)])
+            self.null_gain = float(meta["ik_null_gain"])
+            self.home = np.asarray(meta["ik_home_joint_pos"], dtype=np.float64)
+            self.lower = np.asarray(meta["ctrl_lower"], dtype=np.float64)
+            self.upper = np.asarray(meta["ctrl_upper"], dtype=np.float64)
+        except (TypeError, ValueError) as err:
+            raise PolicyMetadataError(f"{path}: an ee_delta setting is not a number ({err}); {REFRESH_HINT}") from None
+        self.gravity_compensation = meta["ee_gravity_compensation"] is True
+        if not isinstance(meta["ee_gravity_compensation"], bool):
+            raise PolicyMetadataError(f"{path}: ee_gravity_compensation must be true or false; {REFRESH_HINT}")
+        bounds = {}
+        for key in ("ee_min_height", "ee_max_lead", "ee_max_lead_down"):
+            value = meta.get(key)
+            try:
+                bounds[key] = None if value is None else float(value)
+            except (TypeError, ValueError):
+                bounds[key] = math.nan
+            if bounds[key] is not None and not math.isfinite(bounds[key]):
+                raise PolicyMetadataError(f"{path}: {key} = {value!r} is not a number or null; {REFRESH_HINT}")
+        self.min_height = bounds["ee_min_height"]
+        """m, world z: the commanded site's floor (None: none)."""
+        self.max_lead = bounds["ee_max_lead"]
+        """m: how far the commanded site may run ahead of the measured one (None: no bound)."""
+        self.max_lead_down = bounds["ee_max_lead_down"]
+        """m: how far the commanded site may run below the measured one (None: no bound)."""
+        positive = {"ee_action_scale": self.ee_scale, "action_scale": self.finger_scale, "ik_damping": self.damping}
+        bad = [k for k, v in positive.items() if not (math.isfinite(v) and v > 0)]
+        if bad or not (math.isfinite(self.null_gain) and self.null_gain >= 0):
+            raise PolicyMetadataError(
+                f"{path}: {bad or ['ik_null_gain']} must be positive finite numbers; {REFRESH_HINT}"
+            )
         self.kp_arm = np.asarray(kp, dtype=np.float64)[:7]
         if (
             self.home.shape != (7,)
@@ -88,6 +113,8 @@ class EeDeltaRule:
                 f"wrong length; {REFRESH_HINT}"
             )
         self.home_rotation = self.chain.site_frames(self._q9(np.append(self.home, 0.0)))[1][0]
+        if not np.all(np.isfinite(self.home_rotation)):
+            raise PolicyMetadataError(f"{path}: ik_home_joint_pos gives a non-finite hand orientation; {REFRESH_HINT}")
 
     @staticmethod
     def _q9(ctrl: np.ndarray) -> np.ndarray:
@@ -112,13 +139,13 @@ class EeDeltaRule:
         if self.max_lead is not None or self.max_lead_down is not None:
             measured = self.site(q_measured)[None]
             if self.max_lead is not None:
-                d = bound_lead(frames[0], measured, d, float(self.max_lead))
+                d = bound_lead(frames[0], measured, d, self.max_lead)
             if self.max_lead_down is not None:
-                d = bound_lead_down(frames[0], measured, d, float(self.max_lead_down))
+                d = bound_lead_down(frames[0], measured, d, self.max_lead_down)
         q_arm = np.asarray(ctrl, dtype=np.float64)[None, :7]
         dq = dls_joint_step(
             q_arm, d, frames, self.home, self.home_rotation, self.weights, self.damping, self.null_gain,
-            None if self.min_height is None else float(self.min_height),
+            self.min_height,
         )[0]  # fmt: skip
         step = np.concatenate([dq, [self.finger_scale * a[3]]])
         return np.clip(np.asarray(ctrl, dtype=np.float64) + step, self.lower, self.upper)

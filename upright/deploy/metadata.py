@@ -117,7 +117,12 @@ def load_policy_spec(
     scales = tuple(float(s) for s in meta["observation_scales"])
     if not (len(names) == len(dims) == len(scales)):
         raise PolicyMetadataError(f"{path}: observation_names/dims/scales have different lengths")
-    terms = terms_for(str(meta["task"]))
+    if (meta.get("task") == "lift") != (action_mode == EE_DELTA_ACTION_MODE):
+        raise PolicyMetadataError(
+            f"{path}: task {meta.get('task')!r} with action_mode {action_mode!r}: the daemon runs a lift MLP file in "
+            "ee_delta mode and ee_delta for the lift task only; re-export it (python -m upright.training.export)"
+        )
+    terms = terms_for(action_mode)
     num_actions = len(meta.get("ee_action_names", ())) if action_mode == EE_DELTA_ACTION_MODE else n
     for name, dim in zip(names, dims):
         if name not in terms:
@@ -179,7 +184,11 @@ def load_policy_spec(
             "actions"
         )
     if action_mode == EE_DELTA_ACTION_MODE:  # the chain and the IK settings (the rule is built again by the controller)
-        EeDeltaRule(meta, spec.kp, spec.action_scale, str(path))
+        rule = EeDeltaRule(meta, spec.kp, spec.action_scale, str(path))
+        if not np.all(np.isfinite(rule.applied(spec.default_joint_pos))):
+            raise PolicyMetadataError(
+                f"{path}: the HOLD targets (default_joint_pos, gravity-compensated) are not finite"
+            )
     if robot is not None:
         check_joints_match_robot(spec, robot)
     check_plausible(spec, robot, io_rate_hz)

@@ -14,10 +14,14 @@ the controller takes a sample only while it is younger than ``max_age_s`` (:meth
 tracker that stops, or one that repeats a ``seq``, is stale (the daemon holds its targets, raises ``OBJECT_STALE``,
 and faults after ``--max-stale-ticks`` such ticks).
 
-A datagram that is not such an object (malformed JSON, a missing key, a non-finite value, a quaternion of norm outside
-[0.5, 2], a position beyond :data:`MAX_RANGE_M` of the base, more than :data:`MAX_DATAGRAM` bytes) is dropped and
-counted (:attr:`ObjectPoseSource.rejected`, :attr:`ObjectPoseSource.last_rejection`): a hostile or broken sender
-cannot inject a pose or stop the reader.
+A datagram that is not such an object (malformed or deeply nested JSON, a missing key, a non-finite or overflowing
+value, a quaternion of norm outside [0.5, 2], a position beyond :data:`MAX_RANGE_M` of the base, more than
+:data:`MAX_DATAGRAM` bytes), one from another sender than the tracker's, or one whose ``seq`` does not increase while
+the newest sample is fresh, is dropped and counted (:attr:`ObjectPoseSource.rejected`,
+:attr:`ObjectPoseSource.last_rejection`): a broken sender cannot stop the reader, and no other host can inject a pose.
+The tracker's host is the bound address when it is a loopback one (127.x: the tracker runs on the robot computer),
+else it must be named (``--object-pose-from IP``). A tracker that restarts its ``seq`` is taken again once the newest
+sample is stale.
 """
 
 from __future__ import annotations
@@ -108,17 +112,29 @@ class ObjectPoseSource:
     Args:
         url: ``udp://HOST:PORT`` to bind (127.0.0.1 for a tracker on the robot computer).
         max_age_s: a sample older than this is stale (s).
+        sender: the tracker's IP address: datagrams from any other are dropped. None: the bound host, which must then
+            be a loopback address.
 
     Raises:
-        ValueError: a bad ``url``, or the port cannot be bound (one line naming it).
+        ValueError: a bad ``url``, a non-loopback bind without ``sender``, or the port cannot be bound (one line naming
+            the fix).
     """
 
-    def __init__(self, url: str, max_age_s: float = 0.1):
+    def __init__(self, url: str, max_age_s: float = 0.1, sender: str | None = None):
         if not max_age_s > 0:
             raise ValueError(f"--object-pose-max-age-ms must be > 0, got {max_age_s * 1e3:g}")
         self.url = str(url)
         self.max_age_s = float(max_age_s)
         host, port = parse_pose_url(url)
+        if sender is None and not host.startswith("127."):
+            raise ValueError(
+                f"--object-pose {url}: a pose stream from the network needs its sender, --object-pose-from IP (the "
+                "tracker's address); any other host could send a pose"
+            )
+        try:
+            self.sender = socket.gethostbyname(sender or host)
+        except OSError as err:
+            raise ValueError(f"--object-pose-from {sender}: not an address ({err})") from None
         self._sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         try:
             self._sock.bind((host, port))
@@ -141,20 +157,24 @@ class ObjectPoseSource:
     def _read(self) -> None:
         while not self._stop.is_set():
             try:
-                data = self._sock.recv(MAX_DATAGRAM + 1)
+                data, (address, _port) = self._sock.recvfrom(MAX_DATAGRAM + 1)
             except TimeoutError:
                 continue
             except OSError:
                 return  # closed
             t_ns = time.monotonic_ns()
             try:
+                if address != self.sender:
+                    raise ValueError(f"from {address}, not the tracker's {self.sender}")
                 seq, pos, quat = decode_pose(data)
                 newest = self._sample
-                if newest is not None and seq <= newest.seq:
+                if newest is not None and seq <= newest.seq and t_ns - newest.t_ns <= self.max_age_s * 1e9:
                     raise ValueError(f"seq {seq} is not above the newest {newest.seq}")
-            except ValueError as err:
+            except Exception as err:  # noqa: BLE001 - whatever a datagram does (RecursionError, OverflowError), drop it
                 self.rejected += 1
-                self.last_rejection = str(err)
+                self.last_rejection = (
+                    f"{type(err).__name__}: {err}"[:200] if not isinstance(err, ValueError) else str(err)
+                )
                 continue
             with self._lock:
                 self._sample = PoseSample(pos, quat, seq, t_ns)
@@ -190,7 +210,7 @@ def goal_from_text(text: str) -> np.ndarray:
     """(3,) float64 m of ``X,Y,Z`` (the lift target, robot base frame).
 
     Raises:
-        ValueError: not three finite numbers (one line naming the form).
+        ValueError: not three finite numbers, or not a reachable goal (one line naming the form).
     """
     try:
         goal = np.array([float(v) for v in str(text).split(",")], dtype=np.float64)
@@ -198,4 +218,9 @@ def goal_from_text(text: str) -> np.ndarray:
         goal = np.zeros(0)
     if goal.shape != (3,) or not all(math.isfinite(v) for v in goal):
         raise ValueError(f"--object-goal {text!r}: expected X,Y,Z in m (robot base frame), e.g. 0.6,0.0,0.25")
+    if float(np.linalg.norm(goal)) > MAX_RANGE_M or goal[2] < 0.0:
+        raise ValueError(
+            f"--object-goal {text!r}: {goal.tolist()} m is not a reachable goal (at most {MAX_RANGE_M:g} m from the "
+            "base, above the table at z = 0); the values are metres in the robot base frame, e.g. 0.6,0.0,0.25"
+        )
     return goal

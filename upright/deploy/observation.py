@@ -60,7 +60,7 @@ class ObservationBuilder:
 
     def __init__(self, spec: PolicySpec):
         self.spec = spec
-        terms = terms_for(spec.task)
+        terms = terms_for(spec.action_mode)
         self._terms = [(terms[n], float(s)) for n, s in zip(spec.observation_names, spec.observation_scales)]
         self._clip = float(spec.observation_clip)
         self.state = NeutralReading(spec.num_joints, spec.action_scale, spec.num_actions)

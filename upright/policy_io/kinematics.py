@@ -94,13 +94,25 @@ class KinematicChain:
                 raise ValueError(f"kinematic_chain: link {link.name!r} has joint type {link.joint_type!r}")
             if link.joint_type != "fixed" and not 0 <= link.q_index < self.num_q:
                 raise ValueError(f"kinematic_chain: link {link.name!r} has q index {link.q_index} outside [0, {num_q})")
+            values = np.concatenate([link.pos, link.quat, link.axis, link.anchor, link.com, [link.mass]])
+            if not np.all(np.isfinite(values)) or link.mass < 0 or not np.linalg.norm(link.quat) > 0:
+                raise ValueError(
+                    f"kinematic_chain: link {link.name!r} has a non-finite value, a negative mass or a zero quat"
+                )
+            if link.joint_type != "fixed" and not np.linalg.norm(link.axis) > 1e-9:
+                raise ValueError(f"kinematic_chain: link {link.name!r} has a zero joint axis")
         if not 0 <= int(site_link) < len(self.links):
             raise ValueError(f"kinematic_chain: site_link {site_link} is not a link")
         self.site_link = int(site_link)
         self.site_pos = np.asarray(site_pos, dtype=np.float64)
         self.site_quat = np.asarray(site_quat, dtype=np.float64)
-        self.site_rot = quat_to_matrix(self.site_quat)
         self.gravity = np.asarray(gravity, dtype=np.float64)
+        shapes = (self.site_pos.shape, self.site_quat.shape, self.gravity.shape)
+        if shapes != ((3,), (4,), (3,)) or not all(np.all(np.isfinite(v)) for v in (self.site_pos, self.site_quat)):
+            raise ValueError("kinematic_chain: site_pos (3), site_quat (4) and gravity (3) must be finite vectors")
+        if not np.all(np.isfinite(self.gravity)) or not np.linalg.norm(self.site_quat) > 0:
+            raise ValueError("kinematic_chain: gravity must be finite and site_quat non-zero")
+        self.site_rot = quat_to_matrix(self.site_quat)
         self._rot0 = [quat_to_matrix(link.quat) for link in self.links]
 
     # ------------------------------------------------------------------ metadata

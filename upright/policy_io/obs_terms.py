@@ -11,7 +11,8 @@ A *reading* is any object with the attributes a term reads, each a (..., D) arra
 The training env passes its batched :class:`~upright.tasks.standup.state.StandupState` (torch tensors, N rows); the
 deploy daemon a one-row reading of numpy arrays (:class:`upright.deploy.observation.ObservationBuilder`). The terms use
 plain attribute access and indexing only, so the same function gives the same values on both, and this module imports
-neither torch nor numpy (it sits on the ground floor, which the robot computer's slim install imports).
+neither torch nor numpy at import (it sits on the ground floor, which the robot computer's slim install imports; the
+one term that stacks values, ``cube_orientation``, imports the library of the arrays it is given).
 
 Each :class:`ObsTerm` carries its name (the metadata's ``observation_names`` entry), its width as a function of the
 number of policy joints J, and the robot sensor behind it. A term function's docstring's first line (units and frame)
@@ -192,6 +193,8 @@ TERMS_BY_TASK: dict[str, dict[str, ObsTerm]] = {
 to home and includes the fingers)."""
 
 
-def terms_for(task: str) -> dict[str, ObsTerm]:
-    """The terms of ``task`` by name (:data:`TERMS_BY_TASK`; a task without its own table reads :data:`TERMS`)."""
-    return TERMS_BY_TASK.get(task, TERMS_BY_NAME)
+def terms_for(action_mode: str) -> dict[str, ObsTerm]:
+    """The terms, by name, of a policy file with this ``action_mode``: the lift task's for ``ee_delta`` (the one mode
+    of a lift MLP file the daemon runs), else the G1's (:data:`TERMS`). Keyed by the mode, not by the spec's ``task``,
+    which for a chunked policy is the operator's instruction."""
+    return TERMS_BY_TASK["lift"] if action_mode == "ee_delta" else TERMS_BY_NAME

@@ -370,9 +370,10 @@ class MultiCriticPPO(PPO):
         """Start or end the critic warm-up (:attr:`actor_frozen`). When the actor joins under the adaptive schedule,
         the scheduled learning rate restarts at its floor (:data:`LR_MIN`) and rises from there (x1.5 per mini-batch
         while KL < desired / 2): the actor's Adam moments are empty, so its first steps move every weight by about
-        the learning rate. Measured: joining a trained get-up actor at the warm-up's 1e-3 gave a surrogate loss of
-        0.28 in that iteration and HoST success 24 % -> 0 % within 8 iterations
-        (``docs/experiments/2026-11-27_getup_warm_start.md``)."""
+        the learning rate. A critic in the scheduled group (``train.critic_learning_rate`` unset) restarts from the
+        floor with it; one in its own group keeps its fixed rate. Measured: joining a trained get-up actor at the
+        warm-up's 1e-3 gave a surrogate loss of 0.28 in that iteration and HoST success 24 % -> 0 % within 8
+        iterations (``docs/experiments/2026-11-27_getup_warm_start.md``)."""
         if self.actor_frozen and not frozen and self.desired_kl is not None and self.schedule == "adaptive":
             self.learning_rate = LR_MIN
             for group in self.optimizer.param_groups:

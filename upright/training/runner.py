@@ -275,10 +275,10 @@ class UprightRunner(OnPolicyRunner):
         :attr:`critic_warmup_iterations` iterations are complete (prints when the actor joins)."""
         frozen = self.completed_iterations < self.critic_warmup_iterations
         if getattr(self.alg, "actor_frozen", False) and not frozen:
+            adaptive = getattr(self.alg, "schedule", None) == "adaptive"
+            start = f", from learning rate {LR_MIN:g} (the adaptive schedule's floor)" if adaptive else ""
             print(
-                f"Critic warm-up done after iteration {self.completed_iterations}: the actor trains, from learning "
-                f"rate {LR_MIN:g}",
-                flush=True,
+                f"Critic warm-up done after iteration {self.completed_iterations}: the actor trains{start}", flush=True
             )
         if hasattr(self.alg, "set_actor_frozen"):  # MultiCriticPPO (what rsl_rl_config builds)
             self.alg.set_actor_frozen(frozen)
