@@ -74,7 +74,7 @@ class TargetsMixin:
             return q_pol, dq_pol, {}
         ee = self.ee
         extra = {
-            "home_q": ee.measured_q9(self.spec.default_joint_pos),
+            "home_q": self.ee_home_q9,
             "ctrl": self.ee_ctrl,
             "gripper_pos": ee.site(q_pol),
         }

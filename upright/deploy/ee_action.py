@@ -77,9 +77,9 @@ class EeDeltaRule:
             self.upper = np.asarray(meta["ctrl_upper"], dtype=np.float64)
         except (TypeError, ValueError) as err:
             raise PolicyMetadataError(f"{path}: an ee_delta setting is not a number ({err}); {REFRESH_HINT}") from None
-        self.gravity_compensation = meta["ee_gravity_compensation"] is True
         if not isinstance(meta["ee_gravity_compensation"], bool):
             raise PolicyMetadataError(f"{path}: ee_gravity_compensation must be true or false; {REFRESH_HINT}")
+        self.gravity_compensation = meta["ee_gravity_compensation"]
         bounds = {}
         for key in ("ee_min_height", "ee_max_lead", "ee_max_lead_down"):
             value = meta.get(key)
