@@ -70,6 +70,8 @@ def test_the_daemons_ik_rule_and_frame_are_the_envs_step_for_step(spec):
             a = np.clip(rng.normal(0.0, 0.7, 4), -1.0, 1.0).astype(np.float32)
             env.step(torch.tensor(a[None]))
             np.testing.assert_allclose(rule.step(ctrl, a, q9[:8]), env.ctrl[0].double().numpy(), atol=2e-6)
+            # the daemon passes the tick's gripper site (already computed for the frame) instead of recomputing it
+            np.testing.assert_array_equal(rule.step(ctrl, a, q9[:8], extra["gripper_pos"]), rule.step(ctrl, a, q9[:8]))
             sent = env.action_term.applied_ctrl(env, env.ctrl)[0].double().numpy()
             np.testing.assert_allclose(rule.applied(env.ctrl[0].double().numpy()), sent, atol=2e-6)
     finally:

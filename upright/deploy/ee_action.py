@@ -130,14 +130,17 @@ class EeDeltaRule:
         """(3,) m the gripper site at the 8 joint values ``q8`` (forward kinematics; world frame)."""
         return self.chain.site_frames(self._q9(q8))[0][0]
 
-    def step(self, ctrl: np.ndarray, action: np.ndarray, q_measured: np.ndarray) -> np.ndarray:
+    def step(
+        self, ctrl: np.ndarray, action: np.ndarray, q_measured: np.ndarray, measured_site: np.ndarray | None = None
+    ) -> np.ndarray:
         """The new commanded targets q_c (8,) float64 from the current ``ctrl`` (8,) and the clipped ``action`` (4,),
-        with ``q_measured`` (8,) the encoders (for the anti-windup bounds)."""
+        with ``q_measured`` (8,) the encoders (for the anti-windup bounds) and ``measured_site`` (3,) m its gripper
+        site if the caller already has it (:meth:`site` of ``q_measured``; computed here when None)."""
         a = np.asarray(action, dtype=np.float64)
         frames = self.chain.site_frames(self._q9(ctrl), columns=7)
         d = self.ee_scale * a[None, :3]
         if self.max_lead is not None or self.max_lead_down is not None:
-            measured = self.site(q_measured)[None]
+            measured = (self.site(q_measured) if measured_site is None else np.asarray(measured_site, np.float64))[None]
             if self.max_lead is not None:
                 d = bound_lead(frames[0], measured, d, self.max_lead)
             if self.max_lead_down is not None:
