@@ -9,7 +9,8 @@ checkpoint) with ``python -m upright.training.evaluate --posture supine|prone`` 
 episodes, no pull force; the evaluator's seed 0, so every arm meets the same randomised models and starts), and with
 ``--nominal`` also on the nominal model (``--no-domain-rand``, supine: one deterministic episode, 0 or 100 %;
 pooled, the share of runs that stand). Prints one Markdown table: a row per run and a
-pooled row per arm, each E_succ with its binomial standard error sqrt(p(1-p)/n) in points. ``--json`` writes the rows.
+pooled row per arm, each E_succ with its binomial standard error sqrt(p(1-p)/n) in points and the share of
+episodes that stood and fell again. ``--json`` writes the rows.
 
 Raises SystemExit (one line) when a run has no such checkpoint or an evaluation fails.
 """
@@ -41,8 +42,11 @@ def checkpoint(run: pathlib.Path, iteration: str) -> pathlib.Path:
     return path
 
 
-def esucc(policy: pathlib.Path, posture: str, episodes: int, num_envs: int, nominal: bool, threads: int) -> float:
-    """E_succ in % of one evaluation (the evaluator's eval.csv)."""
+def esucc(
+    policy: pathlib.Path, posture: str, episodes: int, num_envs: int, nominal: bool, threads: int
+) -> tuple[float, float]:
+    """(E_succ, fell after standing) in % of one evaluation (the evaluator's eval.csv; the second is NaN in a csv
+    written before that column existed)."""
     with tempfile.TemporaryDirectory() as out:
         cmd = [sys.executable, "-m", "upright.training.evaluate", "--policy", str(policy), "--posture", posture]
         cmd += ["--episodes", str(episodes), "--num-envs", str(num_envs), "--out", out, f"sim.num_threads={threads}"]
@@ -54,7 +58,7 @@ def esucc(policy: pathlib.Path, posture: str, episodes: int, num_envs: int, nomi
             raise SystemExit(f"getup_ab_eval: evaluating {policy} ({posture}) failed: {tail}")
         with open(pathlib.Path(out) / "eval.csv") as f:
             row = next(csv.DictReader(f))
-        return float(row["E_succ"])
+        return float(row["E_succ"]), float(row.get("fell_after_standing", "nan"))
 
 
 def stderr_points(p_percent: float, n: int) -> float:
@@ -80,27 +84,36 @@ def main(argv: list[str] | None = None) -> None:
         if not runs:
             raise SystemExit(f"getup_ab_eval: --arm {spec!r} needs the form NAME=RUN_DIR[,RUN_DIR...]")
         pooled = {c: [] for c in columns}
+        fell = {c: [] for c in columns}
         for run in runs.split(","):
             ckpt = checkpoint(pathlib.Path(run), args.iteration)
             row = {"arm": name, "run": run, "checkpoint": ckpt.name}
             for c in columns:
                 posture = "supine" if c == "nominal" else c
                 n = 1 if c == "nominal" else args.episodes  # the nominal episode is deterministic: one is all
-                row[c] = esucc(ckpt, posture, n, min(n, args.num_envs), c == "nominal", args.threads)
+                row[c], row[f"{c}_fell"] = esucc(ckpt, posture, n, min(n, args.num_envs), c == "nominal", args.threads)
                 pooled[c].append(row[c])
+                fell[c].append(row[f"{c}_fell"])
             rows.append(row)
             print(f"# {name} {ckpt}: " + ", ".join(f"{c} {row[c]:.1f} %" for c in columns), flush=True)
         rows.append({"arm": name, "run": "pooled", "checkpoint": "", **{c: sum(v) / len(v) for c, v in pooled.items()}})
+        rows[-1].update({f"{c}_fell": sum(v) / len(v) for c, v in fell.items()})
         rows[-1]["n_runs"] = len(runs.split(","))
     print(f"\n| arm | run | checkpoint | {' | '.join(f'{c} E_succ (%)' for c in columns)} |")
     print("|---|---|---|" + "---:|" * len(columns))
     for row in rows:
         n = args.episodes * row.get("n_runs", 1)
         cells = " | ".join(
-            f"{row[c]:.1f}" if c == "nominal" else f"{row[c]:.1f} ± {stderr_points(row[c], n):.1f}" for c in columns
+            f"{row[c]:.1f}"
+            if c == "nominal"
+            else f"{row[c]:.1f} ± {stderr_points(row[c], n):.1f} (fell again {row[c + '_fell']:.1f})"
+            for c in columns
         )
         print(f"| {row['arm']} | {row['run']} | {row['checkpoint']} | {cells} |")
-    print(f"\n{args.episodes} episodes per posture and run; ± one binomial standard error.")
+    print(
+        f"\n{args.episodes} episodes per posture and run; ± one binomial standard error; fell again: % of episodes "
+        "that passed the standing height and later fell below the fall height (the evaluator's fell_after_standing)."
+    )
     if args.nominal:
         print("nominal: one deterministic episode per run (100 % = it stood from 0.7 m to the end without < 0.5 m).")
     if args.json:

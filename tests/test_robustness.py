@@ -111,3 +111,32 @@ def test_final_head_height_is_the_last_steps_head_height():
     assert torch.equal(res[FINAL_HEAD], last)
     assert float(last.abs().max()) < 0.3  # lying: the head is near the height of the feet
     assert summarize(res)[FINAL_HEAD] == pytest.approx(float(last.mean()))
+
+
+def test_fell_after_standing_counts_a_standing_start_that_sinks():
+    """Get-up standing starts (pelvis at its standing height, acting from the first step) under the zero policy sink:
+    the PD targets follow the measured q, so nothing holds the weight. Each episode passed 0.7 m and fell below 0.5 m
+    (read from the simulator's pelvis z): E_succ 0 and fell-after-standing 100 %. Lying starts never stand: 0 %."""
+    from upright.tasks.standup.config import SimCfg, StandupEnvCfg
+    from upright.tasks.standup.getup.config import GetupCfg
+    from upright.tasks.standup.getup.env import GetupEnv
+    from upright.tasks.standup.randomization import DomainRandCfg
+    from upright.training.evaluate import FELL, run_episodes
+
+    def env_of(stand: float) -> GetupEnv:
+        cfg = StandupEnvCfg(num_envs=2, mdp="getup", episode_length_s=3.0, obs_noise=False)
+        cfg.curriculum.enabled, cfg.curriculum.beta_init = False, 0.6
+        cfg.getup = GetupCfg(stand_fraction=stand, fall_fraction=0.0)
+        cfg.domain_rand = DomainRandCfg(enabled=False)
+        cfg.unactuated_steps = 0  # the evaluator counts heights from this step on
+        return GetupEnv(cfg, SimCfg(num_threads=1), seed=0)
+
+    def zero(obs):
+        return torch.zeros(obs.shape[0], 23)
+
+    env = env_of(1.0)
+    res = run_episodes(env, zero, 2)
+    assert env.last_state.base_pos[:, 2].max() < 0.5  # they did sink
+    assert res["E_succ"].tolist() == [0.0, 0.0] and res[FELL].tolist() == [100.0, 100.0]
+    res = run_episodes(env_of(0.0), zero, 2)
+    assert res[FELL].tolist() == [0.0, 0.0]

@@ -45,6 +45,10 @@ FINAL_HEAD = "final_head_height"
 episode's last step; NaN for a terminated episode. Where the policy ends up: lying ~0-0.1 m, sitting upright with
 the legs stretched ~0.6 m, standing ~1.2 m. The peak height can come from a transient (e.g. rolling over); this
 cannot."""
+FELL = "fell_after_standing"
+"""Per-episode diagnostic, % (0 or 100 per episode): the success height was passed, and later the height went below
+the fall height (or the episode terminated). With E_succ and the never-stood rest (100 − E_succ − this) it splits the
+failures into "fell again" and "never got up"."""
 
 
 def run_episodes(
@@ -56,7 +60,7 @@ def run_episodes(
     """
     n, steps = env.num_envs, env.max_episode_length
     crit = criterion or env.terrain.success
-    results: dict[str, list[torch.Tensor]] = {k: [] for k in (*METRICS, PEAK, FINAL_HEAD)}
+    results: dict[str, list[torch.Tensor]] = {k: [] for k in (*METRICS, PEAK, FINAL_HEAD, FELL)}
     done_episodes = 0
     while done_episodes < episodes:
         env.reset_all()
@@ -87,6 +91,7 @@ def run_episodes(
         final_head = env.last_state.head_height
         results[FINAL_HEAD].append(torch.where(alive, final_head, torch.full_like(final_head, math.nan)))
         ok = metrics.success(h, crit.stand_height, crit.fall_height) & alive
+        results[FELL].append(((h > crit.stand_height).any(dim=1) & ~ok).float() * 100.0)
         results["E_succ"].append(ok.float() * 100.0)
         feet = metrics.feet_movement(torch.stack(hist["feet"], 1), h, crit.stand_height)
         energy = metrics.energy(
@@ -313,13 +318,14 @@ def main(argv: list[str] | None = None) -> None:
     )
     note += (
         f" Mean peak height ({height}): {ours[PEAK]:.3f} m. Mean final head height above the feet: "
-        f"{ours[FINAL_HEAD]:.3f} m."
+        f"{ours[FINAL_HEAD]:.3f} m. Fell again after standing: {ours[FELL]:.1f} % of episodes; never stood: "
+        f"{100.0 - ours['E_succ'] - ours[FELL]:.1f} %."
     )
     md = table_markdown(args.terrain, ours, args.episodes, note)
     print(md)
     if args.out:
-        row = [args.terrain, args.episodes, *(f"{ours[m]:.4f}" for m in (*METRICS, PEAK, FINAL_HEAD))]
-        write_report(args.out, "eval", md, ["terrain", "episodes", *METRICS, PEAK, FINAL_HEAD], [row])
+        row = [args.terrain, args.episodes, *(f"{ours[m]:.4f}" for m in (*METRICS, PEAK, FINAL_HEAD, FELL))]
+        write_report(args.out, "eval", md, ["terrain", "episodes", *METRICS, PEAK, FINAL_HEAD, FELL], [row])
     env.close()
 
 
