@@ -30,12 +30,6 @@ class GetupRewardWeights:
     self_collision: float = -0.1
     """1 when a self-contact pushes harder than :attr:`GetupCfg.self_collision_force` at the env step's last
     physics substep (mjlab counts the substeps of the step with one, 0..4)."""
-    fall_after_stand: float = 0.0
-    """1 at each env step whose pelvis is below HoST's fall height (0.5 m) after it passed HoST's standing height
-    (0.7 m) at an actuated step earlier in the episode: the moments that fail HoST's success criterion (HoST
-    ``scripts/eval``; :data:`upright.tasks.standup.metrics.SUCCESS_CRITERIA` ``ground``). Not in mjlab_playground
-    (0 there and by default): an upright term, added on 2026-11-27 because the get-up policy's failures are falls
-    after it stood, from which it gets up again (``docs/experiments/2026-11-27_getup_fall_penalty.md``)."""
 
 
 @dataclass

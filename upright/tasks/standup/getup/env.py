@@ -32,7 +32,7 @@ from upright.tasks.standup.getup import events
 from upright.tasks.standup.getup.actions import getup_robot_info, set_actuator_gains
 from upright.tasks.standup.getup.config import validate_getup
 from upright.tasks.standup.getup.observations import ACTOR_TERMS, CRITIC_TERMS, OBS_CLIP, GetupState
-from upright.tasks.standup.getup.rewards import GROUP, HOST_GROUND, getup_reward_terms
+from upright.tasks.standup.getup.rewards import GROUP, getup_reward_terms
 from upright.tasks.standup.scene import standup_spec
 
 STOOD_HEIGHT_MARGIN = 0.02
@@ -132,7 +132,6 @@ class GetupEnv(StandupEnv):
             q_encoder=base.q + self.encoder_bias,
             default_q=self._default_q,
             self_collision_force=data[:, self._self_force].norm(dim=1),
-            passed_stand_height=self.host_above.clone(),
         )
 
     def _observation_manager(self) -> FrameObservations:
@@ -218,8 +217,8 @@ class GetupEnv(StandupEnv):
         self.peak_pelvis = torch.where(actuated, torch.maximum(self.peak_pelvis, z), self.peak_pelvis)
         upright = state.torso_tilt_error < self.cfg.getup.success_tilt
         self.stood |= actuated & upright & (z > self.pelvis_target - STOOD_HEIGHT_MARGIN)
-        self.host_fell |= self.host_above & (z < HOST_GROUND.fall_height)
-        self.host_above |= actuated & (z > HOST_GROUND.stand_height)
+        self.host_fell |= self.host_above & (z < 0.5)
+        self.host_above |= actuated & (z > 0.7)
         self.stand_fell |= z < 0.5
         up = (self.start_kind == events.STAND) & ~self.stand_fell
         self.stand_time = torch.where(up, self.episode_length_buf.float() * self.step_dt, self.stand_time)
