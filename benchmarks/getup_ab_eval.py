@@ -83,8 +83,7 @@ def main(argv: list[str] | None = None) -> None:
         name, _, runs = spec.partition("=")
         if not runs:
             raise SystemExit(f"getup_ab_eval: --arm {spec!r} needs the form NAME=RUN_DIR[,RUN_DIR...]")
-        pooled = {c: [] for c in columns}
-        fell = {c: [] for c in columns}
+        pooled = {key: [] for c in columns for key in (c, f"{c}_fell")}
         for run in runs.split(","):
             ckpt = checkpoint(pathlib.Path(run), args.iteration)
             row = {"arm": name, "run": run, "checkpoint": ckpt.name}
@@ -93,11 +92,10 @@ def main(argv: list[str] | None = None) -> None:
                 n = 1 if c == "nominal" else args.episodes  # the nominal episode is deterministic: one is all
                 row[c], row[f"{c}_fell"] = esucc(ckpt, posture, n, min(n, args.num_envs), c == "nominal", args.threads)
                 pooled[c].append(row[c])
-                fell[c].append(row[f"{c}_fell"])
+                pooled[f"{c}_fell"].append(row[f"{c}_fell"])
             rows.append(row)
             print(f"# {name} {ckpt}: " + ", ".join(f"{c} {row[c]:.1f} %" for c in columns), flush=True)
-        rows.append({"arm": name, "run": "pooled", "checkpoint": "", **{c: sum(v) / len(v) for c, v in pooled.items()}})
-        rows[-1].update({f"{c}_fell": sum(v) / len(v) for c, v in fell.items()})
+        rows.append({"arm": name, "run": "pooled", "checkpoint": "", **{k: sum(v) / len(v) for k, v in pooled.items()}})
         rows[-1]["n_runs"] = len(runs.split(","))
     print(f"\n| arm | run | checkpoint | {' | '.join(f'{c} E_succ (%)' for c in columns)} |")
     print("|---|---|---|" + "---:|" * len(columns))

@@ -216,8 +216,6 @@ class Controller(SafetyMixin, TargetsMixin, OperatorMixin, RecordingMixin):
         """(J,) ``ee_delta``: the commanded targets q_c (before gravity compensation), the env's ``ctrl``."""
         self.ee_home_q9 = None if self.ee is None else self.ee.measured_q9(spec.default_joint_pos)
         """(9,) ``ee_delta``: the home pose as the lift observation's ``home_q`` reads it (constant: computed once)."""
-        self.ee_site = None
-        """(3,) ``ee_delta``: this tick's gripper site, forward kinematics of the encoders, m (world frame)."""
         if self.ee is not None:  # HOLD sends what the env sends at reset: the home targets, gravity-compensated
             self.default[self.pol] = self.ee.applied(spec.default_joint_pos)
         j, a = spec.num_joints, spec.num_actions

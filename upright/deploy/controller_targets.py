@@ -73,11 +73,10 @@ class TargetsMixin:
         if self.ee is None:
             return q_pol, dq_pol, {}
         ee = self.ee
-        self.ee_site = ee.site(q_pol)  # the IK step's anti-windup bounds read it again this tick
         extra = {
             "home_q": self.ee_home_q9,
             "ctrl": self.ee_ctrl,
-            "gripper_pos": self.ee_site,
+            "gripper_pos": ee.site(q_pol),  # the IK step's anti-windup bounds read it again this tick
         }
         if self.object_pose is not None:
             sample = self.object_pose.fresh()
@@ -144,7 +143,7 @@ class TargetsMixin:
             tgt = self.target[pol].copy()  # hold the current targets
         elif mode == Mode.POLICY:
             if ee is not None:  # ee_delta: the IK step on the commanded targets, then gravity compensation
-                self.ee_ctrl = ee.step(self.ee_ctrl, a, q_pol, self.ee_site)
+                self.ee_ctrl = ee.step(self.ee_ctrl, a, q_pol, inputs[2]["gripper_pos"])
                 tgt = ee.applied(self.ee_ctrl)
             else:
                 tgt = self.policy_targets(a, q_pol, origin)

@@ -49,6 +49,8 @@ FELL = "fell_after_standing"
 """Per-episode diagnostic, % (0 or 100 per episode): the success height was passed, and later the height went below
 the fall height (or the episode terminated). With E_succ and the never-stood rest (100 − E_succ − this) it splits the
 failures into "fell again" and "never got up"."""
+COLUMNS = (*METRICS, PEAK, FINAL_HEAD, FELL)
+"""Per-episode results of :func:`run_episodes`, in the order of the ``eval.csv`` columns."""
 
 
 def run_episodes(
@@ -60,7 +62,7 @@ def run_episodes(
     """
     n, steps = env.num_envs, env.max_episode_length
     crit = criterion or env.terrain.success
-    results: dict[str, list[torch.Tensor]] = {k: [] for k in (*METRICS, PEAK, FINAL_HEAD, FELL)}
+    results: dict[str, list[torch.Tensor]] = {k: [] for k in COLUMNS}
     done_episodes = 0
     while done_episodes < episodes:
         env.reset_all()
@@ -91,7 +93,8 @@ def run_episodes(
         final_head = env.last_state.head_height
         results[FINAL_HEAD].append(torch.where(alive, final_head, torch.full_like(final_head, math.nan)))
         ok = metrics.success(h, crit.stand_height, crit.fall_height) & alive
-        results[FELL].append(((h > crit.stand_height).any(dim=1) & ~ok).float() * 100.0)
+        stood = metrics.first_standing_step(h, crit.stand_height) < h.shape[1]  # passed the standing height
+        results[FELL].append((stood & ~ok).float() * 100.0)
         results["E_succ"].append(ok.float() * 100.0)
         feet = metrics.feet_movement(torch.stack(hist["feet"], 1), h, crit.stand_height)
         energy = metrics.energy(
@@ -324,8 +327,8 @@ def main(argv: list[str] | None = None) -> None:
     md = table_markdown(args.terrain, ours, args.episodes, note)
     print(md)
     if args.out:
-        row = [args.terrain, args.episodes, *(f"{ours[m]:.4f}" for m in (*METRICS, PEAK, FINAL_HEAD, FELL))]
-        write_report(args.out, "eval", md, ["terrain", "episodes", *METRICS, PEAK, FINAL_HEAD, FELL], [row])
+        row = [args.terrain, args.episodes, *(f"{ours[m]:.4f}" for m in COLUMNS)]
+        write_report(args.out, "eval", md, ["terrain", "episodes", *COLUMNS], [row])
     env.close()
 
 
