@@ -170,24 +170,6 @@ def test_no_standing_or_dropped_fraction_starts_from_the_host_posture():
     assert torch.all(g[:, 2].abs() < 0.3)
 
 
-@pytest.mark.parametrize("posture", ["supine", "prone"])
-def test_posture_mix_starts_that_share_of_posture_starts_in_the_other_posture(posture):
-    # physics, not the code's quaternions: lying face up the pelvis's forward axis x points up, so gravity in the
-    # pelvis frame has x = -1; face down, x = +1
-    sign = {"supine": -1.0, "prone": 1.0}
-    for mix, expect_other in ((0.0, 0.0), (1.0, 1.0), (0.5, None)):
-        cfg = getup_cfg(64, stand_fraction=0.0, fall_fraction=0.0, posture_mix=mix)
-        cfg.posture, cfg.domain_rand = posture, DomainRandCfg(enabled=False)
-        env = GetupEnv(cfg, SimCfg(num_threads=1), seed=1)
-        gx = env.state.projected_gravity[:, 0]
-        assert torch.all(gx.abs() > 0.9), gx
-        other = (torch.sign(gx) != sign[posture]).float().mean().item()
-        if expect_other is None:
-            assert 0.2 < other < 0.8, other
-        else:
-            assert other == expect_other, (mix, other)
-
-
 def test_standing_heights_match_a_mujoco_drop_of_the_model():
     env = make(1, dr=False)
     m = env.model
@@ -283,7 +265,6 @@ def test_recipe_getup_composes_the_getup_env_and_one_reward_group():
         ({"stand_fraction": 0.7, "fall_fraction": 0.6}, r"env\.getup\.stand_fraction \+ env\.getup\.fall_fraction"),
         ({"fall_joint_fraction": 1.5}, r"env\.getup\.fall_joint_fraction must lie in \[0, 1\]"),
         ({"natural_freq_hz": 0.0}, r"env\.getup\.natural_freq_hz must be > 0"),
-        ({"posture_mix": 1.5}, r"env\.getup\.posture_mix must lie in \[0, 1\]"),
     ],
 )
 def test_bad_getup_settings_are_refused_in_one_line(change, match):

@@ -231,7 +231,7 @@ def make_eval_env(
     cfg.env.obs_noise = False
     cfg.env.curriculum.enabled = False  # no pull force; β fixed below
     if "getup" in cfg.env:  # recipe=getup: every episode from the terrain's posture (HoST protocol)
-        cfg.env.getup.stand_fraction = cfg.env.getup.fall_fraction = cfg.env.getup.posture_mix = 0.0
+        cfg.env.getup.stand_fraction = cfg.env.getup.fall_fraction = 0.0
     if not domain_rand:
         cfg.env.domain_rand.enabled = False
     cfg.train.init_at_random_ep_len = False

@@ -43,11 +43,6 @@ class GetupCfg:
     """Fraction of training resets dropped from :attr:`fall_height` with a uniformly random orientation, joints and
     velocities drawn as below, then a settle of ``env.unactuated_steps``. The remaining 1 - stand - fall start from
     the terrain's HoST posture (``posture=supine|prone``); evaluation uses only those."""
-    posture_mix: float = 0.0
-    """Share of the HoST posture starts (the remaining 1 - stand - fall) that start in the other posture than
-    ``posture=`` (supine <-> prone; same height, joints and sub-terrains, only the pelvis orientation differs): 0 keeps
-    every posture start in ``posture=``, 0.5 is an even supine/prone mix. Posture-level domain randomisation
-    (prone's Kp/Kd range) follows ``posture=``. Evaluation sets it to 0."""
     fall_height: float = 0.8
     """Pelvis height of a dropped start, m."""
     fall_joint_fraction: float = 0.45
@@ -84,7 +79,7 @@ def validate_getup(cfg: GetupCfg, terrain: str, prefix: str = "env.getup") -> No
         ValueError: a fraction outside [0, 1] or summing above 1, a non-positive gain setting, or a terrain other
             than ground (the message names the key and the fix).
     """
-    for key in ("stand_fraction", "fall_fraction", "fall_joint_fraction", "posture_mix"):
+    for key in ("stand_fraction", "fall_fraction", "fall_joint_fraction"):
         value = float(getattr(cfg, key))
         if not 0.0 <= value <= 1.0:
             raise ValueError(f"{prefix}.{key} must lie in [0, 1], got {value}")

@@ -120,9 +120,6 @@ class GetupEnv(StandupEnv):
         self.pelvis_target, self.torso_target = events.standing_heights(m, pose, self._torso_body)
         """Heights of the pelvis and the torso_link origin standing in the default pose, m (the rewards' h*)."""
         self._default_q = self.default_pose[self._policy_ids]
-        other = "prone" if self.cfg.posture == "supine" else "supine"
-        self._other_posture_quat = torch.tensor(self.terrain.start_quat(other), device=self.device)
-        """(4,) pelvis orientation (w, x, y, z) of ``env.getup.posture_mix``'s starts: the other HoST posture's."""
 
     # ------------------------------------------------------------------ state and observations
     def _read_state(self) -> GetupState:
@@ -156,9 +153,6 @@ class GetupEnv(StandupEnv):
         qpos = torch.zeros(m, self.model.nq, device=dev)
         qvel = torch.zeros(m, self.model.nv, device=dev)
         sub, qpos[:, 0:3], qpos[:, 3:7] = self._starts.sample(m, self.rng)
-        if g.posture_mix > 0:  # drawn only when on, so runs without it keep their random stream
-            other = (kind == events.POSTURE) & (torch.rand(m, generator=self.rng).to(dev) < g.posture_mix)
-            qpos[other, 3:7] = self._other_posture_quat
         fall, stand = kind == events.FALL, kind == events.STAND
         k = int(fall.sum())
         if k:
