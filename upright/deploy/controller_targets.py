@@ -143,7 +143,7 @@ class TargetsMixin:
             tgt = self.target[pol].copy()  # hold the current targets
         elif mode == Mode.POLICY:
             if ee is not None:  # ee_delta: the IK step on the commanded targets, then gravity compensation
-                self.ee_ctrl = ee.step(self.ee_ctrl, a, q_pol, inputs[2]["gripper_pos"])
+                self.ee_ctrl = ee.step(self.ee_ctrl, a, q_pol, extra["gripper_pos"])
                 tgt = ee.applied(self.ee_ctrl)
             else:
                 tgt = self.policy_targets(a, q_pol, origin)
