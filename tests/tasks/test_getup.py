@@ -361,3 +361,14 @@ def test_critic_stand_flag_is_the_last_critic_column_and_clears_at_reset():
     env.reset_envs(torch.arange(2))
     env.update_observations()
     assert env.get_observations()["critic"][:, 78].tolist() == [0.0, 0.0]
+
+
+def test_an_episode_whose_clock_was_set_from_outside_never_counts_as_stood():
+    """rsl-rl sets every env's episode clock at random when learning starts: a start dropped from 0.8 m then counts as
+    actuated in mid-air. Its pelvis is above 0.7 m (read from the simulator) but the stand flag, the critic's column
+    and so the fall_after_stand penalty stay 0; after its reset the same start counts again from its settle."""
+    env = make(2, seed=0, critic_stand_flag=True, stand_fraction=0.0, fall_fraction=1.0)
+    env.episode_length_buf = torch.full((2,), 100)
+    obs, *_ = env.step(torch.zeros(2, 23))
+    assert bool((env.last_state.base_pos[:, 2] > 0.7).all()) and bool(env._actuated().all())
+    assert obs["critic"][:, 78].tolist() == [0.0, 0.0] and not bool(env.host_above.any())

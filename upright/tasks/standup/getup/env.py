@@ -221,7 +221,9 @@ class GetupEnv(StandupEnv):
         upright = state.torso_tilt_error < self.cfg.getup.success_tilt
         self.stood |= actuated & upright & (z > self.pelvis_target - STOOD_HEIGHT_MARGIN)
         self.host_fell |= self.host_above & (z < HOST_GROUND.fall_height)
-        self.host_above |= actuated & (z > HOST_GROUND.stand_height)
+        # an episode whose clock was set from outside (clock_set) has no known settle, so it cannot count as stood:
+        # a dropped start would pass 0.7 m in mid-air and then pay fall_after_stand for lying down
+        self.host_above |= actuated & ~self.clock_set & (z > HOST_GROUND.stand_height)
         self.stand_fell |= z < 0.5
         up = (self.start_kind == events.STAND) & ~self.stand_fell
         self.stand_time = torch.where(up, self.episode_length_buf.float() * self.step_dt, self.stand_time)
