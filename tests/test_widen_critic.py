@@ -12,7 +12,7 @@ CHECKPOINT = ROOT / "checkpoints" / "g1_getup_ws_s2" / "model_825.pt"
 """The committed get-up policy's training checkpoint (critic 78 inputs, separate critic optimizer group)."""
 
 
-def _runner(*overrides: str):
+def _runner(*overrides: str, critic_lr: bool = True):
     from hydra import compose, initialize
 
     from upright.conf import register_configs
@@ -29,7 +29,7 @@ def _runner(*overrides: str):
                 "recipe=getup",
                 "env.num_envs=4",
                 "sim.num_threads=1",
-                "train.critic_learning_rate=1e-3",
+                *(["train.critic_learning_rate=1e-3"] if critic_lr else []),
                 *overrides,
             ],
         )
@@ -83,3 +83,47 @@ def test_bad_input_is_one_line(tmp_path):
     with pytest.raises(ValueError, match="no critic_state_dict"):
         widen_critic_input({"actor_state_dict": {}}, 1)
     assert not (tmp_path / "out.pt").exists()
+
+
+def test_a_one_group_optimizer_is_widened_and_a_wider_checkpoint_is_refused_in_a_run_without_the_flag(tmp_path):
+    """Without ``train.critic_learning_rate`` the critic's weights are the last of rsl-rl's one optimizer group; their
+    Adam moments (after a real step) are widened there. Loading the widened file into a run without the flag fails in
+    one line that names the setting."""
+    from upright.training.widen_critic import widen_critic_input
+
+    runner, env = _runner(critic_lr=False)
+    try:
+        alg = runner.alg
+        assert [g.get("upright_group", "main") for g in alg.optimizer.param_groups] == ["main"]
+        obs = env.get_observations()
+        (alg.critic(obs).sum() + alg.actor(obs).sum()).backward()
+        alg.optimizer.step()
+        ckpt = {
+            "actor_state_dict": alg.actor.state_dict(),
+            "critic_state_dict": alg.critic.state_dict(),
+            "optimizer_state_dict": alg.optimizer.state_dict(),
+            "iter": 0,
+            "infos": {"completed_iterations": 1},
+        }
+        wide = widen_critic_input(ckpt, 1)
+        first = next(iter(alg.critic.mlp.parameters()))
+        pid = [id(p) for p in alg.optimizer.param_groups[0]["params"]].index(id(first))
+        moments = wide["optimizer_state_dict"]["state"][pid]
+        assert moments["exp_avg"].shape == (512, 79) and torch.count_nonzero(moments["exp_avg"][:, 78]) == 0
+        assert torch.count_nonzero(moments["exp_avg"][:, :78]) > 0
+        assert ckpt["critic_state_dict"]["mlp.0.0.weight"].shape == (512, 78)  # the input is not modified
+        path = tmp_path / "model_0.pt"
+        torch.save(wide, path)
+        with pytest.raises(ValueError, match=r"takes 79 observation columns but this run gives it 78: .*critic_stand"):
+            runner.load(str(path))
+    finally:
+        env.close()
+    flagged, env = _runner("env.getup.critic_stand_flag=true", critic_lr=False)
+    try:
+        flagged.load(str(path))
+        assert flagged.alg.optimizer.state[next(iter(flagged.alg.critic.mlp.parameters()))]["exp_avg"].shape == (
+            512,
+            79,
+        )
+    finally:
+        env.close()

@@ -102,7 +102,7 @@ class MultiCriticModel(MLPModel):
 
         Raises:
             ValueError: the checkpoint has separate critics and this model a shared trunk, or the reverse; or its
-                critic takes fewer observation columns than this run gives it.
+                critic takes another number of observation columns than this run gives it.
         """
         saved_shared = not any(k.startswith("mlp.0.0.") for k in state_dict) and any(
             k.startswith("mlp.") for k in state_dict
@@ -123,6 +123,11 @@ class MultiCriticModel(MLPModel):
                 f"The checkpoint's critic takes {have} observation columns but this run gives it {want}: "
                 f"widen it with python -m upright.training.widen_critic IN.pt OUT.pt --extra {want - have}, "
                 "then resume OUT.pt's folder, or drop the setting that added critic observations."
+            )
+        if have > want:
+            raise ValueError(
+                f"The checkpoint's critic takes {have} observation columns but this run gives it {want}: it was "
+                "trained with more critic observations (e.g. env.getup.critic_stand_flag=true); set them as it was."
             )
         return super().load_state_dict(state_dict, strict=strict, assign=assign)
 

@@ -7,13 +7,19 @@ checkpoint so that it loads and the critic computes exactly what it computed bef
 - each critic head's first ``Linear`` weight (H, D) gets ``extra`` zero columns (H, D + extra);
 - the critic's observation normaliser gets mean 0, variance 1 and std 1 for the new columns, so they enter the
   network raw (its sample count is kept: the new columns' statistics then move as slowly as the old ones);
-- the Adam moments of those weights (optimizer group ``critic``) get zero columns, as a fresh parameter has.
+- the Adam moments of those weights get zero columns. They keep the group's step count, so Adam's bias correction
+  is about 1 for them and their first updates are a few times the learning rate in size (a fresh parameter's are
+  about 1x); the critic's other weights continue as they were.
 
 The actor, the other optimizer state, the iteration and the env state are copied unchanged. Usage::
 
-    python -m upright.training.widen_critic IN.pt OUT.pt --extra 1
+    python -m upright.training.widen_critic RUN/model_925.pt NEW/model_925.pt --extra 1
+    cp RUN/config_*.yaml NEW/
+    python train.py <the run's settings> env.getup.critic_stand_flag=true resume=NEW
 
-then ``resume=`` the folder holding ``OUT.pt`` with the setting that adds the columns.
+The resumed run writes its own ``config_<iteration>.yaml`` with the new setting, which evaluation and export of its
+later checkpoints read; the widened file itself pairs with no config (evaluate the original instead: the actor is
+the same).
 """
 
 from __future__ import annotations
@@ -30,6 +36,8 @@ FIRST_LAYER = re.compile(r"mlp\.(\d+\.)?0\.weight")
 for separate critics)."""
 
 NORMALIZER = "obs_normalizer."
+"""Prefix of the critic's observation-normaliser buffers (rsl-rl ``EmpiricalNormalization``: ``_mean``, ``_var``,
+``_std`` of shape (1, D), ``count``)."""
 
 
 def widen_critic_input(checkpoint: dict, extra: int) -> dict:
@@ -78,28 +86,43 @@ def widen_critic_input(checkpoint: dict, extra: int) -> dict:
 
 
 def _widen_moments(optimizer: dict, critic: dict, firsts: list[str], old_shapes: dict, extra: int) -> None:
-    """Append zero columns to the Adam moments of the critic's first-layer weights, in place."""
-    groups = [g for g in optimizer["param_groups"] if g.get("upright_group") == "critic"]
+    """Append zero columns to every Adam moment (``exp_avg``, ``exp_avg_sq``, ``max_exp_avg_sq``) of the critic's
+    first-layer weights, in place.
+
+    The critic's parameters are the ``critic`` group (``train.critic_learning_rate``), or else the last ones of the
+    first group: rsl-rl orders them after the actor's (:func:`upright.training.std_learning_rate.group_layout`).
+
+    Raises:
+        ValueError: the optimizer holds fewer parameters than the critic, or a moment's shape is not its weight's.
+    """
     params = [k for k in critic if not k.startswith(NORMALIZER)]
-    if len(groups) != 1 or len(groups[0]["params"]) != len(params):
+    groups = optimizer["param_groups"]
+    named = [g for g in groups if g.get("upright_group") == "critic"]
+    ids = list(named[0]["params"]) if named else list(groups[0]["params"])[-len(params) :]
+    if len(ids) != len(params):
         raise ValueError(
-            "widen_critic: the checkpoint's optimizer has no separate critic group matching the critic's parameters "
-            "(it was trained without train.critic_learning_rate); resume it with a fresh optimizer instead"
+            f"widen_critic: the optimizer's critic parameters ({len(ids)}) do not match the critic's ({len(params)}); "
+            "is this a checkpoint of this project's PPO?"
         )
-    ids = dict(zip(params, groups[0]["params"]))
+    by_name = dict(zip(params, ids))
     for k in firsts:
-        state = optimizer["state"].get(ids[k], {})
-        for name in ("exp_avg", "exp_avg_sq"):
-            if name in state:
-                m = state[name]
-                if tuple(m.shape) != old_shapes[k]:
-                    raise ValueError(
-                        f"widen_critic: Adam {name} of {k} has shape {tuple(m.shape)}, expected {old_shapes[k]}"
-                    )
-                state[name] = torch.cat([m, m.new_zeros(m.shape[0], extra)], dim=1)
+        state = optimizer["state"].get(by_name[k], {})
+        for name, m in list(state.items()):
+            if not torch.is_tensor(m) or m.dim() == 0:
+                continue  # the step count
+            if tuple(m.shape) != old_shapes[k]:
+                got = tuple(m.shape)
+                raise ValueError(f"widen_critic: Adam {name} of {k} has shape {got}, expected {old_shapes[k]}")
+            state[name] = torch.cat([m, m.new_zeros(m.shape[0], extra)], dim=1)
 
 
 def main(argv: list[str] | None = None) -> None:
+    """The command line (module docstring).
+
+    Raises:
+        SystemExit: a missing source, ``dst`` equal to ``src``, or a checkpoint :func:`widen_critic_input` refuses
+            (one line naming the fix).
+    """
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("src", type=pathlib.Path, help="checkpoint to widen (model_K.pt)")
     parser.add_argument("dst", type=pathlib.Path, help="where to write the widened checkpoint")
@@ -121,6 +144,7 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def _width(checkpoint: dict) -> int:
+    """Input width of the critic of ``checkpoint`` (its first layer's columns)."""
     critic = checkpoint["critic_state_dict"]
     return int(next(critic[k].shape[1] for k in critic if FIRST_LAYER.fullmatch(k)))
 
