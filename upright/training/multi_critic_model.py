@@ -101,8 +101,7 @@ class MultiCriticModel(MLPModel):
         """``nn.Module.load_state_dict``, with a clear error when the checkpoint's critic layout differs.
 
         Raises:
-            ValueError: the checkpoint has separate critics and this model a shared trunk, or the reverse; or its
-                critic takes another number of observation columns than this run gives it.
+            ValueError: the checkpoint has separate critics and this model a shared trunk, or the reverse.
         """
         saved_shared = not any(k.startswith("mlp.0.0.") for k in state_dict) and any(
             k.startswith("mlp.") for k in state_dict
@@ -114,20 +113,6 @@ class MultiCriticModel(MLPModel):
             raise ValueError(
                 f"The checkpoint's critic has {have} but this run builds {want}: set "
                 f"train.critic_shared_trunk={str(saved_shared).lower()} to resume it, or start a new run."
-            )
-        first = next((v for k, v in state_dict.items() if k in ("mlp.0.weight", "mlp.0.0.weight")), None)
-        want = self._get_latent_dim()
-        have = int(first.shape[1]) if first is not None and first.dim() == 2 else want
-        if have < want:
-            raise ValueError(
-                f"The checkpoint's critic takes {have} observation columns but this run gives it {want}: "
-                f"widen it with python -m upright.training.widen_critic IN.pt OUT.pt --extra {want - have}, "
-                "then resume OUT.pt's folder, or drop the setting that added critic observations."
-            )
-        if have > want:
-            raise ValueError(
-                f"The checkpoint's critic takes {have} observation columns but this run gives it {want}: it was "
-                "trained with more critic observations (e.g. env.getup.critic_stand_flag=true); set them as it was."
             )
         return super().load_state_dict(state_dict, strict=strict, assign=assign)
 

@@ -30,13 +30,6 @@ class GetupRewardWeights:
     self_collision: float = -0.1
     """1 when a self-contact pushes harder than :attr:`GetupCfg.self_collision_force` at the env step's last
     physics substep (mjlab counts the substeps of the step with one, 0..4)."""
-    fall_after_stand: float = 0.0
-    """1 at each env step whose pelvis is below HoST's fall height (0.5 m) after it passed HoST's standing height
-    (0.7 m) at an actuated step earlier in the episode: the moments that fail HoST's success criterion (HoST
-    ``scripts/eval``; :data:`upright.tasks.standup.metrics.SUCCESS_CRITERIA` ``ground``). Not in mjlab_playground
-    (0 there and by default): an upright term, added on 2026-11-27 because the get-up policy's failures are falls
-    after it stood, from which it gets up again (``docs/experiments/2026-11-27_getup_falls_after_standing.md``).
-    Pair it with :attr:`GetupCfg.critic_stand_flag`, without which the critic cannot predict it."""
 
 
 @dataclass
@@ -75,11 +68,6 @@ class GetupCfg:
     success_tilt: float = 0.05
     """Training metric ``Metrics/stood``: torso tilt error |g_torso - (0, 0, -1)|² below this (12.8°) with the
     pelvis within 2 cm of its standing height, at any step of the episode (mjlab_playground ``getup_success``)."""
-    critic_stand_flag: bool = False
-    """Append one critic input: 1 once the pelvis has passed HoST's standing height (0.7 m) at an actuated step of
-    this episode, else 0 (simulator state; the actor is unchanged). The ``fall_after_stand`` term depends on it, so
-    without it that reward is not a function of what the critic sees. The critic's input grows from 78 to 79; a
-    checkpoint trained without it resumes after ``python -m upright.training.widen_critic``."""
     rewards: GetupRewardWeights = field(default_factory=GetupRewardWeights)
     """Reward weights."""
 

@@ -32,7 +32,7 @@ from upright.tasks.standup.getup import events
 from upright.tasks.standup.getup.actions import getup_robot_info, set_actuator_gains
 from upright.tasks.standup.getup.config import validate_getup
 from upright.tasks.standup.getup.observations import ACTOR_TERMS, CRITIC_TERMS, OBS_CLIP, GetupState
-from upright.tasks.standup.getup.rewards import GROUP, HOST_GROUND, getup_reward_terms
+from upright.tasks.standup.getup.rewards import GROUP, getup_reward_terms
 from upright.tasks.standup.scene import standup_spec
 
 STOOD_HEIGHT_MARGIN = 0.02
@@ -80,7 +80,6 @@ class GetupEnv(StandupEnv):
         """(N,) seconds a standing start has kept its pelvis above 0.5 m so far (frozen at its first fall)."""
         self.stand_fell = torch.zeros(n, dtype=torch.bool, device=device)
         self.host_above = torch.zeros(n, dtype=torch.bool, device=device)
-        """(N,) the pelvis has passed HoST's standing height (0.7 m) at an actuated step of this episode."""
         self.host_fell = torch.zeros(n, dtype=torch.bool, device=device)
         super().__init__(cfg, sim_cfg, device, seed)
 
@@ -133,12 +132,10 @@ class GetupEnv(StandupEnv):
             q_encoder=base.q + self.encoder_bias,
             default_q=self._default_q,
             self_collision_force=data[:, self._self_force].norm(dim=1),
-            passed_stand_height=self.host_above.clone(),
         )
 
     def _observation_manager(self) -> FrameObservations:
-        """Actor (N, 75) and critic (N, 78, or 79 with ``env.getup.critic_stand_flag``) observations: one frame each
-        (:mod:`.observations`)."""
+        """Actor (N, 75) and critic (N, 78) observations: one frame each (:mod:`.observations`)."""
         return FrameObservations({"actor": actor_frame, "critic": critic_frame})
 
     # ------------------------------------------------------------------ resets
@@ -220,10 +217,8 @@ class GetupEnv(StandupEnv):
         self.peak_pelvis = torch.where(actuated, torch.maximum(self.peak_pelvis, z), self.peak_pelvis)
         upright = state.torso_tilt_error < self.cfg.getup.success_tilt
         self.stood |= actuated & upright & (z > self.pelvis_target - STOOD_HEIGHT_MARGIN)
-        self.host_fell |= self.host_above & (z < HOST_GROUND.fall_height)
-        # an episode whose clock was set from outside (clock_set) has no known settle, so it cannot count as stood:
-        # a dropped start would pass 0.7 m in mid-air and then pay fall_after_stand for lying down
-        self.host_above |= actuated & ~self.clock_set & (z > HOST_GROUND.stand_height)
+        self.host_fell |= self.host_above & (z < 0.5)
+        self.host_above |= actuated & (z > 0.7)
         self.stand_fell |= z < 0.5
         up = (self.start_kind == events.STAND) & ~self.stand_fell
         self.stand_time = torch.where(up, self.episode_length_buf.float() * self.step_dt, self.stand_time)
@@ -247,9 +242,5 @@ def actor_frame(env: GetupEnv) -> torch.Tensor:
 
 
 def critic_frame(env: GetupEnv) -> torch.Tensor:
-    """(N, 78) critic frame: the simulator's state, no noise; (N, 79) with ``env.getup.critic_stand_flag``, whose last
-    column is 1.0 where the episode's pelvis has passed 0.7 m (:attr:`GetupEnv.host_above`, current after resets)."""
-    frame = compute_frame(CRITIC_TERMS, env.state, 0.0, None, OBS_CLIP)
-    if env.cfg.getup.critic_stand_flag:
-        frame = torch.cat([frame, env.host_above.float().unsqueeze(1)], dim=1)
-    return frame
+    """(N, 78) critic frame: the simulator's state, no noise."""
+    return compute_frame(CRITIC_TERMS, env.state, 0.0, None, OBS_CLIP)

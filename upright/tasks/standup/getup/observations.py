@@ -44,9 +44,6 @@ class GetupState(StandupState):
     self_collision_force: torch.Tensor
     """(N,) largest self-contact force magnitude at the last physics substep, N (``contact`` sensor
     ``self_collision``: the pelvis subtree against itself)."""
-    passed_stand_height: torch.Tensor
-    """(N,) bool: the pelvis passed HoST's ground standing height (0.7 m) at an actuated step before this one in the
-    episode (simulator state, rewards only)."""
 
     def as_measured(self) -> GetupState:
         """This state with ``q`` as the encoders report it (``q_encoder``): what the actor observes."""

@@ -16,11 +16,7 @@ from upright.managers.reward import RewardGroup, RewardTerm
 from upright.robots.g1 import POLICY_JOINT_NAMES
 from upright.tasks.standup.getup.config import GetupCfg
 from upright.tasks.standup.getup.observations import GetupState
-from upright.tasks.standup.metrics import SUCCESS_CRITERIA
 from upright.tasks.standup.rewards.regularization import joint_pos_limits
-
-HOST_GROUND = SUCCESS_CRITERIA["ground"]
-"""HoST's ground success criterion (stand 0.7 m, fall 0.5 m, pelvis z): the fall-after-stand term's heights."""
 
 GROUP = RewardGroup("getup")
 """The single reward group (one critic): sum of ``weight · dt · term``."""
@@ -92,12 +88,6 @@ def self_collision(state: GetupState, force: float) -> torch.Tensor:
     return (state.self_collision_force > force).float()
 
 
-def fall_after_stand(state: GetupState, fall_height: float) -> torch.Tensor:
-    """1 where the pelvis is below ``fall_height`` (m) after it passed the standing height earlier in the episode
-    (:attr:`GetupState.passed_stand_height`), else 0. (N,)."""
-    return (state.passed_stand_height & (state.base_pos[:, 2] < fall_height)).float()
-
-
 def getup_reward_terms(cfg: GetupCfg, torso_target: float, pelvis_target: float) -> list[RewardTerm]:
     """The get-up terms with ``cfg.rewards`` weights, all in :data:`GROUP`.
 
@@ -118,7 +108,4 @@ def getup_reward_terms(cfg: GetupCfg, torso_target: float, pelvis_target: float)
         ),
         RewardTerm("joint_limits", joint_pos_limits, g, w.joint_limits),
         RewardTerm("self_collision", self_collision, g, w.self_collision, {"force": float(cfg.self_collision_force)}),
-        RewardTerm(
-            "fall_after_stand", fall_after_stand, g, w.fall_after_stand, {"fall_height": HOST_GROUND.fall_height}
-        ),
     ]
