@@ -322,7 +322,7 @@ def main(argv: list[str] | None = None) -> None:
     note += (
         f" Mean peak height ({height}): {ours[PEAK]:.3f} m. Mean final head height above the feet: "
         f"{ours[FINAL_HEAD]:.3f} m. Fell again after standing: {ours[FELL]:.1f} % of episodes; never stood: "
-        f"{100.0 - ours['E_succ'] - ours[FELL]:.1f} %."
+        f"{max(0.0, 100.0 - ours['E_succ'] - ours[FELL]):.1f} %."  # max: no "-0.0" from rounding
     )
     md = table_markdown(args.terrain, ours, args.episodes, note)
     print(md)
