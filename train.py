@@ -27,7 +27,7 @@ register_configs()
 def main(cfg: DictConfig) -> None:
     from upright.robots.menagerie import ModelNotFoundError
     from upright.sim import BackendUnsupportedError
-    from upright.training.train_loop import train
+    from upright.training.train_loop import ResumeMismatchError, train
 
     residual_setup = None
     if cfg.get("policy") is not None and cfg.policy.get("base"):  # residual RL: the VLA floor's setup
@@ -42,8 +42,9 @@ def main(cfg: DictConfig) -> None:
         train(cfg, residual_setup=residual_setup)
     except KeyboardInterrupt:
         sys.exit(130)
-    except (ModelNotFoundError, FileExistsError, BackendUnsupportedError) as err:  # no robot model; run.name of a run
-        # that has checkpoints; a model the chosen sim.backend cannot run
+    except (ModelNotFoundError, FileExistsError, BackendUnsupportedError, ResumeMismatchError) as err:  # no robot
+        # model; run.name of a run that has checkpoints; a model the chosen sim.backend cannot run; a resume= checkpoint
+        # of another network layout
         print(f"error: {' '.join(str(err).split())}", file=sys.stderr, flush=True)
         sys.exit(2)
 

@@ -389,3 +389,22 @@ def test_getup_recipe_passes_gymnasiums_checker_and_reseeds_like_a_fresh_env():
     env.close()
     with pytest.raises(ValueError, match="valid: getup, host"):
         gymnasium.make(ID, recipe="cartesian")
+
+
+def test_getup_recipe_with_an_actor_history_stacks_frames_up_to_the_final_observation():
+    """``overrides={"getup.actor_history": 3}``: a (225,) observation, frames oldest first; the final observation at
+    the time limit is the previous observation's last two frames and the unreset state's frame."""
+    env = gymnasium.make(ID, recipe="getup", overrides={"episode_length_s": 0.3, "getup.actor_history": 3})
+    check_env(env.unwrapped, skip_render_check=True)
+    assert env.observation_space.shape == (225,)
+    obs, _ = env.reset(seed=5)
+    np.testing.assert_array_equal(obs[:75], obs[150:])  # the first frame fills the history
+    for a in torch.rand(20, 23) * 2 - 1:
+        prev = obs
+        obs, _, terminated, truncated, _ = env.step(a.numpy())
+        assert obs.shape == (225,)
+        np.testing.assert_array_equal(obs[:150], prev[75:])  # shifted by one frame, also in the final observation
+        if terminated or truncated:
+            break
+    assert truncated
+    env.close()

@@ -144,6 +144,7 @@ def test_deploy_refuses_a_file_missing_any_key_with_one_line_naming_the_fix(tmp_
     ("change", "message"),
     [
         ({"history_layout": "terms_oldest_first"}, "history_layout 'terms_oldest_first' is not supported"),
+        ({"observation_history_start": "last_frame"}, "observation_history_start 'last_frame' is not supported"),
         ({"privileged_inputs": ["pull_force"]}, "inputs a robot does not provide"),
         ({"upright_metadata_version": "1"}, "metadata version '1'.*python -m upright.training.export"),
     ],

@@ -135,3 +135,45 @@ def test_a_getup_policy_file_gives_the_daemon_the_getup_actors_observation(tmp_p
                 np.testing.assert_allclose(frame, obs["actor"][i].numpy(), atol=1e-6, rtol=0)
     finally:
         env.close()
+
+
+def test_a_getup_policy_with_history_gives_the_daemon_the_stacked_actor_input(tmp_path):
+    """``env.getup.actor_history=3``: the file says 3 frames and ``first_frame``; the daemon, reset at the episode's
+    start and pushed once per tick, rebuilds the env's (1, 3·75) actor input to 1e-6, the first frame filling every
+    slot and later frames shifting in oldest first."""
+    from deploy_testlib import write_linear_policy
+
+    from upright.tasks.registry import policy_metadata
+    from upright.tasks.standup.getup.env import GetupEnv
+    from upright.tasks.standup.randomization import DomainRandCfg
+
+    cfg = StandupEnvCfg(num_envs=2, mdp="getup", obs_noise=False, domain_rand=DomainRandCfg(enabled=False))
+    cfg.curriculum.enabled, cfg.curriculum.beta_init = False, 0.6
+    cfg.getup.stand_fraction, cfg.getup.fall_fraction, cfg.getup.actor_history = 0.5, 0.5, 3
+    env = GetupEnv(cfg, SimCfg(num_threads=1), seed=3)
+    try:
+        meta = policy_metadata("standup", env)
+        assert meta["observation_history_length"] == 3 and meta["observation_history_start"] == "first_frame"
+        path = write_linear_policy(tmp_path / "getup_h3.onnx", 3 * 75, 23, meta, gain=0.003)
+        spec = load_policy_spec(path, g1_29dof())
+        assert spec.history_length == 3 and spec.obs_dim == 225
+        builders = [ObservationBuilder(spec) for _ in range(2)]
+        obs, _ = env.reset()
+        gen = torch.Generator().manual_seed(0)
+        frames: list[list[np.ndarray]] = [[], []]
+        for step in range(7):
+            s = env.state
+            for i, builder in enumerate(builders):
+                if step == 0:
+                    builder.reset()
+                args = (s.q[i], s.dq[i], s.base_ang_vel[i], s.base_quat[i], s.action[i])
+                frame = builder.frame(*(a.numpy() for a in args))
+                frames[i].append(frame)
+                flat = builder.push(frame)
+                np.testing.assert_allclose(flat[0], obs["actor"][i].numpy(), atol=1e-6, rtol=0)
+                expected = [frames[i][max(0, len(frames[i]) - 3 + k)] for k in range(3)]
+                np.testing.assert_array_equal(flat[0], np.concatenate(expected))
+            obs, _, dones, _ = env.step(torch.randn(2, 23, generator=gen) * 0.5)
+            assert not dones.any()
+    finally:
+        env.close()

@@ -16,7 +16,13 @@ from upright.managers.curriculum import (
     raise_on_success,
 )
 from upright.managers.episode import EpisodeStats
-from upright.managers.observation import ObservationHistory, ObservationTerm, compute_frame, term_dims
+from upright.managers.observation import (
+    FrameObservations,
+    ObservationHistory,
+    ObservationTerm,
+    compute_frame,
+    term_dims,
+)
 from upright.managers.randomization import ActionDelay, FieldTarget, ModelFieldRandomizer, ModelFieldTerm
 from upright.managers.reward import RewardGroup, RewardManager, RewardTerm
 from upright.sim.native import NativeSim
@@ -62,6 +68,33 @@ def test_history_is_oldest_first_and_resets_per_env():
     torch.testing.assert_close(h.flat()[0], torch.full((3,), 7.0))
     with pytest.raises(ValueError):
         ObservationHistory(1, 1, length=0)
+
+
+def test_frame_groups_keep_their_own_history_and_restart_with_the_first_frame():
+    class Env:
+        t = 0.0
+
+    env = Env()
+    obs = FrameObservations(
+        {"actor": lambda e: torch.full((2, 1), e.t), "critic": lambda e: torch.full((2, 2), -e.t)},
+        history={"actor": 3},
+        num_envs=2,
+    )
+    obs.update(env)  # the first frame fills the history
+    torch.testing.assert_close(obs.get()["actor"], torch.zeros(2, 3))
+    for t in (1.0, 2.0):
+        env.t = t
+        obs.update(env)
+    torch.testing.assert_close(obs.get()["actor"], torch.tensor([[0.0, 1.0, 2.0], [0.0, 1.0, 2.0]]))
+    assert obs.get()["critic"].shape == (2, 2)  # one frame, no history
+    obs.restart(torch.tensor([1]))
+    env.t = 3.0
+    obs.update(env)
+    torch.testing.assert_close(obs.get()["actor"], torch.tensor([[1.0, 2.0, 3.0], [3.0, 3.0, 3.0]]))
+    with pytest.raises(ValueError, match="unknown groups"):
+        FrameObservations({"actor": lambda e: None}, history={"policy": 2}, num_envs=1)
+    with pytest.raises(ValueError, match="must be >= 1 frame"):
+        FrameObservations({"actor": lambda e: None}, history={"actor": 0}, num_envs=1)
 
 
 # --- reward -----------------------------------------------------------------------------------------------

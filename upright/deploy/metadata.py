@@ -36,6 +36,7 @@ from upright.policy_io.obs_terms import TRACKED_TERMS, terms_for
 from upright.policy_io.schema import (
     EE_DELTA_ACTION_MODE,
     HISTORY_LAYOUT,
+    HISTORY_STARTS,
     METADATA_VERSION,
     MLP_ACTION_MODES,
     REEXPORT_HINT,
@@ -104,6 +105,11 @@ def load_policy_spec(
     order = meta.get("observation_history_order", "oldest_first")
     if order != "oldest_first":
         raise PolicyMetadataError(f"{path}: observation_history_order {order!r} is not supported")
+    start = meta.get("observation_history_start", "zeros")
+    if start not in HISTORY_STARTS:
+        raise PolicyMetadataError(
+            f"{path}: observation_history_start {start!r} is not supported (one of {list(HISTORY_STARTS)})"
+        )
 
     joints = tuple(str(j) for j in meta["joint_names"])
     n = len(joints)

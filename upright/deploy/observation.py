@@ -6,12 +6,15 @@ are filled from the robot's readings; float32 throughout, as the env's frames. N
 come from the policy file (:class:`~upright.policy_io.spec.PolicySpec`), so a file is the contract even if the
 defaults change later. numpy only: no torch, no task module (the robot computer's slim install runs this).
 
-History (POLICY mode). The env zeroes every observation frame while a robot is unactuated and
+History (POLICY mode). HoST's env zeroes every observation frame while a robot is unactuated and
 keeps the last ``H`` frames, oldest first, so its first actuated step sees ``H - 1`` zero frames
 then the current frame, with ``last_action`` = 0. :meth:`ObservationBuilder.reset` followed by
 :meth:`ObservationBuilder.push` reproduces exactly that: the daemon resets the history when it
-enters POLICY from HOLD. While HUMAN or PAUSED the daemon keeps pushing frames (with the executed
-action as ``last_action``), so a policy resumed after an intervention sees what really happened.
+enters POLICY from HOLD. A file whose ``observation_history_start`` is ``first_frame`` (the get-up
+recipe's env: the first frame after a reset fills every slot) gets that instead: the first push after
+:meth:`ObservationBuilder.reset` fills the history. While HUMAN or PAUSED the daemon keeps pushing
+frames (with the executed action as ``last_action``), so a policy resumed after an intervention sees
+what really happened.
 """
 
 from __future__ import annotations
@@ -66,6 +69,9 @@ class ObservationBuilder:
         self.state = NeutralReading(spec.num_joints, spec.action_scale, spec.num_actions)
         self.history = np.zeros((spec.history_length, spec.frame_dim), np.float32)
         self._flat = self.history.reshape(1, -1)
+        self._fill_first = spec.metadata.get("observation_history_start", "zeros") == "first_frame"
+        """The first push after a reset fills every slot (``observation_history_start = first_frame``)."""
+        self._restarted = True
 
     def frame(
         self,
@@ -107,11 +113,18 @@ class ObservationBuilder:
         return out[0]
 
     def reset(self) -> None:
-        """Zero the history (as the env's unactuated frames)."""
+        """Zero the history (as HoST's env's unactuated frames); with ``observation_history_start = first_frame`` the
+        next :meth:`push` fills it instead."""
         self.history.fill(0.0)
+        self._restarted = True
 
     def push(self, frame: np.ndarray) -> np.ndarray:
-        """Append ``frame`` (dropping the oldest) and return the (1, H·D) float32 policy input (a view)."""
-        self.history[:-1] = self.history[1:]
-        self.history[-1] = frame
+        """Append ``frame`` (dropping the oldest; filling every slot if it is the first after a reset and the file
+        says ``first_frame``) and return the (1, H·D) float32 policy input (a view)."""
+        if self._fill_first and self._restarted:
+            self.history[:] = frame
+        else:
+            self.history[:-1] = self.history[1:]
+            self.history[-1] = frame
+        self._restarted = False
         return self._flat

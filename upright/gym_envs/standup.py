@@ -17,7 +17,7 @@ get-up MDP, ``train.py``'s default since 2026-11-27):
   (500 steps of 0.02 s).
 
 ``recipe="getup"`` gives the get-up MDP of ``train.py recipe=getup`` (:mod:`upright.tasks.standup.getup`): a (75,)
-observation of one frame, actions PD targets q + 0.6·a, one reward group (``getup``), 6 s episodes that start standing
+observation of one frame (H·75 with ``overrides={"getup.actor_history": H}``, oldest first), actions PD targets q + 0.6·a, one reward group (``getup``), 6 s episodes that start standing
 or dropped (or, with ``overrides={"getup.stand_fraction": 0, "getup.fall_fraction": 0}``, from the posture).
 """
 
@@ -106,7 +106,8 @@ class StandupTask(BatchedTask):
         if self.getup:
             from upright.tasks.standup.getup import observations as gobs
 
-            return -gobs.OBS_CLIP, gobs.OBS_CLIP, sum(gobs.observation_dims(int(self.env.num_actions)))
+            frame = sum(gobs.observation_dims(int(self.env.num_actions)))
+            return -gobs.OBS_CLIP, gobs.OBS_CLIP, int(self.cfg.getup.actor_history) * frame
         from upright.tasks.standup.observations import HISTORY_LENGTH, OBS_CLIP
 
         return -OBS_CLIP, OBS_CLIP, HISTORY_LENGTH * int(self.env.num_obs_per_step)
@@ -143,11 +144,13 @@ class StandupTask(BatchedTask):
         env = self.env
         state = env.last_state
         scale = env.randomizer.obs_noise_scale(bool(env.cfg.obs_noise))
-        if self.getup:  # one frame, no history: the actor's terms on the state before the reset
+        if self.getup:  # the actor's terms on the state before the reset, after the previous H - 1 frames
             from upright.managers.observation import compute_frame
             from upright.tasks.standup.getup import observations as gobs
 
-            return compute_frame(gobs.ACTOR_TERMS, state.as_measured(), scale, self._final_rng, gobs.OBS_CLIP)[done]
+            frame = compute_frame(gobs.ACTOR_TERMS, state.as_measured(), scale, self._final_rng, gobs.OBS_CLIP)
+            history = before.view(before.shape[0], int(self.cfg.getup.actor_history), -1)
+            return torch.cat([history[done, 1:], frame[done].unsqueeze(1)], dim=1).flatten(1)
         frame = observation_frame(state, state.episode_step < env.cfg.unactuated_steps, scale, self._final_rng)
         history = before.view(before.shape[0], HISTORY_LENGTH, -1)
         return torch.cat([history[done, 1:], frame[done].unsqueeze(1)], dim=1).flatten(1)

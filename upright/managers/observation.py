@@ -101,10 +101,27 @@ class ObservationHistory:
         self.length = length
         self.buffer = torch.zeros(num_envs, length, frame_dim, device=device)
         """(N, H, D) float32 frames, oldest first."""
+        self.restarted = torch.zeros(num_envs, dtype=torch.bool, device=device)
+        """(N,) envs whose next pushed frame fills every slot (:meth:`restart`)."""
+        self._any_restarted = False  # a host-side flag: no device sync on pushes without a restart
 
     def push(self, frame: torch.Tensor) -> None:
-        """Append an (N, D) frame, dropping the oldest."""
+        """Append an (N, D) frame, dropping the oldest; in envs marked by :meth:`restart`, every slot becomes it."""
         self.buffer = torch.cat([self.buffer[:, 1:], frame.unsqueeze(1)], dim=1)
+        if self._any_restarted:
+            fill = self.restarted[:, None, None]
+            self.buffer = torch.where(fill, frame.unsqueeze(1).expand(-1, self.length, -1), self.buffer)
+            self.restarted.zero_()
+            self._any_restarted = False
+
+    def restart(self, env_ids: torch.Tensor | None = None) -> None:
+        """Start the history of ``env_ids`` (M,; None: every env) afresh: the next pushed frame fills all H slots
+        (mjlab's history buffers after a reset; the deploy daemon's ``observation_history_start = first_frame``)."""
+        if env_ids is None:
+            self.restarted.fill_(True)
+        else:
+            self.restarted[env_ids] = True
+        self._any_restarted = True
 
     def reset(self, env_ids: torch.Tensor, frame: torch.Tensor | None = None) -> None:
         """Clear the history of ``env_ids`` (M,): zeros, or every slot set to ``frame`` (M, D) when given."""
@@ -144,21 +161,63 @@ class HistoryObservations:
 
 
 class FrameObservations:
-    """Observation groups of one frame each, no history (the get-up recipe's actor and critic).
+    """Observation groups of their own frames (the get-up recipe's actor and critic), each with its own history.
 
     Args:
         frames: group name -> ``frame(env)`` -> (N, D_g) float32, computed in this order at each update (the order
             fixes the draws of the env's noise generator).
+        history: group name -> frames H_g kept for it (oldest first, :class:`ObservationHistory`); a group not
+            named has one frame, no history.
+        num_envs: N (needed when ``history`` names a group).
+        device: torch device of the histories.
+
+    Raises:
+        ValueError: a history length < 1, or one for a group that is not in ``frames``.
     """
 
-    def __init__(self, frames: dict[str, Callable[[Any], torch.Tensor]]):
+    def __init__(
+        self,
+        frames: dict[str, Callable[[Any], torch.Tensor]],
+        history: dict[str, int] | None = None,
+        num_envs: int = 0,
+        device: torch.device | str = "cpu",
+    ):
         self.frames = dict(frames)
         self.values: dict[str, torch.Tensor] = {}
+        unknown = sorted(set(history or {}) - set(self.frames))
+        if unknown:
+            raise ValueError(f"observation history for unknown groups {unknown}; groups are {sorted(self.frames)}")
+        self.history_length = {g: int(h) for g, h in (history or {}).items()}
+        for g, h in self.history_length.items():
+            if h < 1:
+                raise ValueError(f"observation history of group '{g}' must be >= 1 frame, got {h}")
+        self.histories: dict[str, ObservationHistory] = {}
+        """Group -> its history, created at the first :meth:`update` (the frame width is known then)."""
+        self._num_envs, self._device = int(num_envs), device
+        self._pending: list[torch.Tensor] = []
 
     def update(self, env: Any) -> None:
-        """Compute every group's frame from the env's current state."""
-        self.values = {g: f(env) for g, f in self.frames.items()}
+        """Compute every group's frame from the env's current state (and push it into the group's history)."""
+        frames = {g: f(env) for g, f in self.frames.items()}
+        for g, h in self.history_length.items():
+            if h == 1:
+                continue
+            if g not in self.histories:
+                hist = ObservationHistory(self._num_envs, frames[g].shape[1], h, self._device)
+                hist.restart()  # the first frame fills the history
+                self.histories[g] = hist
+            for ids in self._pending:
+                self.histories[g].restart(ids)
+            self.histories[g].push(frames[g])
+            frames[g] = self.histories[g].flat()
+        self._pending.clear()
+        self.values = frames
+
+    def restart(self, env_ids: torch.Tensor) -> None:
+        """Start the histories of ``env_ids`` (M,) afresh: the next frame fills every slot (call at reset)."""
+        if any(h > 1 for h in self.history_length.values()):
+            self._pending.append(env_ids.clone())
 
     def get(self) -> dict[str, torch.Tensor]:
-        """Group name -> (N, D_g) float32 (the last :meth:`update`'s)."""
+        """Group name -> (N, H_g·D_g) float32 (the last :meth:`update`'s)."""
         return dict(self.values)

@@ -15,7 +15,8 @@ to run the policy with nothing but the file (:func:`upright.tasks.registry.polic
   ``action_scale`` (β), ``action_clip``; ``control_dt`` (s), ``decimation`` and ``sim_dt`` (the PD/physics substeps);
 - observation: ``observation_names`` in order with ``observation_dims`` (widths), ``observation_scales``,
   ``observation_descriptions`` (units, frames), ``observation_clip``; ``observation_history_length`` H and
-  ``history_layout`` = :data:`HISTORY_LAYOUT` (the input is H whole frames, oldest first);
+  ``history_layout`` = :data:`HISTORY_LAYOUT` (the input is H whole frames, oldest first); the optional
+  ``observation_history_start``, one of :data:`HISTORY_STARTS` (what the history holds after a reset);
 - episode start: ``unactuated_steps`` (zero action and zero observation frames for that many steps);
 - ``privileged_inputs`` (empty: no input a robot cannot measure) and ``training_assistance`` (what training
   applied that the policy does not observe, e.g. the pull force).
@@ -103,6 +104,11 @@ ACTION_FORMULAS = {
 HISTORY_LAYOUT = "frames_oldest_first"
 """The only history layout: the policy input is ``concat(frame[t-H+1], ..., frame[t])``, whole frames of
 ``sum(observation_dims)`` values stacked oldest first (not term by term)."""
+
+HISTORY_STARTS = ("zeros", "first_frame")
+"""What a policy's history holds after a reset (``observation_history_start``; absent means ``zeros``): ``zeros``
+(HoST's env: zero frames, and zero frames pushed while unactuated), or ``first_frame`` (the first frame pushed after
+the reset fills every slot, as mjlab's history buffers; the get-up recipe)."""
 
 REQUIRED_KEYS = (
     "upright_metadata_version",
@@ -236,10 +242,12 @@ KEY_TYPES: dict[str, str] = {
     "action_scale": _NUM, "action_mode": _STR, "action_clip": _NUM, "control_dt": _NUM, "decimation": _INT,
     "sim_dt": _NUM, "observation_names": _STRS, "observation_dims": _INTS, "observation_scales": _NUMS,
     "observation_descriptions": _STRS, "observation_clip": _NUM, "observation_history_length": _INT,
-    "observation_history_order": _STR, "history_layout": _STR, "unactuated_steps": _INT, "privileged_inputs": _STRS,
+    "observation_history_order": _STR, "observation_history_start": _STR, "history_layout": _STR,
+    "unactuated_steps": _INT, "privileged_inputs": _STRS,
     "training_assistance": _STR, "input_name": _STR, "output_name": _STR,
 }  # fmt: skip
-"""The JSON type of each key the daemon reads (every required key, and the optional ``observation_history_order``):
+"""The JSON type of each key the daemon reads (every required key, and the optional ``observation_history_order`` and
+``observation_history_start``):
 ``str``, ``int``, ``num`` (int or float, not a boolean), or a flat list of one of them (``strs``, ``ints``,
 ``nums``)."""
 

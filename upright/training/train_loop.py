@@ -171,7 +171,17 @@ def train(cfg: DictConfig, residual_setup=None) -> pathlib.Path:
             )
         runner.critic_warmup_iterations = int(cfg.train.get("critic_warmup_iterations", 0))
         if ckpt is not None:
-            runner.load(str(ckpt), map_location=cfg.device)
+            try:
+                runner.load(str(ckpt), map_location=cfg.device)
+            except RuntimeError as err:  # load_state_dict's size mismatch: the run's layout differs from the file's
+                if "size mismatch" not in str(err):
+                    raise
+                raise ResumeMismatchError(
+                    f"resume={cfg.get('resume')}: {ckpt.name} does not fit this run's networks (observation "
+                    f"widths {_obs_widths(runner)}; e.g. a different env.getup.actor_history or train.*_hidden_dims): "
+                    f"resume with the settings it was trained with (its config_*.yaml), or widen it first "
+                    f"(python -m upright.training.stack_actor_history)"
+                ) from None
             print(f"Resuming {ckpt} after {runner.completed_iterations} completed iterations", flush=True)
             if resume_std is not None:
                 set_action_std(runner.alg.actor, float(resume_std), runner.alg.optimizer)
@@ -208,3 +218,13 @@ def train(cfg: DictConfig, residual_setup=None) -> pathlib.Path:
         if world_size > 1 and torch.distributed.is_initialized():  # gloo's threads stop before the interpreter exits
             torch.distributed.destroy_process_group()
     return run_dir
+
+
+def _obs_widths(runner) -> dict[str, int]:
+    """Width of each observation group the runner's env gives (``actor``, ``critic``)."""
+    return {k: int(v.shape[-1]) for k, v in runner.env.get_observations().items()}
+
+
+class ResumeMismatchError(ValueError):
+    """``resume=`` names a checkpoint whose networks do not fit the run's observation widths or layout (train.py
+    prints it in one line)."""

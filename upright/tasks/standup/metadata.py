@@ -90,14 +90,15 @@ def _joint_metadata(env) -> dict[str, Any]:
 
 
 def getup_policy_metadata(env) -> dict[str, Any]:
-    """ONNX metadata of a ``recipe=getup`` (``env.mdp=getup``) policy: one observation frame of
-    :data:`upright.tasks.standup.getup.observations.ACTOR_TERMS`, relative actions with the env's fixed β, the
+    """ONNX metadata of a ``recipe=getup`` (``env.mdp=getup``) policy: ``env.getup.actor_history`` observation frames of
+    :data:`upright.tasks.standup.getup.observations.ACTOR_TERMS` (oldest first, the first frame after a reset filling
+    every slot: ``observation_history_start = first_frame``), relative actions with the env's fixed β, the
     reflected-inertia gains (:mod:`upright.tasks.standup.getup.actions`) and the settle after a drop."""
     from upright.tasks.standup.getup import observations as gobs
 
-    dims = gobs.observation_dims(env.num_actions)
-    obs = observation_metadata(gobs.ACTOR_TERMS, dims, 1, gobs.OBS_CLIP, gobs.ACTOR_SENSORS)
     g = env.cfg.getup
+    h, dims = int(g.actor_history), gobs.observation_dims(env.num_actions)
+    obs = observation_metadata(gobs.ACTOR_TERMS, dims, h, gobs.OBS_CLIP, gobs.ACTOR_SENSORS)
     return {
         "task": "standup",
         "mdp": "getup",
@@ -119,14 +120,19 @@ def getup_policy_metadata(env) -> dict[str, Any]:
         "decimation": env.cfg.decimation,
         **obs,
         "history_layout_description": (
-            f"input = one frame of {sum(dims)} values: concat over observation_names of scale * term, clipped to "
+            f"input = concat(frame[t-{h - 1}], ..., frame[t]): {h} whole frames of {sum(dims)} values, oldest first; "
+            "frame = concat over observation_names of scale * term, clipped to +-observation_clip"
+            if h > 1
+            else f"input = one frame of {sum(dims)} values: concat over observation_names of scale * term, clipped to "
             "+-observation_clip"
         ),
+        "observation_history_start": "first_frame",
         "unactuated_steps": int(env.cfg.unactuated_steps),
         "unactuated_start": (
             "settle: after a start from lying or falling, for the first unactuated_steps control steps the PD target "
-            "is the measured q (the action is ignored, last_action is 0); observations are real frames throughout. "
-            "A start standing in the default pose acts at once"
+            "is the measured q (the action is ignored, last_action is 0); observations are real frames throughout, "
+            "and the first frame after a reset fills every history slot. A start standing in the default pose acts "
+            "at once"
         ),
         "training_assistance": "none: no pull force or other external help in training",
         **POLICY_IO,

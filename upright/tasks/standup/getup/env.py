@@ -7,9 +7,9 @@ What it changes in :class:`~upright.tasks.standup.env.StandupEnv` (the terms liv
   ``env.getup.natural_freq_hz`` (10.8 Hz in ``recipe=getup``; mjlab_playground's 5 Hz is the config default), ζ = 2;
 - **resets** (:mod:`.events`): standing (40 %, acting at once) or dropped from 0.8 m with a random orientation
   (60 %, then the ``env.unactuated_steps`` settle), or the HoST posture (the remainder; the evaluation's start);
-- **observations** (:mod:`.observations`): one frame of pelvis gyro, projected gravity, joint positions (with an
-  encoder bias), joint velocities and the last action; the critic also gets the torso's gravity and the pelvis
-  velocity;
+- **observations** (:mod:`.observations`): pelvis gyro, projected gravity, joint positions (with an encoder bias),
+  joint velocities and the last action, one frame or the last ``env.getup.actor_history`` frames; the critic gets
+  one frame with the torso's gravity and the pelvis velocity;
 - **rewards** (:mod:`.rewards`): one group, torso uprightness, torso and pelvis height, gated posture and
   regularisation.
 
@@ -135,8 +135,14 @@ class GetupEnv(StandupEnv):
         )
 
     def _observation_manager(self) -> FrameObservations:
-        """Actor (N, 75) and critic (N, 78) observations: one frame each (:mod:`.observations`)."""
-        return FrameObservations({"actor": actor_frame, "critic": critic_frame})
+        """Actor (N, H·75) and critic (N, 78) observations (:mod:`.observations`): the actor's last H =
+        ``env.getup.actor_history`` frames, oldest first; the critic's current frame."""
+        return FrameObservations(
+            {"actor": actor_frame, "critic": critic_frame},
+            history={"actor": int(self.cfg.getup.actor_history)},
+            num_envs=self.num_envs,
+            device=self.device,
+        )
 
     # ------------------------------------------------------------------ resets
     def reset_envs(self, env_ids: torch.Tensor) -> None:
@@ -174,6 +180,8 @@ class GetupEnv(StandupEnv):
         self.sim.reset_envs(env_ids, qpos, qvel)
         self.randomizer.on_reset(env_ids, qpos[:, self._q_adr])
         self.episode.reset(env_ids)
+        if getattr(self, "observation_manager", None) is not None:
+            self.observation_manager.restart(env_ids)
         self.start_kind[env_ids] = kind
         for buf in (self.actions, self.last_actions, self.last_last_actions, self.prev_dq):
             buf[env_ids] = 0.0
