@@ -17,8 +17,9 @@ get-up MDP, ``train.py``'s default since 2026-11-27):
   (500 steps of 0.02 s).
 
 ``recipe="getup"`` gives the get-up MDP of ``train.py recipe=getup`` (:mod:`upright.tasks.standup.getup`): a (75,)
-observation of one frame (H·75 with ``overrides={"getup.actor_history": H}``, oldest first), actions PD targets q + 0.6·a, one reward group (``getup``), 6 s episodes that start standing
-or dropped (or, with ``overrides={"getup.stand_fraction": 0, "getup.fall_fraction": 0}``, from the posture).
+observation of one frame (H·75 with ``overrides={"getup.actor_history": H}``, oldest first), actions PD targets
+q + 0.6·a, one reward group (``getup``), 6 s episodes that start standing or dropped (or, with
+``overrides={"getup.stand_fraction": 0, "getup.fall_fraction": 0}``, from the posture).
 """
 
 from __future__ import annotations
