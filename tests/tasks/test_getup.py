@@ -24,6 +24,7 @@ from upright.tasks.standup.getup.rewards import (
     gated_posture,
     height_reward,
     joint_vel_hinge,
+    pelvis_over_feet,
     posture_sigma,
     self_collision,
     still_ang_vel,
@@ -128,6 +129,14 @@ def test_stillness_terms_by_hand_and_only_above_their_height():
     torch.testing.assert_close(still_lin_vel(s, 0.6), torch.tensor([1.0, math.exp(-0.25), 0.0]))
 
 
+def test_pelvis_over_feet_by_hand():
+    s = state(3)
+    s.base_pos = torch.tensor([[0.3, -0.2, 0.75], [0.4, -0.2, 0.75], [0.3, -0.2, 0.5]])
+    s.feet_pos = torch.tensor([[[0.3, -0.1, 0.03], [0.3, -0.3, 0.03]]]).repeat(3, 1, 1)
+    # row 0 right above the feet' midpoint; row 1 0.1 m in front of it (one σ); row 2 below the gate height
+    torch.testing.assert_close(pelvis_over_feet(s, 0.6, 0.1), torch.tensor([1.0, math.exp(-1.0), 0.0]))
+
+
 def test_stillness_terms_enter_the_reward_only_with_a_weight():
     from upright.tasks.standup.getup.rewards import getup_reward_terms
 
@@ -138,6 +147,10 @@ def test_stillness_terms_enter_the_reward_only_with_a_weight():
     terms = {t.name: t for t in getup_reward_terms(cfg, 0.9, 0.75)}
     assert terms["still_ang_vel"].weight == 1.0 and terms["still_lin_vel"].weight == 0.5
     assert terms["still_lin_vel"].params == {"height": 0.6}
+    assert "pelvis_over_feet" not in terms
+    cfg.rewards.pelvis_over_feet = 2.0
+    terms = {t.name: t for t in getup_reward_terms(cfg, 0.9, 0.75)}
+    assert terms["pelvis_over_feet"].weight == 2.0 and terms["pelvis_over_feet"].params == {"height": 0.6, "sigma": 0.1}
 
 
 def test_a_straight_knee_standing_costs_no_joint_limit_penalty():

@@ -102,6 +102,13 @@ def still_lin_vel(state: GetupState, height: float) -> torch.Tensor:
     return torch.where(state.base_pos[:, 2] > height, torch.exp(-5.0 * v), torch.zeros_like(v))
 
 
+def pelvis_over_feet(state: GetupState, height: float, sigma: float) -> torch.Tensor:
+    """exp(-d²/σ²) with d the horizontal distance (world frame, m) from the midpoint of the two foot sites to the
+    pelvis, where the pelvis is above ``height`` (m), else 0: the pelvis over its support. (N,)."""
+    d2 = (state.base_pos[:, :2] - state.feet_pos[:, :, :2].mean(dim=1)).square().sum(dim=1)
+    return torch.where(state.base_pos[:, 2] > height, torch.exp(-d2 / sigma**2), torch.zeros_like(d2))
+
+
 def getup_reward_terms(cfg: GetupCfg, torso_target: float, pelvis_target: float) -> list[RewardTerm]:
     """The get-up terms with ``cfg.rewards`` weights, all in :data:`GROUP`.
 
@@ -129,5 +136,18 @@ def getup_reward_terms(cfg: GetupCfg, torso_target: float, pelvis_target: float)
                 ("still_lin_vel", still_lin_vel, w.still_lin_vel),
             )
             if weight
+        ),
+        *(
+            [
+                RewardTerm(
+                    "pelvis_over_feet",
+                    pelvis_over_feet,
+                    g,
+                    w.pelvis_over_feet,
+                    {"height": float(cfg.still_height), "sigma": float(cfg.over_feet_sigma)},
+                )
+            ]
+            if w.pelvis_over_feet
+            else []
         ),
     ]
