@@ -98,12 +98,18 @@ GAIN_SETTINGS = ("getup.natural_freq_hz", "getup.damping_ratio")
 """``env.*`` settings (without ``env.``) that set a ``recipe=getup`` policy's motor gains (Kp = I·ω², Kd = 2ζIω)."""
 
 
-def policy_gain_settings(policy: str) -> dict[str, float]:
+HISTORY_SETTING = "getup.actor_history"
+"""``env.*`` setting (without ``env.``) of the frames a ``recipe=getup`` actor reads (ONNX metadata
+``observation_history_length``)."""
+
+
+def policy_gain_settings(policy: str) -> dict[str, float | int]:
     """The gain settings (:data:`GAIN_SETTINGS`, keys without ``env.``) a ``recipe=getup`` policy was trained with, so
     that play and evaluation drive the motors as training did: a checkpoint's run config, or an ONNX file's metadata
     ``getup_natural_freq_hz`` / ``getup_damping_ratio`` (files exported before those keys, 2026-11-26: {}, so the
     recipe's gains, 10.8 Hz since 2026-11-27; ``python -m upright.training.export --refresh-metadata FILE.onnx`` adds
-    the keys from the run config beside it). {} for other
+    the keys from the run config beside it); and, for an actor that reads more than one frame, its
+    :data:`HISTORY_SETTING` (int), so that they observe as training did. {} for other
     policies, ``zero``, ``random`` or a file that cannot be read (loading it reports why)."""
     from omegaconf import OmegaConf
 
@@ -116,12 +122,17 @@ def policy_gain_settings(policy: str) -> dict[str, float]:
         if path.suffix == ".onnx":
             meta = read_raw_metadata(path)
             found = {key: meta.get("getup_" + key.split(".", 1)[1]) for key in GAIN_SETTINGS}
+            history = meta.get("observation_history_length")
         else:
             config = OmegaConf.load(run_config_for(path))
             found = {key: OmegaConf.select(config, "env." + key, default=None) for key in GAIN_SETTINGS}
+            history = OmegaConf.select(config, "env." + HISTORY_SETTING, default=None)
     except Exception:  # noqa: BLE001 - not a readable file or config: load_policy says why
         return {}
-    return {key: float(value) for key, value in found.items() if value is not None}
+    out: dict[str, float | int] = {key: float(value) for key, value in found.items() if value is not None}
+    if history is not None and int(history) > 1:
+        out[HISTORY_SETTING] = int(history)
+    return out
 
 
 def policy_task(policy: str) -> tuple[str, str] | None:
