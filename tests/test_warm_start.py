@@ -15,7 +15,10 @@ from test_l2c2 import build, collect  # scripted CountingEnv + the training entr
 from train_testlib import ROOT, run_train
 
 COMMITTED = ROOT / "upright" / "assets" / "policies" / "g1_getup" / "policy.onnx"
-"""The committed get-up policy (schema 3, ``recipe=getup``, batch-1 export)."""
+"""The committed get-up policy (schema 3, ``recipe=getup``, batch-1 export; 6 frames of 75 values)."""
+
+HIST = ["env.getup.actor_history=6"]
+"""The committed policy's actor reads 6 frames (``hist6_s3``)."""
 
 SMALL = [*GETUP_SMALL, "train.noise_cut_iteration=null"]
 
@@ -51,7 +54,7 @@ def test_a_frozen_actor_update_trains_the_critic_only_and_pauses_the_schedule():
     assert any(k.startswith("mlp.") for k in moved) and any("normalizer" in k for k in moved), moved
 
 
-def _getup_actor_and_metadata(**train_overrides):
+def _getup_actor_and_metadata(env_overrides=tuple(HIST), **train_overrides):
     """The actor of a ``recipe=getup`` runner on a 1-env G1 get-up env, and that env's policy metadata."""
     from hydra import compose, initialize
 
@@ -62,7 +65,8 @@ def _getup_actor_and_metadata(**train_overrides):
 
     register_configs()
     with initialize(version_base=None, config_path=None):
-        cfg = compose("config", overrides=["task=standup", "recipe=getup", "env.num_envs=1", "sim.num_threads=1"])
+        base = ["task=standup", "recipe=getup", "env.num_envs=1", "sim.num_threads=1"]
+        cfg = compose("config", overrides=[*base, *env_overrides])
     for key, value in train_overrides.items():
         cfg.train[key] = value
     env = make_env(cfg.task_name, cfg.env, cfg.sim, device="cpu", seed=0)
@@ -80,12 +84,12 @@ def test_the_committed_policy_loads_into_a_getup_actor_exactly():
     actor, meta = _getup_actor_and_metadata()
     std_before = actor.distribution.std_param.detach().clone()
     info = load_actor_from_onnx(actor, COMMITTED, meta)
-    assert info["iteration"] == 1026 and info["max_abs_error"] < 1e-4  # the committed file: std03_s3, it 1026
+    assert info["iteration"] == 1126 and info["max_abs_error"] < 1e-4  # the committed file: hist6_s3, it 1126
     assert int(actor.obs_normalizer.count) == NORMALIZER_COUNT
     assert torch.equal(actor.distribution.std_param, std_before)  # the std is train.init_noise_std's
     # independently of the loader's own check: the committed file and the loaded actor on plausible observations
     session = open_session(COMMITTED)
-    obs = actor.obs_normalizer.inverse(torch.randn(5, 75, generator=torch.Generator().manual_seed(1)))
+    obs = actor.obs_normalizer.inverse(torch.randn(5, 450, generator=torch.Generator().manual_seed(1)))
     policy = actor.as_onnx(verbose=False).eval()
     for row in obs:
         expected = policy(row[None]).detach().numpy()
@@ -106,8 +110,13 @@ def test_a_policy_of_another_env_or_shape_is_refused_in_one_line(tmp_path):
     with pytest.raises(ValueError, match="not a readable ONNX file") as err:
         load_actor_from_onnx(actor, corrupt, meta)
     assert "\n" not in str(err.value) and "train.init_policy=null" in str(err.value)
+    one_frame, meta1 = _getup_actor_and_metadata(env_overrides=())
+    with pytest.raises(ValueError, match="observation_history_length.*set env.getup.actor_history=6") as err:
+        load_actor_from_onnx(one_frame, COMMITTED, meta1)
+    assert "\n" not in str(err.value)
     narrow, meta = _getup_actor_and_metadata(actor_hidden_dims=[256, 128])
-    with pytest.raises(ValueError, match=r"layer shapes differ .*train.actor_hidden_dims.*\(512, 75\) vs \(256, 75\)"):
+    shapes = r"layer shapes differ .*train.actor_hidden_dims.*\(512, 450\) vs \(256, 450\)"
+    with pytest.raises(ValueError, match=shapes):
         load_actor_from_onnx(narrow, COMMITTED, meta)
     # a graph whose weights are not the ones it computes with: the parity check refuses it
     model = onnx.load(str(COMMITTED))
@@ -144,13 +153,14 @@ def test_train_from_the_committed_policy_keeps_its_actor_through_the_warm_up(tmp
     committed one (same actions) while the critic has learned; the third iteration moves the actor."""
     from upright.policy_io.session import open_session
 
-    args = [*SMALL, f"train.init_policy={COMMITTED}", "train.init_noise_std=0.3", "train.critic_warmup_iterations=2"]
+    args = [*SMALL, *HIST, f"train.init_policy={COMMITTED}", "train.init_noise_std=0.3"]
+    args += ["train.critic_warmup_iterations=2"]
     args += ["train.max_iterations=2", "run.root=runs", "run.name=warm"]
     proc = run_train(args, tmp_path)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    assert f"Actor initialised from {COMMITTED} (its iteration 1026" in proc.stdout
+    assert f"Actor initialised from {COMMITTED} (its iteration 1126" in proc.stdout
     run_dir = tmp_path / "runs" / "standup" / "warm"
-    obs = np.random.default_rng(0).normal(size=(8, 75)).astype(np.float32)
+    obs = np.random.default_rng(0).normal(size=(8, 450)).astype(np.float32)
 
     def actions(path: pathlib.Path) -> np.ndarray:
         session = open_session(path)

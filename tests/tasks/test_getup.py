@@ -24,11 +24,8 @@ from upright.tasks.standup.getup.rewards import (
     gated_posture,
     height_reward,
     joint_vel_hinge,
-    pelvis_over_feet,
     posture_sigma,
     self_collision,
-    still_ang_vel,
-    still_lin_vel,
     torso_orientation,
 )
 from upright.tasks.standup.randomization import DomainRandCfg
@@ -117,40 +114,6 @@ def test_joint_velocity_hinge_and_self_collision_threshold():
     torch.testing.assert_close(joint_vel_hinge(s, 2.0), torch.tensor([1.0, 9.0]))
     s.self_collision_force = torch.tensor([9.9, 10.1])
     torch.testing.assert_close(self_collision(s, 10.0), torch.tensor([0.0, 1.0]))
-
-
-def test_stillness_terms_by_hand_and_only_above_their_height():
-    s = state(3)
-    s.base_pos[:, 2] = torch.tensor([0.75, 0.75, 0.55])
-    s.base_ang_vel = torch.tensor([[0.0, 0.0, 3.0], [0.5, -0.5, 1.0], [0.0, 0.0, 0.0]])
-    s.base_lin_vel = torch.tensor([[0.0, 0.0, -2.0], [0.2, 0.1, 0.0], [0.0, 0.0, 0.0]])
-    # yaw rate and vertical speed do not count; row 1: |w_xy|^2 = 0.5, |v_xy|^2 = 0.05; row 2: below 0.6 m
-    torch.testing.assert_close(still_ang_vel(s, 0.6), torch.tensor([1.0, math.exp(-1.0), 0.0]))
-    torch.testing.assert_close(still_lin_vel(s, 0.6), torch.tensor([1.0, math.exp(-0.25), 0.0]))
-
-
-def test_pelvis_over_feet_by_hand():
-    s = state(3)
-    s.base_pos = torch.tensor([[0.3, -0.2, 0.75], [0.4, -0.2, 0.75], [0.3, -0.2, 0.5]])
-    s.feet_pos = torch.tensor([[[0.3, -0.1, 0.03], [0.3, -0.3, 0.03]]]).repeat(3, 1, 1)
-    # row 0 right above the feet' midpoint; row 1 0.1 m in front of it (one σ); row 2 below the gate height
-    torch.testing.assert_close(pelvis_over_feet(s, 0.6, 0.1), torch.tensor([1.0, math.exp(-1.0), 0.0]))
-
-
-def test_stillness_terms_enter_the_reward_only_with_a_weight():
-    from upright.tasks.standup.getup.rewards import getup_reward_terms
-
-    names = [t.name for t in getup_reward_terms(GetupCfg(), 0.9, 0.75)]
-    assert "still_ang_vel" not in names and "still_lin_vel" not in names
-    cfg = GetupCfg()
-    cfg.rewards.still_ang_vel, cfg.rewards.still_lin_vel = 1.0, 0.5
-    terms = {t.name: t for t in getup_reward_terms(cfg, 0.9, 0.75)}
-    assert terms["still_ang_vel"].weight == 1.0 and terms["still_lin_vel"].weight == 0.5
-    assert terms["still_lin_vel"].params == {"height": 0.6}
-    assert "pelvis_over_feet" not in terms
-    cfg.rewards.pelvis_over_feet = 2.0
-    terms = {t.name: t for t in getup_reward_terms(cfg, 0.9, 0.75)}
-    assert terms["pelvis_over_feet"].weight == 2.0 and terms["pelvis_over_feet"].params == {"height": 0.6, "sigma": 0.1}
 
 
 def test_a_straight_knee_standing_costs_no_joint_limit_penalty():
@@ -303,7 +266,6 @@ def test_recipe_getup_composes_the_getup_env_and_one_reward_group():
         ({"fall_joint_fraction": 1.5}, r"env\.getup\.fall_joint_fraction must lie in \[0, 1\]"),
         ({"natural_freq_hz": 0.0}, r"env\.getup\.natural_freq_hz must be > 0"),
         ({"actor_history": 0}, r"env\.getup\.actor_history must be an integer >= 1"),
-        ({"still_height": 0.0}, r"env\.getup\.still_height must be > 0"),
     ],
 )
 def test_bad_getup_settings_are_refused_in_one_line(change, match):

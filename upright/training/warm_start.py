@@ -84,6 +84,9 @@ def load_actor_from_onnx(actor: torch.nn.Module, path: str | pathlib.Path, env_m
             raise _fail(path, f"its metadata has no {key!r} (not a policy file upright exported)")
     problem = contract_mismatch(meta, env_metadata, require_all=True)
     if problem:
+        frames = meta.get("observation_history_length")
+        if meta.get("mdp") == "getup" and frames != env_metadata.get("observation_history_length"):
+            problem += f"; its actor reads {frames} frames: set env.getup.actor_history={frames}"
         raise _fail(path, f"it was trained for another env ({problem})")
     if meta["action_mode"] != env_metadata["action_mode"]:
         raise _fail(path, f"action_mode {meta['action_mode']!r} but this env's is {env_metadata['action_mode']!r}")

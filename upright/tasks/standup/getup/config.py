@@ -27,16 +27,6 @@ class GetupRewardWeights:
     """Σ max(|q̇| - :attr:`GetupCfg.joint_vel_threshold`, 0)²."""
     joint_limits: float = -1.0
     """Σ of the amount (rad) by which q lies outside the soft limits (0.9 x each URDF bound, HoST)."""
-    still_ang_vel: float = 0.0
-    """exp(-2·|ω_xy|²) of the pelvis gyro while the pelvis is above :attr:`GetupCfg.still_height` (HoST's post-task
-    base angular velocity term, Table I of the paper; off by default: mjlab_playground has no such term)."""
-    still_lin_vel: float = 0.0
-    """exp(-5·|v_xy|²) of the pelvis linear velocity (simulator state, reward only) while the pelvis is above
-    :attr:`GetupCfg.still_height` (HoST's post-task base linear velocity term; off by default)."""
-    pelvis_over_feet: float = 0.0
-    """exp(-|p_pelvis,xy - p_feet,xy|²/σ²), σ = :attr:`GetupCfg.over_feet_sigma`, of the pelvis's horizontal offset
-    from the midpoint of the foot sites while the pelvis is above :attr:`GetupCfg.still_height` (after HoST's style
-    foot-displacement term; off by default)."""
     self_collision: float = -0.1
     """1 when a self-contact pushes harder than :attr:`GetupCfg.self_collision_force` at the env step's last
     physics substep (mjlab counts the substeps of the step with one, 0..4)."""
@@ -80,10 +70,6 @@ class GetupCfg:
     the first frame fills every slot, so a start acts on a full history (HoST's G1 policy reads 6 frames,
     ``num_actor_history``; its ablation, Table III of the paper, loses most on the wall with one). The critic reads one
     frame."""
-    still_height: float = 0.6
-    """Pelvis height above which the stillness terms count, m (between HoST's 0.5 m fall and 0.7 m stand heights)."""
-    over_feet_sigma: float = 0.1
-    """σ of the pelvis-over-feet term, m."""
     success_tilt: float = 0.05
     """Training metric ``Metrics/stood``: torso tilt error |g_torso - (0, 0, -1)|² below this (12.8°) with the
     pelvis within 2 cm of its standing height, at any step of the episode (mjlab_playground ``getup_success``)."""
@@ -109,7 +95,7 @@ def validate_getup(cfg: GetupCfg, terrain: str, prefix: str = "env.getup") -> No
         )
     if int(cfg.actor_history) < 1 or int(cfg.actor_history) != cfg.actor_history:
         raise ValueError(f"{prefix}.actor_history must be an integer >= 1 (frames), got {cfg.actor_history}")
-    for key in ("natural_freq_hz", "damping_ratio", "fall_height", "still_height", "over_feet_sigma"):
+    for key in ("natural_freq_hz", "damping_ratio", "fall_height"):
         if float(getattr(cfg, key)) <= 0:
             raise ValueError(f"{prefix}.{key} must be > 0, got {getattr(cfg, key)}")
     if terrain != "ground":

@@ -88,27 +88,6 @@ def self_collision(state: GetupState, force: float) -> torch.Tensor:
     return (state.self_collision_force > force).float()
 
 
-def still_ang_vel(state: GetupState, height: float) -> torch.Tensor:
-    """exp(-2·(ω_x² + ω_y²)) of the pelvis gyro (pelvis frame, rad/s) where the pelvis is above ``height`` (m), else
-    0 (HoST's post-task angular-velocity term, Table I of the paper). (N,)."""
-    w = state.base_ang_vel[:, :2].square().sum(dim=1)
-    return torch.where(state.base_pos[:, 2] > height, torch.exp(-2.0 * w), torch.zeros_like(w))
-
-
-def still_lin_vel(state: GetupState, height: float) -> torch.Tensor:
-    """exp(-5·(v_x² + v_y²)) of the pelvis linear velocity (pelvis frame, m/s; simulator state, reward only) where the
-    pelvis is above ``height`` (m), else 0 (HoST's post-task linear-velocity term). (N,)."""
-    v = state.base_lin_vel[:, :2].square().sum(dim=1)
-    return torch.where(state.base_pos[:, 2] > height, torch.exp(-5.0 * v), torch.zeros_like(v))
-
-
-def pelvis_over_feet(state: GetupState, height: float, sigma: float) -> torch.Tensor:
-    """exp(-d²/σ²) with d the horizontal distance (world frame, m) from the midpoint of the two foot sites to the
-    pelvis, where the pelvis is above ``height`` (m), else 0: the pelvis over its support. (N,)."""
-    d2 = (state.base_pos[:, :2] - state.feet_pos[:, :, :2].mean(dim=1)).square().sum(dim=1)
-    return torch.where(state.base_pos[:, 2] > height, torch.exp(-d2 / sigma**2), torch.zeros_like(d2))
-
-
 def getup_reward_terms(cfg: GetupCfg, torso_target: float, pelvis_target: float) -> list[RewardTerm]:
     """The get-up terms with ``cfg.rewards`` weights, all in :data:`GROUP`.
 
@@ -129,25 +108,4 @@ def getup_reward_terms(cfg: GetupCfg, torso_target: float, pelvis_target: float)
         ),
         RewardTerm("joint_limits", joint_pos_limits, g, w.joint_limits),
         RewardTerm("self_collision", self_collision, g, w.self_collision, {"force": float(cfg.self_collision_force)}),
-        *(
-            RewardTerm(name, func, g, weight, {"height": float(cfg.still_height)})
-            for name, func, weight in (
-                ("still_ang_vel", still_ang_vel, w.still_ang_vel),
-                ("still_lin_vel", still_lin_vel, w.still_lin_vel),
-            )
-            if weight
-        ),
-        *(
-            [
-                RewardTerm(
-                    "pelvis_over_feet",
-                    pelvis_over_feet,
-                    g,
-                    w.pelvis_over_feet,
-                    {"height": float(cfg.still_height), "sigma": float(cfg.over_feet_sigma)},
-                )
-            ]
-            if w.pelvis_over_feet
-            else []
-        ),
     ]
