@@ -145,15 +145,16 @@ class StandupTask(BatchedTask):
         env = self.env
         state = env.last_state
         scale = env.randomizer.obs_noise_scale(bool(env.cfg.obs_noise))
-        if self.getup:  # the actor's terms on the state before the reset, after the previous H - 1 frames
+        if self.getup:  # the actor's terms on the state before the reset
             from upright.managers.observation import compute_frame
             from upright.tasks.standup.getup import observations as gobs
 
             frame = compute_frame(gobs.ACTOR_TERMS, state.as_measured(), scale, self._final_rng, gobs.OBS_CLIP)
-            history = before.view(before.shape[0], int(self.cfg.getup.actor_history), -1)
-            return torch.cat([history[done, 1:], frame[done].unsqueeze(1)], dim=1).flatten(1)
-        frame = observation_frame(state, state.episode_step < env.cfg.unactuated_steps, scale, self._final_rng)
-        history = before.view(before.shape[0], HISTORY_LENGTH, -1)
+            frames = int(self.cfg.getup.actor_history)
+        else:
+            frame = observation_frame(state, state.episode_step < env.cfg.unactuated_steps, scale, self._final_rng)
+            frames = HISTORY_LENGTH
+        history = before.view(before.shape[0], frames, -1)  # the previous H - 1 frames, then this one
         return torch.cat([history[done, 1:], frame[done].unsqueeze(1)], dim=1).flatten(1)
 
     def render_body(self) -> int:

@@ -194,7 +194,6 @@ class FrameObservations:
         self.histories: dict[str, ObservationHistory] = {}
         """Group -> its history, created at the first :meth:`update` (the frame width is known then)."""
         self._num_envs, self._device = int(num_envs), device
-        self._pending: list[torch.Tensor] = []
 
     def update(self, env: Any) -> None:
         """Compute every group's frame from the env's current state (and push it into the group's history)."""
@@ -206,17 +205,15 @@ class FrameObservations:
                 hist = ObservationHistory(self._num_envs, frames[g].shape[1], h, self._device)
                 hist.restart()  # the first frame fills the history
                 self.histories[g] = hist
-            for ids in self._pending:
-                self.histories[g].restart(ids)
             self.histories[g].push(frames[g])
             frames[g] = self.histories[g].flat()
-        self._pending.clear()
         self.values = frames
 
     def restart(self, env_ids: torch.Tensor) -> None:
-        """Start the histories of ``env_ids`` (M,) afresh: the next frame fills every slot (call at reset)."""
-        if any(h > 1 for h in self.history_length.values()):
-            self._pending.append(env_ids.clone())
+        """Start the histories of ``env_ids`` (M,) afresh: the next frame fills every slot (call at reset; before the
+        first :meth:`update` there is nothing to restart, the first frame fills every history)."""
+        for hist in self.histories.values():
+            hist.restart(env_ids)
 
     def get(self) -> dict[str, torch.Tensor]:
         """Group name -> (N, H_g·D_g) float32 (the last :meth:`update`'s)."""
