@@ -1,7 +1,8 @@
 """Cost of the ``vlm_reward`` term (VLM-RMs, :mod:`upright.managers.vlm_reward`) per env step, against the env step.
 
     python benchmarks/vlm_reward_cost.py [--num-envs 64 1024] [--size 224] [--arch vit-b32] [--steps 2] [--warmup 1]
-        [--every 1 4 16] [--sim-threads 0] [--cpu-threads <all>] [--device cpu] [--backend auto] [--out FILE]
+        [--every 1 4 16] [--sim-threads 0] [--cpu-threads <all>] [--device cpu] [--backend auto]
+        [--sim-backend native] [--out FILE]
 
 The env is the one ``recipe=vlm_kneel`` trains (the G1 get-up MDP, every start standing, the standing terms off, its
 sim settings), with N envs and the term rendering ``--size`` x ``--size`` frames of the ``tracking`` camera and
@@ -19,8 +20,9 @@ processes used while the figures were taken are printed with them: the figures c
 
 On the CPU torch runs with 1 thread as ``train.py`` collects, and the CLIP forward with ``--cpu-threads`` (default
 all CPUs; ``env.vlm_reward.cpu_threads``); rendering is MuJoCo's OpenGL renderer on one thread
-(``MUJOCO_GL=egl`` or ``osmesa``, chosen when unset) unless ``--backend warp``. Needs ``MENAGERIE_ROOT`` and
-``transformers`` (``pip install 'upright[vlm]'``).
+(``MUJOCO_GL=egl`` or ``osmesa``, chosen when unset) unless ``--backend warp``. The physics runs on
+``--sim-backend`` (``native`` on every CPU by default; ``warp`` on a GPU, as a GPU training run steps it). Needs
+``MENAGERIE_ROOT`` and ``transformers`` (``pip install 'upright[vlm]'``).
 """
 
 from __future__ import annotations
@@ -106,7 +108,11 @@ def measure(num_envs: int, clip_dir: pathlib.Path, args) -> dict:
     from upright.tasks.standup.config import SimCfg
 
     env = make_env(
-        "standup", recipe_env_cfg(num_envs, clip_dir, args), SimCfg(num_threads=args.sim_threads), args.device, seed=0
+        "standup",
+        recipe_env_cfg(num_envs, clip_dir, args),
+        SimCfg(backend=args.sim_backend, num_threads=args.sim_threads),
+        args.device,
+        seed=0,
     )
     term = env.reward_manager.terms[-1].func
     gen = torch.Generator().manual_seed(0)
@@ -141,8 +147,9 @@ def report(rows: list[dict], args) -> str:
         f"# vlm_reward cost per env step ({datetime.date.today()})\n\n"
         f"CPU: {cpu_model()}, {os.cpu_count()} CPUs; torch {torch.__version__}; device {args.device}; CLIP "
         f"{args.arch} ({args.dtype}, random weights), {args.size} x {args.size} frames of the G1 `tracking` "
-        f"camera; CLIP forward on {args.cpu_threads} torch threads (CPU); env: `recipe=vlm_kneel`'s, sim threads "
-        f"{args.sim_threads or 'all'}; {args.steps} timed steps after {args.warmup}.\n\n"
+        f"camera; CLIP forward on {args.cpu_threads} torch threads (CPU); env: `recipe=vlm_kneel`'s, sim backend "
+        f"{args.sim_backend}, sim threads {args.sim_threads or 'all'}; {args.steps} timed steps after {args.warmup}."
+        "\n\n"
     )
     every = [int(k) for k in args.every]
     cols = (
@@ -179,6 +186,9 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--device", default="cpu", help="torch device of the env and CLIP (cpu, cuda:0)")
     parser.add_argument("--backend", default="auto", choices=("auto", "opengl", "warp"), help="frame renderer")
+    parser.add_argument(
+        "--sim-backend", default="native", choices=("native", "warp", "mjx"), help="physics backend (sim.backend)"
+    )
     parser.add_argument("--out", type=pathlib.Path, help="also write the Markdown report here")
     args = parser.parse_args(argv)
     if args.steps < 1 or args.warmup < 0:

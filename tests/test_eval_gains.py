@@ -8,7 +8,7 @@ import pytest
 from train_testlib import two_iteration_run
 
 from upright.tasks.standup.getup.actions import getup_robot_info
-from upright.training.policy_loading import policy_gain_settings
+from upright.training.policy_loading import policy_env_settings
 
 FREQ = 10.8
 
@@ -36,7 +36,7 @@ def test_evaluation_env_has_the_trained_gains_for_a_checkpoint_and_an_onnx_file(
     want = getup_robot_info(FREQ, 2.0)
     pol = want.policy_joint_ids
     for source in (run / "model_1.pt", run / "policy.onnx"):
-        assert policy_gain_settings(str(source)) == {"getup.natural_freq_hz": FREQ, "getup.damping_ratio": 2.0}
+        assert policy_env_settings(str(source)) == {"getup.natural_freq_hz": FREQ, "getup.damping_ratio": 2.0}
         env, *_ = make_eval_env(str(source), num_envs=2, episode_length_s=0.1, domain_rand=False, seed=0)
         try:
             np.testing.assert_allclose(env.model.actuator_gainprm[pol, 0], want.kp[pol], rtol=1e-6)
@@ -46,6 +46,6 @@ def test_evaluation_env_has_the_trained_gains_for_a_checkpoint_and_an_onnx_file(
 
 
 def test_host_and_unreadable_policies_carry_no_gain_settings(tmp_path):
-    assert policy_gain_settings("upright/assets/policies/g1_standup_ground") == {}
-    assert policy_gain_settings("zero") == {}
-    assert policy_gain_settings(str(tmp_path / "missing.pt")) == {}
+    assert policy_env_settings("upright/assets/policies/g1_standup_ground") == {}
+    assert policy_env_settings("zero") == {}
+    assert policy_env_settings(str(tmp_path / "missing.pt")) == {}

@@ -111,11 +111,11 @@ def test_train_py_resumes_the_widened_checkpoint_with_an_actor_history(original,
     # evaluation and export read the history from the run config, evaluation of the export from its metadata
     from upright.training.evaluate import make_eval_env
     from upright.training.export import export_checkpoint
-    from upright.training.policy_loading import policy_gain_settings
+    from upright.training.policy_loading import policy_env_settings
 
     export_checkpoint(run / "model_1026.pt", tmp_path / "exported")
     for source in (run / "model_1026.pt", tmp_path / "exported" / "policy.onnx"):
-        assert policy_gain_settings(str(source))["getup.actor_history"] == 3
+        assert policy_env_settings(str(source))["getup.actor_history"] == 3
         env, policy, _, _ = make_eval_env(str(source), num_envs=2, episode_length_s=0.1, domain_rand=False)
         try:
             obs = env.get_observations()["actor"]

@@ -9,9 +9,12 @@ Run by ``benchmarks/device/device.sh run`` after the wheels are installed (``ben
    and ``native`` on every CPU core, at 1,024 / 4,096 / 8,192 envs. Entries run in priority order (all backends at
    8,192 first: the target's size) and an entry is skipped when the benchmark's share of the deadline is spent, so
    training always gets ``--train-min-s``. The first Warp entry's ``first_step_s`` includes compiling the kernels.
-2. **Profile**: 10 env steps of ``warp`` at the largest N with one-by-one launches under Warp's CUDA activity timer
+2. **VLM reward cost** (``--vlm-args``, issue 37): ``benchmarks/vlm_reward_cost.py --device <GPU>`` with those
+   arguments in its own process, before the backend entries and for at most ``--vlm-max-s`` of the benchmark's
+   share of time; its table goes into ``report.md``.
+3. **Profile**: 10 env steps of ``warp`` at the largest N with one-by-one launches under Warp's CUDA activity timer
    (``wp.timing_begin``), the kernels with the most GPU time, into ``profile.txt``.
-3. **Training**: ``python train.py task=standup sim.backend=warp device=cuda:0`` (the default recipe), optionally
+4. **Training**: ``python train.py task=standup sim.backend=warp device=cuda:0`` (the default recipe), optionally
    ``resume=`` a checkpoint returned by an earlier session. Every ``--ckpt-every-s`` the newest ``model_<it>.pt`` is
    copied into ``$OUT`` (only the newest is kept there); at the deadline the run gets SIGTERM, saves a checkpoint
    (``train.py`` does on SIGTERM) and that one is copied too.
@@ -31,6 +34,7 @@ import json
 import os
 import pathlib
 import re
+import shlex
 import shutil
 import signal
 import subprocess
@@ -144,6 +148,33 @@ def run_bench(a, out: pathlib.Path, deadline: float) -> list[dict]:
             f.write(json.dumps(res) + "\n")
         print(json.dumps(res), flush=True)
     return results
+
+
+def run_vlm(a, out: pathlib.Path, deadline: float) -> None:
+    """``vlm_reward_cost.py --device <a.device> <a.vlm_args>`` in its own process; its report into ``report.md``."""
+    left = min(a.vlm_max_s, deadline - a.train_min_s - time.time())
+    if left < 30:
+        log(out, "- skipped the vlm_reward cost: the benchmark's time is spent")
+        return
+    cmd = [
+        sys.executable,
+        str(ROOT / "benchmarks" / "vlm_reward_cost.py"),
+        "--device",
+        a.device,
+        *shlex.split(a.vlm_args),
+    ]
+    cmd += ["--out", str(out / "vlm_cost.md")]
+    log(out, f"\n## vlm_reward cost\n\n`{' '.join(cmd[1:])}`\n")
+    t0 = time.time()
+    try:
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=left, check=False)
+        tail = (r.stdout + r.stderr).strip().splitlines()[-6:]
+    except subprocess.TimeoutExpired as e:
+        tail = [f"no result within {left:.0f} s", *str(e.stdout or "").splitlines()[-4:]]
+    report = out / "vlm_cost.md"
+    log(out, report.read_text() if report.is_file() else "failed:\n```\n" + "\n".join(tail) + "\n```")
+    report.unlink(missing_ok=True)  # its table is in report.md (8 files come back at most)
+    log(out, f"(vlm_reward cost took {time.time() - t0:.0f} s)\n")
 
 
 def bench_table(results: list[dict]) -> str:
@@ -286,6 +317,8 @@ def main() -> None:
     p.add_argument("--backends", nargs="+", default=["warp", "native", "mjx"], choices=["warp", "native", "mjx"])
     p.add_argument("--bench-seconds", type=float, default=3.0)
     p.add_argument("--no-profile", action="store_true")
+    p.add_argument("--vlm-args", default=None, help="run benchmarks/vlm_reward_cost.py with these arguments")
+    p.add_argument("--vlm-max-s", type=float, default=180, help="time limit of the vlm_reward cost step")
     p.add_argument("--train-envs", type=int, default=8192, help="env.num_envs of the run (the default recipe's)")
     p.add_argument("--save-interval", type=int, default=5, help="train.save_interval (iterations)")
     p.add_argument("--ckpt-every-s", type=float, default=60)
@@ -323,6 +356,8 @@ def main() -> None:
         f"# upright GPU session {time.strftime('%Y-%m-%d %H:%M')}\n\nGPU: {gpu}; CPU cores: "
         f"{os.cpu_count()}; Python {sys.version.split()[0]}; deadline {a.deadline_s:.0f} s\n\n## Benchmark\n",
     )
+    if a.vlm_args is not None:
+        run_vlm(a, out, deadline)
     results = run_bench(a, out, deadline)
     log(out, "\n" + bench_table(results) + "\n")
     if not a.no_profile and "warp" in a.backends and deadline - time.time() > a.train_min_s + 45:

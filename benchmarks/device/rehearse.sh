@@ -5,7 +5,8 @@
 #      call's carried paths, earlier ignored files kept), each running device.sh: receive ..., then install (chunks
 #      joined and SHA-256 checked, pip install --no-index --target, import check) with Python 3.12, the device's;
 #   3. MuJoCo Warp from that --target folder steps a model on Warp's CPU device (Python 3.12);
-#   4. gpu_session.py --rehearse (CPU, tiny sizes): benchmark, training checkpointed into OUT, SIGTERM at the deadline;
+#   4. gpu_session.py --rehearse (CPU, tiny sizes): the vlm_reward cost (Warp renderer), benchmark, training
+#      checkpointed into OUT, SIGTERM at the deadline;
 #   5. a second session resumes from the checkpoint the first returned, and must continue its iterations;
 #   6. a later call on that warm machine, carrying nothing and without --resume, must continue the run again.
 # Usage: bash benchmarks/device/rehearse.sh WHEEL_DIR [PY312 [IMAGE_SITE]]: Python 3.12 for steps 2-3 (default
@@ -55,8 +56,10 @@ print("mujoco_warp on Python 3.12 from the --target folder: the sphere rests at 
 EOF
 
 echo "== 4. session 1 (fresh)"
-(cd "$R/device_repo" && python benchmarks/device/gpu_session.py --rehearse --out "$R/out1" --deadline-s 150 \
-  --train-min-s 70 --ckpt-every-s 15 --save-interval 2 --run-root "$R/runs")
+(cd "$R/device_repo" && python benchmarks/device/gpu_session.py --rehearse --out "$R/out1" --deadline-s 170 \
+  --train-min-s 70 --ckpt-every-s 15 --save-interval 2 --run-root "$R/runs" \
+  --vlm-args "--num-envs 4 --size 64 --arch tiny --steps 1 --warmup 1 --backend warp --sim-backend warp")
+grep -q "| 4 | WarpFrameRenderer |" "$R/out1/report.md" || { echo "REHEARSAL FAILED: no vlm_reward cost row" >&2; exit 1; }
 ls -la "$R/out1"
 n_out=$(ls "$R/out1" | wc -l)
 big=$(find "$R/out1" -type f -size +16M | wc -l)

@@ -170,6 +170,21 @@ def test_no_standing_or_dropped_fraction_starts_from_the_host_posture():
     assert torch.all(g[:, 2].abs() < 0.3)
 
 
+def test_fall_termination_ends_only_episodes_whose_pelvis_fell_below_0_5_m_after_passing_0_7_m():
+    lying = make(3, dr=False, stand_fraction=0.0, fall_fraction=0.0, fall_termination=True)  # pelvis ~0.1 m
+    lying.host_above[:] = torch.tensor([True, False, True])  # as if the pelvis had passed 0.7 m earlier
+    _, _, dones, extras = lying.step(torch.zeros(3, 23))
+    assert dones.tolist() == [1, 0, 1] and not extras["time_outs"].any()
+    assert extras["episode"]["Episode_Termination/fell_after_rise"].tolist() == [1.0, 1.0]
+    assert lying.host_above.tolist() == [False, False, False]  # reset with its episode: the term reads it live
+    standing = make(2, dr=False, stand_fraction=1.0, fall_fraction=0.0, fall_termination=True)
+    standing.host_above[:] = True
+    assert not standing.step(torch.zeros(2, 23))[2].any()  # risen and still up
+    off = make(3, dr=False, stand_fraction=0.0, fall_fraction=0.0)  # the default: episodes end on time-out only
+    off.host_above[:] = True
+    assert not off.step(torch.zeros(3, 23))[2].any()
+
+
 def test_standing_heights_match_a_mujoco_drop_of_the_model():
     env = make(1, dr=False)
     m = env.model

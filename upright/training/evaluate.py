@@ -193,7 +193,7 @@ def make_eval_env(
         check_policy_task,
         load_policy,
         policy_action_mode,
-        policy_gain_settings,
+        policy_env_settings,
         policy_mdp,
     )
 
@@ -203,7 +203,7 @@ def make_eval_env(
     mdp = policy_mdp(policy_source) if task == "standup" else None
     if mdp is not None and not named & {"recipe", "env.mdp"}:
         all_overrides.append(f"recipe={mdp}")  # the MDP it was trained in: its gains, observations and action scale
-    for key, value in policy_gain_settings(policy_source).items():  # the gains it was trained with
+    for key, value in policy_env_settings(policy_source).items():  # its gains and actor history
         if f"env.{key}" not in named:
             all_overrides.append(f"env.{key}={value}")
     problem = validate_overrides(all_overrides)
@@ -232,6 +232,7 @@ def make_eval_env(
     cfg.env.curriculum.enabled = False  # no pull force; β fixed below
     if "getup" in cfg.env:  # recipe=getup: every episode from the terrain's posture (HoST protocol)
         cfg.env.getup.stand_fraction = cfg.env.getup.fall_fraction = 0.0
+        cfg.env.getup.fall_termination = False  # a training device: the protocol's episodes end on time-out
     if not domain_rand:
         cfg.env.domain_rand.enabled = False
     cfg.train.init_at_random_ep_len = False

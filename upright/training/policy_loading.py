@@ -103,14 +103,14 @@ HISTORY_SETTING = "getup.actor_history"
 ``observation_history_length``)."""
 
 
-def policy_gain_settings(policy: str) -> dict[str, float | int]:
-    """The gain settings (:data:`GAIN_SETTINGS`, keys without ``env.``) a ``recipe=getup`` policy was trained with, so
-    that play and evaluation drive the motors as training did: a checkpoint's run config, or an ONNX file's metadata
-    ``getup_natural_freq_hz`` / ``getup_damping_ratio`` (files exported before those keys, 2026-11-26: {}, so the
-    recipe's gains, 10.8 Hz since 2026-11-27; ``python -m upright.training.export --refresh-metadata FILE.onnx`` adds
-    the keys from the run config beside it); and, for an actor that reads more than one frame, its
-    :data:`HISTORY_SETTING` (int), so that they observe as training did. {} for other
-    policies, ``zero``, ``random`` or a file that cannot be read (loading it reports why)."""
+def policy_env_settings(policy: str) -> dict[str, float | int]:
+    """The env settings a ``recipe=getup`` policy was trained with that play and evaluation must repeat (keys without
+    ``env.``): its gains (:data:`GAIN_SETTINGS`), so that they drive the motors as training did, from a checkpoint's
+    run config or an ONNX file's metadata ``getup_natural_freq_hz`` / ``getup_damping_ratio`` (files exported before
+    those keys, 2026-11-26: none, so the recipe's gains, 10.8 Hz since 2026-11-27; ``python -m
+    upright.training.export --refresh-metadata FILE.onnx`` adds the keys from the run config beside it); and, for an
+    actor that reads more than one frame, its :data:`HISTORY_SETTING` (int), so that they observe as training did. {}
+    for other policies, ``zero``, ``random`` or a file that cannot be read (loading it reports why)."""
     from omegaconf import OmegaConf
 
     from upright.conf.run_files import run_config_for

@@ -248,7 +248,7 @@ class PolicySession(Session):
         from upright.training.policy_loading import (
             check_policy_task,
             policy_action_mode,
-            policy_gain_settings,
+            policy_env_settings,
             policy_mdp,
         )
         from upright.viewer.policy import load_policy
@@ -267,9 +267,10 @@ class PolicySession(Session):
         self.beta = None if beta is None else float(beta)
         """Fixed action scale β of tasks that have one (standup); None for tasks without (lift)."""
         self.randomize = bool(cfg.get("randomize", False))
-        self.recipe_env = _policy_recipe_env(policy_mdp(str(cfg.policy)), cfg) | policy_gain_settings(str(cfg.policy))
+        self.recipe_env = _policy_recipe_env(policy_mdp(str(cfg.policy)), cfg) | policy_env_settings(str(cfg.policy))
         """``env.*`` values of the recipe whose MDP the policy was trained in (``recipe=getup``) and the motor gains it
-        was trained with (:func:`~upright.training.policy_loading.policy_gain_settings`), else empty."""
+        was trained with and its actor history (:func:`~upright.training.policy_loading.policy_env_settings`), else
+        empty."""
         if cfg.get("beta") is None and "curriculum.beta_init" in self.recipe_env:
             self.beta = float(self.recipe_env["curriculum.beta_init"])
         mdp = self.recipe_env.get("mdp", OmegaConf.select(cfg, "env.mdp", default=None))

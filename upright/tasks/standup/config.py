@@ -84,7 +84,8 @@ class SimCfg:
     """Physics backend selection."""
 
     backend: str = "native"
-    """Backend name: ``native`` (MuJoCo C, threads; the CPU default) or ``mjx`` (MuJoCo-MJX on JAX; GPUs)."""
+    """Backend name: ``native`` (MuJoCo C, threads; the CPU default), ``warp`` (MuJoCo Warp; GPUs) or ``mjx``
+    (MuJoCo-MJX on JAX; GPUs)."""
     num_threads: int = 0
     """Threads for the native backend; 0 = all CPUs."""
     timestep: float = 0.005

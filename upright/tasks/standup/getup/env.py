@@ -11,7 +11,9 @@ What it changes in :class:`~upright.tasks.standup.env.StandupEnv` (the terms liv
   joint velocities and the last action, one frame or the last ``env.getup.actor_history`` frames; the critic gets
   one frame with the torso's gravity and the pelvis velocity;
 - **rewards** (:mod:`.rewards`): one group, torso uprightness, torso and pelvis height, gated posture and
-  regularisation.
+  regularisation;
+- **terminations** (:mod:`.terminations`): optionally (``env.getup.fall_termination``) a fall below 0.5 m after the
+  pelvis passed 0.7 m ends the episode.
 
 The pull-force curriculum is off and β fixed (``recipe=getup`` sets ``env.curriculum``).
 """
@@ -24,6 +26,7 @@ import mujoco
 import torch
 
 from upright.managers.observation import FrameObservations, compute_frame
+from upright.managers.termination import TerminationManager, TerminationTerm
 from upright.robots import g1
 from upright.sim.options import PhysicsOptions
 from upright.tasks.standup.config import SimCfg, StandupEnvCfg
@@ -33,6 +36,7 @@ from upright.tasks.standup.getup.actions import getup_robot_info, set_actuator_g
 from upright.tasks.standup.getup.config import validate_getup
 from upright.tasks.standup.getup.observations import ACTOR_TERMS, CRITIC_TERMS, OBS_CLIP, GetupState
 from upright.tasks.standup.getup.rewards import GROUP, getup_reward_terms
+from upright.tasks.standup.getup.terminations import fell_after_rise
 from upright.tasks.standup.scene import standup_spec
 
 STOOD_HEIGHT_MARGIN = 0.02
@@ -82,6 +86,12 @@ class GetupEnv(StandupEnv):
         self.host_above = torch.zeros(n, dtype=torch.bool, device=device)
         self.host_fell = torch.zeros(n, dtype=torch.bool, device=device)
         super().__init__(cfg, sim_cfg, device, seed)
+        if gcfg.fall_termination:  # host_above is updated in place (_log_step, reset_envs): the term reads it live
+            crit = self.terrain.success
+            term = TerminationTerm(
+                "fell_after_rise", fell_after_rise, {"rose": self.host_above, "fall_height": crit.fall_height}
+            )
+            self.termination_manager = TerminationManager([*self.termination_manager.terms, term])
 
     def draw_encoder_bias(self, seed: int) -> None:
         """Draw :attr:`encoder_bias` from U(±``env.getup.encoder_bias``) with a generator seeded from ``seed`` (as at
