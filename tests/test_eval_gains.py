@@ -45,7 +45,7 @@ def test_evaluation_env_has_the_trained_gains_for_a_checkpoint_and_an_onnx_file(
             env.close()
 
 
-def test_host_and_unreadable_policies_carry_no_gain_settings(tmp_path):
+def test_host_and_unreadable_policies_carry_no_env_settings(tmp_path):
     assert policy_env_settings("upright/assets/policies/g1_standup_ground") == {}
     assert policy_env_settings("zero") == {}
     assert policy_env_settings(str(tmp_path / "missing.pt")) == {}

@@ -1,17 +1,18 @@
-"""One lent GPU session, in one call: the backend benchmark, a short Warp kernel profile, then G1 stand-up training
-until the deadline, checkpointing into ``$OUT`` every minute so that the next lent session resumes it.
+"""One lent GPU session, in one call: optionally the ``vlm_reward`` cost, the backend benchmark, a short Warp kernel
+profile, then G1 stand-up training until the deadline, checkpointing into ``$OUT`` every minute so that the next lent
+session resumes it.
 
 Run by ``benchmarks/device/device.sh run`` after the wheels are installed (``benchmarks/device/README.md``).
 
-1. **Benchmark** (each (backend, N) in its own process, as ``benchmarks/bench_backends.py`` measures it): bare
+1. **VLM reward cost** (``--vlm-args``, issue 37): ``benchmarks/vlm_reward_cost.py --device <GPU>`` with those
+   arguments in its own process, first, for at most ``--vlm-max-s`` of the benchmark's share of time; its table goes
+   into ``report.md``.
+2. **Benchmark** (each (backend, N) in its own process, as ``benchmarks/bench_backends.py`` measures it): bare
    env-steps/s (``sim.step(ctrl, 4)`` + reading the state, G1 lying on the floor under random PD targets) and
    ``StandupEnv.step`` env-steps/s (domain randomisation off), for ``warp`` and ``mjx`` (``impl="jax"``) on the GPU
    and ``native`` on every CPU core, at 1,024 / 4,096 / 8,192 envs. Entries run in priority order (all backends at
    8,192 first: the target's size) and an entry is skipped when the benchmark's share of the deadline is spent, so
    training always gets ``--train-min-s``. The first Warp entry's ``first_step_s`` includes compiling the kernels.
-2. **VLM reward cost** (``--vlm-args``, issue 37): ``benchmarks/vlm_reward_cost.py --device <GPU>`` with those
-   arguments in its own process, before the backend entries and for at most ``--vlm-max-s`` of the benchmark's
-   share of time; its table goes into ``report.md``.
 3. **Profile**: 10 env steps of ``warp`` at the largest N with one-by-one launches under Warp's CUDA activity timer
    (``wp.timing_begin``), the kernels with the most GPU time, into ``profile.txt``.
 4. **Training**: ``python train.py task=standup sim.backend=warp device=cuda:0`` (the default recipe), optionally
@@ -169,10 +170,14 @@ def run_vlm(a, out: pathlib.Path, deadline: float) -> None:
     try:
         r = subprocess.run(cmd, capture_output=True, text=True, timeout=left, check=False)
         tail = (r.stdout + r.stderr).strip().splitlines()[-6:]
-    except subprocess.TimeoutExpired as e:
-        tail = [f"no result within {left:.0f} s", *str(e.stdout or "").splitlines()[-4:]]
+    except subprocess.TimeoutExpired as e:  # its output is bytes here, whatever text=True says
+        text = b"".join(x if isinstance(x, bytes) else (x or "").encode() for x in (e.stdout, e.stderr))
+        tail = [f"no result within {left:.0f} s", *text.decode(errors="replace").splitlines()[-5:]]
     report = out / "vlm_cost.md"
-    log(out, report.read_text() if report.is_file() else "failed:\n```\n" + "\n".join(tail) + "\n```")
+    if report.is_file():  # its title becomes a third-level heading under this section
+        log(out, "### " + report.read_text().lstrip("# "))
+    else:
+        log(out, "failed:\n```\n" + "\n".join(tail) + "\n```")
     report.unlink(missing_ok=True)  # its table is in report.md (8 files come back at most)
     log(out, f"(vlm_reward cost took {time.time() - t0:.0f} s)\n")
 

@@ -171,12 +171,15 @@ def test_no_standing_or_dropped_fraction_starts_from_the_host_posture():
 
 
 def test_fall_termination_ends_only_episodes_whose_pelvis_fell_below_0_5_m_after_passing_0_7_m():
-    lying = make(3, dr=False, stand_fraction=0.0, fall_fraction=0.0, fall_termination=True)  # pelvis ~0.1 m
-    lying.host_above[:] = torch.tensor([True, False, True])  # as if the pelvis had passed 0.7 m earlier
-    _, _, dones, extras = lying.step(torch.zeros(3, 23))
-    assert dones.tolist() == [1, 0, 1] and not extras["time_outs"].any()
-    assert extras["episode"]["Episode_Termination/fell_after_rise"].tolist() == [1.0, 1.0]
-    assert lying.host_above.tolist() == [False, False, False]  # reset with its episode: the term reads it live
+    lying = make(4, dr=False, stand_fraction=0.0, fall_fraction=0.0, fall_termination=True)  # pelvis ~0.1 m
+    lying.host_above[:] = torch.tensor([True, False, True, True])  # as if the pelvis had passed 0.7 m earlier
+    lying.clock_set[3] = True  # rsl-rl's random episode clock: a start of unknown kind never ends here
+    lying.episode.length[:2] = lying.max_episode_length - 1  # envs 0 and 1 reach their time limit at this step
+    _, _, dones, extras = lying.step(torch.zeros(4, 23))
+    assert dones.tolist() == [1, 1, 1, 0]
+    assert extras["time_outs"].tolist() == [False, True, False, False]  # a terminal last step is not bootstrapped
+    assert extras["episode"]["Episode_Termination/fell_after_rise"].tolist() == [1.0, 0.0, 1.0]
+    assert lying.host_above.tolist() == [False, False, False, True]  # reset with its episode: the term reads it live
     standing = make(2, dr=False, stand_fraction=1.0, fall_fraction=0.0, fall_termination=True)
     standing.host_above[:] = True
     assert not standing.step(torch.zeros(2, 23))[2].any()  # risen and still up

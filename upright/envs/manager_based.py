@@ -101,7 +101,8 @@ class ManagerBasedRlEnv(VecEnv):
 
         Returns:
             obs (``get_observations()``), rewards (N,) (the sum over the groups, for logging), dones (N,) int64, and
-            extras: ``time_outs`` (N,) bool (episodes at their time limit), ``reward_groups`` (N, G) float32,
+            extras: ``time_outs`` (N,) bool (episodes that ended at their time limit without a terminal state, the
+            ones PPO bootstraps: :attr:`truncated`), ``reward_groups`` (N, G) float32,
             ``episode`` (log scalars) and, when the action term reports it, ``action_applied`` (N,) bool.
 
         Raises:
@@ -122,7 +123,8 @@ class ManagerBasedRlEnv(VecEnv):
         dones = terminated | time_outs
         self.truncated = time_outs & ~terminated
         """(N,) bool: episodes that ended at the last step at their time limit without a terminal state (gymnasium's
-        truncated; ``extras["time_outs"]`` also holds the terminal ones)."""
+        truncated; also ``extras["time_outs"]``: an episode that reaches a terminal state at its last step is not
+        bootstrapped)."""
         self.episode.add({f"group/{g}": group_rewards[:, i] for i, g in enumerate(self.reward_group_names)} | terms)
         log = self._log_step(state, group_rewards, dones)
         if bool(dones.any()):  # which term ended each finished episode (time-outs are none of them)
@@ -140,7 +142,7 @@ class ManagerBasedRlEnv(VecEnv):
         self.state = state
         """State after the resets: what the next observation and action read."""
         self.update_observations()
-        extras = {"time_outs": time_outs, "reward_groups": group_rewards, "episode": log}
+        extras = {"time_outs": self.truncated, "reward_groups": group_rewards, "episode": log}
         applied = self.action_term.applied(self)
         if applied is not None:
             extras["action_applied"] = applied

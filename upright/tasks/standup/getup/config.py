@@ -72,8 +72,8 @@ class GetupCfg:
     frame."""
     fall_termination: bool = False
     """End an episode when its pelvis falls below 0.5 m after passing 0.7 m (HoST's ground failure;
-    :func:`~upright.tasks.standup.getup.terminations.fell_after_rise`). Off: episodes end only on time-out
-    (mjlab_playground). Training only: evaluation runs the protocol without it."""
+    :func:`~upright.tasks.standup.getup.terminations.fell_after_rise`). Off: no fall ends an episode, only the time-out
+    or a diverged simulation (mjlab_playground). Training only: evaluation runs the protocol without it."""
     success_tilt: float = 0.05
     """Training metric ``Metrics/stood``: torso tilt error |g_torso - (0, 0, -1)|² below this (12.8°) with the
     pelvis within 2 cm of its standing height, at any step of the episode (mjlab_playground ``getup_success``)."""

@@ -86,11 +86,11 @@ class GetupEnv(StandupEnv):
         self.host_above = torch.zeros(n, dtype=torch.bool, device=device)
         self.host_fell = torch.zeros(n, dtype=torch.bool, device=device)
         super().__init__(cfg, sim_cfg, device, seed)
-        if gcfg.fall_termination:  # host_above is updated in place (_log_step, reset_envs): the term reads it live
-            crit = self.terrain.success
-            term = TerminationTerm(
-                "fell_after_rise", fell_after_rise, {"rose": self.host_above, "fall_height": crit.fall_height}
-            )
+        self.crit = self.terrain.success
+        """HoST's success criterion of the terrain (ground: pelvis above 0.7 m, then never below 0.5 m)."""
+        if gcfg.fall_termination:  # both buffers are updated in place (_log_step, reset_envs): the term reads them live
+            params = {"rose": self.host_above, "unknown_start": self.clock_set, "fall_height": self.crit.fall_height}
+            term = TerminationTerm("fell_after_rise", fell_after_rise, params)
             self.termination_manager = TerminationManager([*self.termination_manager.terms, term])
 
     def draw_encoder_bias(self, seed: int) -> None:
@@ -235,8 +235,8 @@ class GetupEnv(StandupEnv):
         self.peak_pelvis = torch.where(actuated, torch.maximum(self.peak_pelvis, z), self.peak_pelvis)
         upright = state.torso_tilt_error < self.cfg.getup.success_tilt
         self.stood |= actuated & upright & (z > self.pelvis_target - STOOD_HEIGHT_MARGIN)
-        self.host_fell |= self.host_above & (z < 0.5)
-        self.host_above |= actuated & (z > 0.7)
+        self.host_fell |= self.host_above & (z < self.crit.fall_height)
+        self.host_above |= actuated & (z > self.crit.stand_height)
         self.stand_fell |= z < 0.5
         up = (self.start_kind == events.STAND) & ~self.stand_fell
         self.stand_time = torch.where(up, self.episode_length_buf.float() * self.step_dt, self.stand_time)
