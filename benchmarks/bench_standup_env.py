@@ -77,16 +77,46 @@ DOMAIN_RAND = False
 docs/bench_standup_env.md, measured before randomisation existed; on, the action delay steps substep by substep."""
 
 
+SETTINGS: dict = {}
+"""``--set KEY=VALUE``: ``env.*`` / ``train.*`` values applied on top of the recipe's (e.g. an A/B of one setting's cost
+per iteration: ``--set env.getup.actor_history=1``)."""
+
+
 def _recipe_values(prefix: str) -> dict:
     from upright.conf import RECIPES
 
-    return {k.removeprefix(prefix): v for k, v in RECIPES[RECIPE].items() if k.startswith(prefix)}
+    values = RECIPES[RECIPE] | SETTINGS
+    return {k.removeprefix(prefix): v for k, v in values.items() if k.startswith(prefix)}
+
+
+def parse_settings(items: list[str]) -> dict:
+    """``KEY=VALUE`` strings -> {key: value}, each value read as train.py reads it (Hydra's override grammar: ``6``,
+    ``false``, ``5e-3``, ``[1.0]``).
+
+    Raises:
+        ValueError: an item that is not ``env.KEY=VALUE`` or ``train.KEY=VALUE``, naming the form.
+    """
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import HydraException
+
+    fix = "expected env.KEY=VALUE or train.KEY=VALUE, e.g. env.getup.actor_history=1"
+    out, parser = {}, OverridesParser.create()
+    for item in items:
+        try:
+            (override,) = parser.parse_overrides([item])
+        except HydraException:
+            raise ValueError(f"--set {item!r}: {fix}") from None
+        if not override.key_or_group.startswith(("env.", "train.")):
+            raise ValueError(f"--set {item!r}: {fix}")
+        out[override.key_or_group] = override.value()
+    return out
 
 
 def bench_env_cfg(n: int):
     cfg = OmegaConf.structured(StandupEnvCfg(num_envs=n))
     for key, value in _recipe_values("env.").items():
         OmegaConf.update(cfg, key, value, merge=False)
+    cfg.num_envs = n  # the benchmark's N, not the recipe's env.num_envs (recipe=getup sets 8,192)
     cfg.domain_rand.enabled = DOMAIN_RAND
     return cfg
 
@@ -387,8 +417,19 @@ def parse_args(argv=None) -> argparse.Namespace:
     )
     p.add_argument("--domain-rand", action="store_true", help="domain randomisation on in the env (HoST training)")
     p.add_argument("--recipe", default="host", help="train.py's recipe=<name> for the env and the PPO settings")
+    p.add_argument(
+        "--set",
+        nargs="*",
+        default=[],
+        metavar="KEY=VALUE",
+        help="env.* / train.* values on top of the recipe's, e.g. --set env.getup.actor_history=1",
+    )
     p.add_argument("--out", type=str, default=None, help="also write the Markdown report to this file")
     args = p.parse_args(argv)
+    try:
+        args.settings = parse_settings(args.set)
+    except ValueError as e:
+        p.error(str(e))
     if args.quick:
         defaults = p.parse_args([])
         if args.num_envs == defaults.num_envs:
@@ -403,10 +444,11 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 
 def main(argv=None) -> None:
-    global DOMAIN_RAND, RECIPE
+    global DOMAIN_RAND, RECIPE, SETTINGS
     args = parse_args(argv)
     DOMAIN_RAND = args.domain_rand
     RECIPE = args.recipe
+    SETTINGS = args.settings
     if args.torch_threads is not None:
         torch.set_num_threads(args.torch_threads)
     if not os.environ.get("MENAGERIE_ROOT"):
@@ -414,7 +456,8 @@ def main(argv=None) -> None:
     model = standup_scene(PhysicsOptions(timestep=SimCfg().timestep))
     mj = MjStepRate(model)
     header = machine_header(mj)  # load average at the start
-    header.append(f"Recipe: `recipe={RECIPE}`" + (" (domain randomisation on)" if DOMAIN_RAND else ""))
+    settings = "".join(f" {k}={v}" for k, v in SETTINGS.items())
+    header.append(f"Recipe: `recipe={RECIPE}{settings}`" + (" (domain randomisation on)" if DOMAIN_RAND else ""))
     print("\n".join(header) + "\n\n" + Measurement.HEAD, flush=True)
     grid, physics = ([], {}) if args.no_grid else stepping_grid(args, mj)
     train = training(args, mj) if args.train_iters > 0 else None

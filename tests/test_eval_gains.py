@@ -36,7 +36,8 @@ def test_evaluation_env_has_the_trained_gains_for_a_checkpoint_and_an_onnx_file(
     want = getup_robot_info(FREQ, 2.0)
     pol = want.policy_joint_ids
     for source in (run / "model_1.pt", run / "policy.onnx"):
-        assert policy_env_settings(str(source)) == {"getup.natural_freq_hz": FREQ, "getup.damping_ratio": 2.0}
+        want_settings = {"getup.natural_freq_hz": FREQ, "getup.damping_ratio": 2.0, "getup.actor_history": 6}
+        assert policy_env_settings(str(source)) == want_settings
         env, *_ = make_eval_env(str(source), num_envs=2, episode_length_s=0.1, domain_rand=False, seed=0)
         try:
             np.testing.assert_allclose(env.model.actuator_gainprm[pol, 0], want.kp[pol], rtol=1e-6)
@@ -49,3 +50,23 @@ def test_host_and_unreadable_policies_carry_no_env_settings(tmp_path):
     assert policy_env_settings("upright/assets/policies/g1_standup_ground") == {}
     assert policy_env_settings("zero") == {}
     assert policy_env_settings(str(tmp_path / "missing.pt")) == {}
+
+
+def test_a_one_frame_getup_checkpoint_is_evaluated_with_one_frame_under_the_six_frame_recipe():
+    """The committed ``g1_getup_std03_s3`` checkpoint's actor reads one frame; ``recipe=getup`` reads 6 since
+    2026-11-28, so evaluation must build its env from the checkpoint's run config, not from the recipe."""
+    import pathlib
+
+    import torch
+
+    from upright.training.evaluate import make_eval_env
+
+    ckpt = pathlib.Path(__file__).resolve().parents[1] / "checkpoints" / "g1_getup_std03_s3" / "model_1025.pt"
+    assert policy_env_settings(str(ckpt))["getup.actor_history"] == 1
+    env, policy, *_ = make_eval_env(str(ckpt), num_envs=2, episode_length_s=0.1, domain_rand=False, seed=0)
+    try:
+        obs = env.get_observations()["actor"]
+        assert int(env.cfg.getup.actor_history) == 1 and obs.shape == (2, 75)
+        assert policy(obs).shape == (2, 23) and bool(torch.isfinite(policy(obs)).all())
+    finally:
+        env.close()

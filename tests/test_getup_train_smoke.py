@@ -30,7 +30,9 @@ def test_getup_run_exports_a_self_describing_policy(getup_run):
     run_dir, proc = getup_run
     assert "ONNX export failed" not in proc.stdout
     meta = read_metadata(run_dir / "policy.onnx")
-    assert meta["mdp"] == "getup" and meta["observation_dim"] == 75 and meta["privileged_inputs"] == []
+    # the recipe's actor reads its last 6 frames of the 75-value observation (upright.tasks.standup.spec.GETUP)
+    assert meta["mdp"] == "getup" and meta["observation_dim"] == 6 * 75 and meta["privileged_inputs"] == []
+    assert meta["observation_history_length"] == 6 and meta["observation_history_start"] == "first_frame"
     assert meta["action_mode"] == "relative" and meta["action_scale"] == pytest.approx(0.6)
     assert meta["training_assistance"].startswith("none")
     # Kp = I·ω²: mjlab_playground's 5 Hz knee Kp (24.7746 N·m/rad) scaled to the recipe's 10.8 Hz
@@ -88,6 +90,7 @@ def test_play_runs_a_getup_policy_with_the_default_config(getup_run):
     s = PolicySession(cfg)
     try:
         assert isinstance(s.env, GetupEnv) and s.beta == pytest.approx(0.6)
+        assert not s.env.cfg.getup.fall_termination  # as evaluation: a fall stays on screen until the time-out
         for _ in range(3):
             s.step()
     finally:
@@ -104,7 +107,11 @@ def test_the_default_recipe_of_task_standup_is_the_getup_recipe():
     with initialize(version_base=None, config_path=None):
         default = compose("config", overrides=["task=standup"])
         host = compose("config", overrides=["task=standup", "recipe=host"])
+        kneel = compose("config", overrides=["task=standup", "recipe=vlm_kneel"])
     assert default.env.mdp == "getup" and host.env.mdp == "host"
     assert default.env.getup.natural_freq_hz == 10.8 and default.env.getup.rewards.joint_vel_hinge == 0.0
     assert (default.env.num_envs, default.train.num_steps_per_env) == (8192, 12)
+    # the line's MDP levers (6-frame actor, episodes ended by a fall after the rise); the kneel must not end at a kneel
+    assert default.env.getup.actor_history == 6 and default.env.getup.fall_termination is True
+    assert kneel.env.getup.fall_termination is False
     assert host.env.num_envs != 8192 and host.train.num_steps_per_env == 50

@@ -363,13 +363,14 @@ def test_vector_env_on_mjx_is_one_mjx_simulation_and_matches_native():
 
 
 def test_getup_recipe_passes_gymnasiums_checker_and_reseeds_like_a_fresh_env():
-    """``recipe="getup"``: gymnasium's checker passes, the observation is the get-up actor's one frame (75), the reward
-    is the one ``getup`` group, and reset(seed=s) equals a freshly built env of that seed (encoder bias included)."""
+    """``recipe="getup"``: gymnasium's checker passes, the observation is the get-up actor's 6 frames (6 x 75), the
+    reward is the one ``getup`` group, and reset(seed=s) equals a freshly built env of that seed (encoder bias
+    included)."""
     from upright.tasks.registry import make_env
 
     env = gymnasium.make(ID, recipe="getup", overrides={"episode_length_s": 0.3})
     check_env(env.unwrapped, skip_render_check=True)
-    assert env.observation_space.shape == (75,)
+    assert env.observation_space.shape == (6 * 75,)  # the recipe's env.getup.actor_history=6
     obs, _ = env.reset(seed=5)
     task = env.unwrapped.task
     assert task.reward_group_names == ("getup",)
@@ -381,7 +382,7 @@ def test_getup_recipe_passes_gymnasiums_checker_and_reseeds_like_a_fresh_env():
         obs, _, terminated, truncated, info = env.step(a[0].numpy())
         fresh_obs, *_ = fresh.step(a)
         if terminated or truncated:
-            assert truncated and obs.shape == (75,) and np.isfinite(obs).all()
+            assert truncated and obs.shape == (6 * 75,) and np.isfinite(obs).all()
             break
         np.testing.assert_array_equal(obs, fresh_obs["actor"][0].numpy())
     assert truncated

@@ -110,7 +110,7 @@ def test_a_policy_of_another_env_or_shape_is_refused_in_one_line(tmp_path):
     with pytest.raises(ValueError, match="not a readable ONNX file") as err:
         load_actor_from_onnx(actor, corrupt, meta)
     assert "\n" not in str(err.value) and "train.init_policy=null" in str(err.value)
-    one_frame, meta1 = _getup_actor_and_metadata(env_overrides=())
+    one_frame, meta1 = _getup_actor_and_metadata(env_overrides=("env.getup.actor_history=1",))
     with pytest.raises(ValueError, match="observation_history_length.*set env.getup.actor_history=6") as err:
         load_actor_from_onnx(one_frame, COMMITTED, meta1)
     assert "\n" not in str(err.value)

@@ -16,10 +16,11 @@ get-up MDP, ``train.py``'s default since 2026-11-27):
 * ``terminated``: a fall the terrain ends episodes on, or a diverged simulation; ``truncated``: the 10 s time limit
   (500 steps of 0.02 s).
 
-``recipe="getup"`` gives the get-up MDP of ``train.py recipe=getup`` (:mod:`upright.tasks.standup.getup`): a (75,)
-observation of one frame (H·75 with ``overrides={"getup.actor_history": H}``, oldest first), actions PD targets
-q + 0.6·a, one reward group (``getup``), 6 s episodes that start standing or dropped (or, with
-``overrides={"getup.stand_fraction": 0, "getup.fall_fraction": 0}``, from the posture).
+``recipe="getup"`` gives the get-up MDP of ``train.py recipe=getup`` (:mod:`upright.tasks.standup.getup`): a (450,)
+observation of the recipe's 6 frames of 75 values, oldest first (H·75 with ``overrides={"getup.actor_history": H}``),
+actions PD targets q + 0.6·a, one reward group (``getup``), 6 s episodes that start standing or dropped (or, with
+``overrides={"getup.stand_fraction": 0, "getup.fall_fraction": 0}``, from the posture) and are ``terminated`` at a
+fall below 0.5 m after the pelvis passed 0.7 m (``getup.fall_termination``).
 """
 
 from __future__ import annotations

@@ -108,8 +108,8 @@ def policy_env_settings(policy: str) -> dict[str, float | int]:
     ``env.``): its gains (:data:`GAIN_SETTINGS`), so that they drive the motors as training did, from a checkpoint's
     run config or an ONNX file's metadata ``getup_natural_freq_hz`` / ``getup_damping_ratio`` (files exported before
     those keys, 2026-11-26: none, so the recipe's gains, 10.8 Hz since 2026-11-27; ``python -m
-    upright.training.export --refresh-metadata FILE.onnx`` adds the keys from the run config beside it); and, for an
-    actor that reads more than one frame, its :data:`HISTORY_SETTING` (int), so that they observe as training did. {}
+    upright.training.export --refresh-metadata FILE.onnx`` adds the keys from the run config beside it); and the
+    frames its actor reads, :data:`HISTORY_SETTING` (int >= 1), so that they observe as training did. {}
     for other policies, ``zero``, ``random`` or a file that cannot be read (loading it reports why)."""
     from omegaconf import OmegaConf
 
@@ -130,8 +130,9 @@ def policy_env_settings(policy: str) -> dict[str, float | int]:
     except Exception:  # noqa: BLE001 - not a readable file or config: load_policy says why
         return {}
     out: dict[str, float | int] = {key: float(value) for key, value in found.items() if value is not None}
-    if history is not None and int(history) > 1:
-        out[HISTORY_SETTING] = int(history)
+    # a run config or file from before the setting existed (2026-11-27) is a one-frame actor; 1 is stated too, since
+    # recipe=getup reads 6 frames (2026-11-28)
+    out[HISTORY_SETTING] = 1 if history is None else int(history)
     return out
 
 

@@ -11,7 +11,8 @@ Evaluation settings for policies: one env, β fixed (``beta=``, default the task
 randomisation off (``randomize=false``: no observation noise and ``env.domain_rand.enabled=false``: the
 nominal model, no action delay, resets at the exact default pose of the terrain's start posture).
 ``randomize=true`` keeps both, and the training reset distribution (joint angles scattered around the
-default pose). ``env.disturbance.*`` overrides apply either way.
+default pose). ``env.disturbance.*`` overrides apply either way. A get-up episode ends only at its time-out (no
+``env.getup.fall_termination``, a training device), so a fall after the rise stays on screen.
 """
 
 from __future__ import annotations
@@ -217,8 +218,9 @@ def _play_env_cfg(env_cfg, variant: Variant, randomize: bool, recipe_env: dict |
     cfg.num_envs = 1
     if "curriculum" in cfg:
         cfg.curriculum.enabled = False  # no pull force in play; β is held fixed by the session
-    if "getup" in cfg:  # env.mdp=getup: play starts from the variant's posture
+    if "getup" in cfg:  # env.mdp=getup: play starts from the variant's posture and, as evaluation, shows a fall
         cfg.getup.stand_fraction = cfg.getup.fall_fraction = 0.0
+        cfg.getup.fall_termination = False  # a training device (recipe=getup): the episode ends at its time-out
     if not randomize:
         for key in ("obs_noise",):  # randomisation switches of the task config
             if key in cfg:
