@@ -271,8 +271,9 @@ def test_recipe_getup_composes_the_getup_env_and_one_reward_group():
     env = make_env("standup", cfg.env, cfg.sim, "cpu", 0)
     assert isinstance(env, GetupEnv) and env.reward_group_names == ("getup",)
     meta = policy_metadata("standup", env)
-    assert meta["mdp"] == "getup" and meta["privileged_inputs"] == [] and meta["observation_dim"] == 75
-    assert meta["observation_history_length"] == 1 and meta["action_scale"] == pytest.approx(0.6)
+    # the recipe's actor reads its last 6 frames of 75 values (upright.tasks.standup.spec.GETUP)
+    assert meta["mdp"] == "getup" and meta["privileged_inputs"] == [] and meta["observation_dim"] == 6 * 75
+    assert meta["observation_history_length"] == 6 and meta["action_scale"] == pytest.approx(0.6)
     np.testing.assert_allclose(meta["kp"], env.model.actuator_gainprm[env.robot.policy_joint_ids, 0])
     assert meta["observation_names"] == ["base_ang_vel", "projected_gravity", "joint_pos", "joint_vel", "last_action"]
 
