@@ -26,9 +26,10 @@ GETUP: dict[str, Any] = {
     # the two MDP levers of the line that reached E_succ >= 90 % (not mjlab_playground's; measured as continuations,
     # 2 seeds each): an actor that reads its last 6 observation frames (HoST's num_actor_history;
     # docs/experiments/2026-11-27_getup_history_post_task.md) and episodes that end at a fall below 0.5 m after the
-    # pelvis passed 0.7 m (docs/experiments/2026-11-27_getup_fall_termination.md: 88.8 / 93.4 % against 82.0 / 89.6 %
-    # without it at the same iteration). env.getup.actor_history=1 env.getup.fall_termination=false is
-    # mjlab_playground's MDP.
+    # pelvis passed 0.7 m (docs/experiments/2026-11-27_getup_fall_termination.md: 2 seeds to iteration 1,225, then
+    # seed 3 alone, 88.8 / 93.4 % against 82.0 / 89.6 % without it at 1,351). Not measured from scratch: the first
+    # from-scratch run lags the one-frame recipe's early (docs/experiments/2026-11-28_getup_from_scratch.md §2).
+    # env.getup.actor_history=1 env.getup.fall_termination=false is the recipe before 2026-11-28.
     "env.getup.actor_history": 6,
     "env.getup.fall_termination": True,
     "env.curriculum.enabled": False,
