@@ -113,7 +113,7 @@ def parse_settings(items: list[str]) -> dict:
 
 
 def bench_env_cfg(n: int):
-    cfg = OmegaConf.structured(StandupEnvCfg(num_envs=n))
+    cfg = OmegaConf.structured(StandupEnvCfg())
     for key, value in _recipe_values("env.").items():
         OmegaConf.update(cfg, key, value, merge=False)
     cfg.num_envs = n  # the benchmark's N, not the recipe's env.num_envs (recipe=getup sets 8,192)

@@ -32,6 +32,7 @@ from upright.conf import register_configs
 from upright.conf.validate import validate_overrides
 from upright.tasks.registry import make_env
 from upright.tasks.standup import metrics
+from upright.tasks.standup.getup.config import use_protocol_episodes
 from upright.tasks.standup.terrains import POSTURE_NAMES, TERRAIN_NAMES
 
 METRICS = ("E_succ", "E_feet", "E_smth", "E_engy")
@@ -230,9 +231,8 @@ def make_eval_env(
     cfg.env.episode_length_s = episode_length_s
     cfg.env.obs_noise = False
     cfg.env.curriculum.enabled = False  # no pull force; β fixed below
-    if "getup" in cfg.env:  # recipe=getup: every episode from the terrain's posture (HoST protocol)
-        cfg.env.getup.stand_fraction = cfg.env.getup.fall_fraction = 0.0
-        cfg.env.getup.fall_termination = False  # a training device: the protocol's episodes end on time-out
+    if "getup" in cfg.env:  # recipe=getup: every episode from the terrain's posture to its time-out (HoST protocol)
+        use_protocol_episodes(cfg.env.getup)
     if not domain_rand:
         cfg.env.domain_rand.enabled = False
     cfg.train.init_at_random_ep_len = False

@@ -218,9 +218,10 @@ def _play_env_cfg(env_cfg, variant: Variant, randomize: bool, recipe_env: dict |
     cfg.num_envs = 1
     if "curriculum" in cfg:
         cfg.curriculum.enabled = False  # no pull force in play; β is held fixed by the session
-    if "getup" in cfg:  # env.mdp=getup: play starts from the variant's posture and, as evaluation, shows a fall
-        cfg.getup.stand_fraction = cfg.getup.fall_fraction = 0.0
-        cfg.getup.fall_termination = False  # a training device (recipe=getup): the episode ends at its time-out
+    if "getup" in cfg:  # env.mdp=getup: from the variant's posture to the time-out, as evaluation (a fall stays shown)
+        from upright.tasks.standup.getup.config import use_protocol_episodes
+
+        use_protocol_episodes(cfg.getup)
     if not randomize:
         for key in ("obs_noise",):  # randomisation switches of the task config
             if key in cfg:

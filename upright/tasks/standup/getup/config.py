@@ -107,3 +107,11 @@ def validate_getup(cfg: GetupCfg, terrain: str, prefix: str = "env.getup") -> No
             f"terrain={terrain}: recipe=getup (env.mdp=getup, the get-up MDP) is written for flat ground "
             f"(terrain=ground); use recipe=host terrain={terrain} (HoST's terrains), or drop terrain={terrain}."
         )
+
+
+def use_protocol_episodes(cfg) -> None:
+    """Set ``cfg`` (the ``env.getup`` settings, a dataclass or DictConfig) to the episodes of HoST's evaluation
+    protocol, which evaluation and play run: every episode starts from the terrain's posture (no standing or dropped
+    starts) and ends only at its time-out (no :attr:`GetupCfg.fall_termination`, a training device)."""
+    cfg.stand_fraction = cfg.fall_fraction = 0.0
+    cfg.fall_termination = False
