@@ -27,6 +27,7 @@ register_configs()
 def main(cfg: DictConfig) -> None:
     from upright.robots.menagerie import ModelNotFoundError
     from upright.sim import BackendUnsupportedError
+    from upright.training.noise_cut import NoiseCutMetricError
     from upright.training.train_loop import ResumeMismatchError, train
 
     residual_setup = None
@@ -42,9 +43,15 @@ def main(cfg: DictConfig) -> None:
         train(cfg, residual_setup=residual_setup)
     except KeyboardInterrupt:
         sys.exit(130)
-    except (ModelNotFoundError, FileExistsError, BackendUnsupportedError, ResumeMismatchError) as err:  # no robot
-        # model; run.name of a run that has checkpoints; a model the chosen sim.backend cannot run; a resume= checkpoint
-        # of another network layout
+    except (
+        ModelNotFoundError,
+        FileExistsError,
+        BackendUnsupportedError,
+        ResumeMismatchError,
+        NoiseCutMetricError,
+    ) as err:
+        # no robot model; run.name of a run that has checkpoints; a model the chosen sim.backend cannot run; a resume=
+        # checkpoint of another network layout; a train.noise_cut_metric the env never logs (after a checkpoint)
         print(f"error: {' '.join(str(err).split())}", file=sys.stderr, flush=True)
         sys.exit(2)
 

@@ -6,6 +6,7 @@ HoST's ``ppo.py`` / ``g1_config_ground.py`` (spec §5).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 
@@ -95,6 +96,16 @@ class TrainCfg:
     """The action std set at :attr:`noise_cut_iteration`, in action units (> 0)."""
     noise_cut_entropy_coef: float = 0.0
     """The entropy coefficient from :attr:`noise_cut_iteration` on (>= 0)."""
+    noise_cut_metric: str | None = None
+    """Not HoST: also cut (as at :attr:`noise_cut_iteration`, whichever comes first) once the moving mean of this
+    episode metric over :attr:`noise_cut_metric_window` iterations reaches :attr:`noise_cut_metric_at_least`
+    (:class:`upright.training.noise_cut.MetricTrigger`; the first episode length of iterations after a start or a
+    resume is not counted). E.g. ``Metrics/pelvis_passed_0.5`` for ``recipe=getup``: cut the noise once the policy
+    gets up. A name the env never logs stops the run with a one-line error (after a checkpoint). None: off."""
+    noise_cut_metric_at_least: float = 0.9
+    """The threshold of :attr:`noise_cut_metric`'s moving mean, in the metric's units."""
+    noise_cut_metric_window: int = 10
+    """Iterations in :attr:`noise_cut_metric`'s moving mean (>= 1)."""
     use_mixed_precision: bool = False
     """Not HoST: run the PPO update's forward passes and losses under ``torch.autocast(dtype=bfloat16)`` (rsl-rl's
     ``use_mixed_precision``); parameters, gradients and Adam moments stay float32. About 2x faster on a CPU with
@@ -114,4 +125,25 @@ def noise_cut_problem(iteration: int, std: float, entropy_coef: float) -> str | 
         return f"train.noise_cut_std must be > 0 (an action std, e.g. 0.4), got {std}."
     if not float(entropy_coef) >= 0:
         return f"train.noise_cut_entropy_coef must be >= 0, got {entropy_coef}."
+    return None
+
+
+def noise_cut_metric_problem(metric, at_least, window) -> str | None:
+    """One-line error for ``train.noise_cut_metric*`` values that cannot be used, naming the key; None when they can
+    (``metric`` None: the trigger is off, nothing else is checked)."""
+    if metric is None:
+        return None
+    if not isinstance(metric, str) or not metric.strip():
+        return (
+            f"train.noise_cut_metric must be a logged metric's name, e.g. Metrics/pelvis_passed_0.5, or null "
+            f"(got {metric!r})."
+        )
+    try:
+        at_least = float(at_least)
+    except (TypeError, ValueError):
+        at_least = float("nan")
+    if not math.isfinite(at_least):
+        return f"train.noise_cut_metric_at_least must be a finite number, e.g. 0.9 (got {at_least})."
+    if not isinstance(window, int) or isinstance(window, bool) or window < 1:
+        return f"train.noise_cut_metric_window must be an integer >= 1 (iterations), e.g. 10 (got {window!r})."
     return None

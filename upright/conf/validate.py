@@ -24,7 +24,7 @@ from upright.conf import (
     task_of,
     with_task_groups,
 )
-from upright.conf.train_cfg import noise_cut_problem
+from upright.conf.train_cfg import noise_cut_metric_problem, noise_cut_problem
 from upright.tasks.standup.getup.config import validate_getup
 from upright.tasks.standup.terrains import check_variant
 
@@ -235,8 +235,15 @@ def check_values(cfg) -> str | None:
             validate_getup(env.getup, str(env.terrain))
         except ValueError as err:
             return str(err)
-    if train is not None and train.get("noise_cut_iteration") is not None:
-        problem = noise_cut_problem(train.noise_cut_iteration, train.noise_cut_std, train.noise_cut_entropy_coef)
+    if train is not None and (train.get("noise_cut_iteration") is not None or train.get("noise_cut_metric")):
+        iteration = 1 if train.get("noise_cut_iteration") is None else train.noise_cut_iteration
+        problem = noise_cut_problem(iteration, train.noise_cut_std, train.noise_cut_entropy_coef)
+        if problem:
+            return problem
+    if train is not None:
+        problem = noise_cut_metric_problem(
+            train.get("noise_cut_metric"), train.get("noise_cut_metric_at_least"), train.get("noise_cut_metric_window")
+        )
         if problem:
             return problem
     resume = cfg.get("resume")

@@ -30,6 +30,7 @@ from rsl_rl.utils.logger import Logger
 
 from upright.atomic_io import atomic_write, atomic_write_text  # noqa: F401  (re-exported)
 from upright.training.multi_critic_ppo import LR_MIN
+from upright.training.noise_cut import MetricTrigger, NoiseCutMetricError, fires_on_every_rank
 from upright.training.onnx_export import (
     attach_metadata,
     check_onnx_matches_torch,
@@ -215,6 +216,10 @@ class UprightRunner(OnPolicyRunner):
         """(iteration, std, entropy coefficient) of ``train.noise_cut_*`` (:func:`apply_noise_cut`), or None."""
         self.noise_cut_applied = False
         """The noise cut has set the action std in this run (saved in the checkpoints' ``infos``)."""
+        self.noise_cut_trigger: MetricTrigger | None = None
+        """``train.noise_cut_metric``: cuts the noise before :attr:`noise_cut`'s iteration when it fires."""
+        self.noise_cut_at: int | None = None
+        """Completed iterations when this run's noise cut was applied (None: not yet, or not recorded)."""
         self.critic_warmup_iterations = 0
         """``train.critic_warmup_iterations``: iterations 0 .. N-1 of the run update the critics only."""
 
@@ -267,7 +272,7 @@ class UprightRunner(OnPolicyRunner):
 
     def _iteration_done(self, it: int) -> None:
         self.completed_iterations = it + 1
-        self.apply_noise_cut()
+        self.apply_noise_cut(triggered=self._metric_trigger_fires())
         self._set_actor_frozen()
 
     def _set_actor_frozen(self) -> None:
@@ -285,14 +290,28 @@ class UprightRunner(OnPolicyRunner):
         elif frozen:
             raise ValueError(f"train.critic_warmup_iterations needs MultiCriticPPO, not {type(self.alg).__name__}")
 
-    def apply_noise_cut(self) -> None:
-        """Apply ``train.noise_cut_*`` (:attr:`noise_cut`) when due: after an iteration's update and at a resume."""
+    def _metric_trigger_fires(self) -> bool:
+        """Feed this iteration's mean of ``train.noise_cut_metric`` to :attr:`noise_cut_trigger` (rank 0 logs the
+        episodes: :func:`~upright.training.noise_cut.fires_on_every_rank`); True when the cut is due now."""
+        if self.noise_cut_trigger is None or self.noise_cut_applied:
+            return False
+        value = _mean_of_extra(self.logger.ep_extras, self.noise_cut_trigger.metric)
+        logs = self.logger.writer is not None
+        return fires_on_every_rank(self.noise_cut_trigger, value, logs, self.is_distributed, self.device)
+
+    def apply_noise_cut(self, triggered: bool = False) -> None:
+        """Apply ``train.noise_cut_*`` (:attr:`noise_cut`) when due: after an iteration's update (``triggered``:
+        :attr:`noise_cut_trigger` fired in it) and at a resume. A cut made by the trigger holds at a resume before
+        the configured iteration: its std stays what the policy learned since, and its entropy coefficient holds."""
         if self.noise_cut is None:
             return
-        if apply_noise_cut(self.alg, self.completed_iterations, *self.noise_cut, applied=self.noise_cut_applied):
-            self.noise_cut_applied = True
+        iteration, std, entropy_coef = self.noise_cut
+        if triggered or self.noise_cut_applied:
+            iteration = self.completed_iterations
+        if apply_noise_cut(self.alg, self.completed_iterations, iteration, std, entropy_coef, self.noise_cut_applied):
+            self.noise_cut_applied, self.noise_cut_at = True, self.completed_iterations
             print(
-                f"Noise cut after iteration {self.completed_iterations}: action std {self.noise_cut[1]}, entropy "
+                f"Noise cut after iteration {self.completed_iterations}: action std {std}, entropy "
                 f"coefficient {self.alg.entropy_coef} (train.noise_cut_*)",
                 flush=True,
             )
@@ -316,8 +335,9 @@ class UprightRunner(OnPolicyRunner):
         try:
             # rsl_rl's learn() saves every save_interval and at its end
             super().learn(num_learning_iterations=remaining, init_at_random_ep_len=init_at_random_ep_len)
-        except KeyboardInterrupt:
-            print(interrupted_message(self.completed_iterations, self.logger.log_dir), flush=True)
+        except (KeyboardInterrupt, NoiseCutMetricError) as err:  # Ctrl-C, SIGTERM, a train.noise_cut_metric typo
+            if isinstance(err, KeyboardInterrupt):
+                print(interrupted_message(self.completed_iterations, self.logger.log_dir), flush=True)
             if self.logger.log_dir and self.completed_iterations > 0:
                 self.save(os.path.join(self.logger.log_dir, checkpoint_name(self.completed_iterations)))
             raise
@@ -330,6 +350,7 @@ class UprightRunner(OnPolicyRunner):
         infos = dict(infos or {})
         infos["completed_iterations"] = self.completed_iterations
         infos["noise_cut_applied"] = self.noise_cut_applied
+        infos["noise_cut_at"] = self.noise_cut_at
         infos["env_step_counter"] = self.completed_iterations * self.cfg["num_steps_per_env"] * self.env.num_envs
         if hasattr(self.env, "state_dict"):  # the env's curricula continue on resume
             infos["env_state"] = self.env.state_dict()
@@ -390,6 +411,7 @@ class UprightRunner(OnPolicyRunner):
         loaded = torch.load(path, weights_only=False, map_location=map_location)
         self.completed_iterations = int(infos.get("completed_iterations", loaded["iter"] + 1))
         self.noise_cut_applied = bool(infos.get("noise_cut_applied", False))
+        self.noise_cut_at = infos.get("noise_cut_at")
         # the env's curricula continue on a full resume only (load_cfg None); loading just the actor for
         # evaluation or play must not carry training-time state such as the pull force into that env
         if load_cfg is None and "env_state" in infos and hasattr(self.env, "load_state_dict"):

@@ -16,6 +16,7 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 from upright.tasks.registry import make_env, policy_metadata
+from upright.training.noise_cut import MetricTrigger
 from upright.training.rsl_rl_cfg import rsl_rl_config
 from upright.training.runner import UprightRunner, atomic_write_text, latest_checkpoint
 from upright.training.std_learning_rate import set_action_std
@@ -186,10 +187,19 @@ def train(cfg: DictConfig, residual_setup=None) -> pathlib.Path:
             if resume_std is not None:
                 set_action_std(runner.alg.actor, float(resume_std), runner.alg.optimizer)
                 print(f"Action std set to {float(resume_std)} (train.resume_std)", flush=True)
-        cut = cfg.train.get("noise_cut_iteration")
-        if cut is not None:
-            runner.noise_cut = (int(cut), float(cfg.train.noise_cut_std), float(cfg.train.noise_cut_entropy_coef))
-            if resume_std is not None and runner.completed_iterations >= int(cut):
+        cut, cut_metric = cfg.train.get("noise_cut_iteration"), cfg.train.get("noise_cut_metric")
+        if cut is not None or cut_metric is not None:
+            cut = None if cut is None else int(cut)
+            runner.noise_cut = (cut, float(cfg.train.noise_cut_std), float(cfg.train.noise_cut_entropy_coef))
+            if cut_metric is not None:
+                runner.noise_cut_trigger = MetricTrigger.for_env(
+                    cut_metric,
+                    cfg.train.noise_cut_metric_at_least,
+                    cfg.train.noise_cut_metric_window,
+                    max_episode_length=env.max_episode_length,
+                    steps_per_env=cfg.train.num_steps_per_env,
+                )
+            if resume_std is not None and cut is not None and runner.completed_iterations >= cut:
                 runner.noise_cut_applied = True  # the std asked for at this resume wins over an overdue cut
             runner.apply_noise_cut()  # a run resumed past the cut without it gets it now
         if rank == 0:
