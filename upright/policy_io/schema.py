@@ -239,6 +239,7 @@ KEY_TYPES: dict[str, str] = {
     "upright_metadata_version": _STR, "task": _STR,
     "joint_names": _STRS, "kp": _NUMS, "kd": _NUMS, "torque_limit": _NUMS, "default_joint_pos": _NUMS,
     "held_joint_names": _STRS, "held_kp": _NUMS, "held_kd": _NUMS, "held_torque_limit": _NUMS, "held_joint_pos": _NUMS,
+    "armature": _NUMS, "held_armature": _NUMS,
     "action_scale": _NUM, "action_mode": _STR, "action_clip": _NUM, "control_dt": _NUM, "decimation": _INT,
     "sim_dt": _NUM, "observation_names": _STRS, "observation_dims": _INTS, "observation_scales": _NUMS,
     "observation_descriptions": _STRS, "observation_clip": _NUM, "observation_history_length": _INT,
@@ -246,8 +247,9 @@ KEY_TYPES: dict[str, str] = {
     "unactuated_steps": _INT, "privileged_inputs": _STRS,
     "training_assistance": _STR, "input_name": _STR, "output_name": _STR,
 }  # fmt: skip
-"""The JSON type of each key the daemon reads (every required key, and the optional ``observation_history_order`` and
-``observation_history_start``):
+"""The JSON type of each key the daemon reads or checks (every required key, and the optional
+``observation_history_order``, ``observation_history_start`` and, for a simulator, ``armature`` and ``held_armature``,
+kg·m²):
 ``str``, ``int``, ``num`` (int or float, not a boolean), or a flat list of one of them (``strs``, ``ints``,
 ``nums``)."""
 

@@ -86,6 +86,14 @@ def _joint_metadata(env) -> dict[str, Any]:
         "held_kd": info.kd[held],
         "held_torque_limit": info.torque_limit[held],
         "held_joint_pos": info.default_pose[held],
+        "armature": info.armature[pol],
+        "held_armature": info.armature[held],
+        "armature_source": (
+            "kg*m^2 per joint: the reflected rotor inertia of the motor(s) driving it through their two-stage "
+            "planetary gearbox (rotor inertias and gear ratios from Unitree, as in mujocolab/mjlab "
+            "src/mjlab/asset_zoo/robots/unitree_g1/g1_constants.py); a simulator needs it: the gains are stiff for "
+            "the bare links"
+        ),
     }
 
 
