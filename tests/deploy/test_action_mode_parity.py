@@ -82,7 +82,7 @@ def test_controller_targets_equal_the_env_targets(exported):
     rd.ok[:] = True
     rd.imu_ok, rd.imu_seq = True, 0
     rd.q[c.held] = spec.held_joint_pos
-    lower, upper = c.lower[c.pol], c.upper[c.pol]
+    lower, upper = c.target_lower[c.pol], c.target_upper[c.pol]  # the daemon's target bounds (safety.target_bounds)
 
     env = _env(mode)
     try:
@@ -102,7 +102,7 @@ def test_controller_targets_equal_the_env_targets(exported):
             env.step(torch.from_numpy(a))
             np.testing.assert_allclose(c.proposal, a[0], atol=2e-5, rtol=0)  # same input, same action
             env_target = env.p_target[0].double().numpy()
-            # the daemon's joint-limit clamp is the one it cannot switch off: compare with the clamped env target
+            # the daemon's target bounds are the clamp it cannot switch off: compare with the bounded env target
             np.testing.assert_allclose(c.command.q[c.pol], np.clip(env_target, lower, upper), atol=5e-5, rtol=0)
             unclamped = (env_target > lower) & (env_target < upper)
             np.testing.assert_allclose(c.executed[unclamped], a[0][unclamped], atol=5e-5, rtol=0)

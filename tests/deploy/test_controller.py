@@ -12,15 +12,16 @@ from deploy_testlib import ConstantPolicy, small_robot, small_spec
 from upright.dataset_io.records import SafetyFlag
 from upright.deploy.controller import Controller, ControllerConfig
 from upright.deploy.robot import RobotReading
+from upright.deploy.safety import SafetyConfig
 from upright.deploy.state_machine import Mode
 
 
-def make(policy_ramp_s: float, action: float = 0.4, action_mode: str = "relative"):
+def make(policy_ramp_s: float, action: float = 0.4, action_mode: str = "relative", safety: SafetyConfig | None = None):
     c = Controller(
         small_spec(action_mode=action_mode),
         small_robot(),
         ConstantPolicy(action),
-        ControllerConfig(policy_ramp_s=policy_ramp_s, auto_engage_s=0.0),
+        ControllerConfig(policy_ramp_s=policy_ramp_s, auto_engage_s=0.0, safety=safety or SafetyConfig()),
     )
     now = time.monotonic_ns()
     c.start(now)
@@ -126,16 +127,29 @@ def test_absolute_mode_inverse_is_the_executed_action_around_the_default_pose():
     assert not np.isclose(c.executed[0], 0.4)
 
 
-def test_absolute_mode_targets_still_pass_the_joint_limit_clamp():
-    c, rd = make(policy_ramp_s=0.0, action=3.0, action_mode="absolute")  # default + 0.5·3 > the 1.0 rad limit
+def test_absolute_mode_targets_still_pass_the_target_bounds():
+    # the joint range is [-1, 1] rad, Kp 20 N·m/rad and the torque limit 20 N·m: by default targets may lie up to
+    # 20 / 20 = 1 rad outside it (where the motor already pushes with its whole torque at the stop), no further
+    only_bounds = SafetyConfig(clamp_torque=False, max_target_delta=None)
+    c, rd = make(policy_ramp_s=0.0, action=5.0, action_mode="absolute", safety=only_bounds)  # default + 0.5·5 > 2
     tick(c, rd, 0)
     assert c.flags & SafetyFlag.TARGET_LIMIT_CLAMPED
-    assert (c.command.q <= c.upper + 1e-12).all()
+    np.testing.assert_allclose(c.command.q[c.pol], 2.0)
     # what was executed is the clamped target, in absolute-mode policy units; the proposal stays the policy's
     np.testing.assert_allclose(
         c.executed, (c.command.q[c.pol] - c.spec.default_joint_pos) / c.spec.action_scale, atol=1e-6
     )
-    assert (c.executed < 3.0).all() and np.allclose(c.proposal, 3.0)
+    assert (c.executed < 5.0).all() and np.allclose(c.proposal, 5.0)
+    c, rd = make(policy_ramp_s=0.0, action=3.0, action_mode="absolute", safety=only_bounds)  # 1.4-1.7 rad: inside
+    tick(c, rd, 0)
+    assert not c.flags & SafetyFlag.TARGET_LIMIT_CLAMPED
+    np.testing.assert_allclose(c.command.q[c.pol], c.spec.default_joint_pos + 1.5)
+    # limit_clamp="range": the joint range itself
+    strict = SafetyConfig(clamp_torque=False, max_target_delta=None, limit_clamp="range")
+    c, rd = make(policy_ramp_s=0.0, action=3.0, action_mode="absolute", safety=strict)
+    tick(c, rd, 0)
+    assert c.flags & SafetyFlag.TARGET_LIMIT_CLAMPED
+    np.testing.assert_allclose(c.command.q[c.pol], 1.0)
 
 
 def test_delta_mode_moves_the_previous_targets_within_the_limits_and_never_blends():

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pytest
 
 from upright.deploy import safety as S
 
@@ -77,3 +78,15 @@ def test_imu_freshness_and_overruns():
     assert not f.update(True, 2, int(0.017e9))
     c = S.ConsecutiveCounter(3)
     assert [c.update(e) for e in (True, True, False, True, True, True)] == [False, False, False, False, False, True]
+
+
+def test_target_bounds_widen_the_range_by_the_torque_limit_over_kp():
+    lower, upper = np.array([-1.0, -2.0, 0.0]), np.array([1.0, 2.0, 0.5])
+    kp, limit = np.array([20.0, 100.0, 0.0]), np.array([20.0, 50.0, 5.0])
+    lo, hi = S.target_bounds(lower, upper, kp, limit, "torque")
+    np.testing.assert_allclose(lo, [-2.0, -2.5, 0.0])  # a joint without Kp is not widened
+    np.testing.assert_allclose(hi, [2.0, 2.5, 0.5])
+    lo, hi = S.target_bounds(lower, upper, kp, limit, "range")
+    np.testing.assert_array_equal(lo, lower) and np.testing.assert_array_equal(hi, upper)
+    with pytest.raises(ValueError, match="use one of"):
+        S.target_bounds(lower, upper, kp, limit, "joint")

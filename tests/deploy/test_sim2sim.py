@@ -21,6 +21,7 @@ import torch
 from daemon_testlib import ctl, start_daemon, start_sim_robot, stop, wait_for_mode
 
 from upright.dataset_io.lerobot import load_frames, read_journal
+from upright.deploy import safety as S
 from upright.deploy.metadata import load_policy_spec
 from upright.tasks.standup.config import SimCfg, StandupEnvCfg
 from upright.tasks.standup.curriculum import CurriculumCfg
@@ -42,7 +43,8 @@ PARITY_ARGS = [
     "none",
 ]
 """Training-equivalent settings: no entry blend, no delta or torque clamp (the motors' torque limits still
-apply, as in training). The joint-limit clamp of targets cannot be switched off; the env comparator applies it."""
+apply, as in training). The daemon's target bounds (the joint range widened by torque limit / Kp,
+:func:`upright.deploy.safety.target_bounds`) cannot be switched off; the env comparator applies them."""
 
 
 STANDING_HEAD = 0.8
@@ -51,7 +53,7 @@ STANDING_HEAD = 0.8
 
 def env_rollout(policy, qpos, qvel, steps):
     """The training env from the given physics state, as at its first actuated step, with the deploy's
-    joint-limit clamp on the PD targets; returns head heights after each step, actions and the first frame.
+    target bounds on the PD targets; returns head heights after each step, actions and the first frame.
     As on the robot: no pull force, β fixed at the policy's exported action scale."""
     beta = float(load_policy_spec(policy).action_scale)
     curriculum = CurriculumCfg(enabled=False, beta_init=beta, beta_min=beta)
@@ -60,7 +62,11 @@ def env_rollout(policy, qpos, qvel, steps):
         SimCfg(num_threads=1),
     )  # nominal robot
     step = env.sim.step
-    lo, hi = env.joint_lower, env.joint_upper
+    info = env.robot
+    lo, hi = S.target_bounds(
+        env.joint_lower.double().numpy(), env.joint_upper.double().numpy(), info.kp, info.torque_limit, "torque"
+    )  # all 29 actuators, as the daemon bounds every target it sends
+    lo, hi = torch.from_numpy(lo).to(env.joint_lower), torch.from_numpy(hi).to(env.joint_upper)
     env.sim.step = lambda ctrl, n: step(torch.maximum(torch.minimum(ctrl, hi), lo), n)
     env.sim.reset_envs(torch.tensor([0]), torch.tensor(qpos[None]), torch.tensor(qvel[None]))
     env.episode_length_buf[:] = env.cfg.unactuated_steps

@@ -194,7 +194,8 @@ def cmd_run(args) -> int:
     safety = SafetyConfig(
         max_consecutive_link_errors=args.link_errors, max_motor_age_s=args.max_sensor_age_ms / 1e3,
         max_imu_age_s=args.max_sensor_age_ms / 1e3, max_target_delta=args.max_target_delta,
-        clamp_torque=not args.no_torque_clamp, tilt_limit_rad=args.tilt_limit, max_consecutive_overruns=args.overruns,
+        clamp_torque=not args.no_torque_clamp, limit_clamp=args.limit_clamp, tilt_limit_rad=args.tilt_limit,
+        max_consecutive_overruns=args.overruns,
         overrun_threshold_s=args.overrun_ms / 1e3, damping_kd=args.damping_kd, watchdog_s=args.watchdog_s,
         max_consecutive_stale=args.max_stale_ticks,
     )  # fmt: skip

@@ -213,6 +213,13 @@ def _add_run(sub) -> None:
     )
     p.add_argument("--max-target-delta", type=_none_or_float, default=0.5, help="rad per policy tick, or 'none'")
     p.add_argument("--no-torque-clamp", action="store_true", help="do not clamp the estimated torque")
+    p.add_argument(
+        "--limit-clamp",
+        choices=("torque", "range"),
+        default="torque",
+        help="targets outside a joint's range: up to torque limit / Kp beyond it, where the motor's whole torque "
+        "already pushes at the stop, as in training (torque, default), or none (range: weakens that push)",
+    )
     p.add_argument("--tilt-limit", type=_none_or_float, default=1.0, help="rad, or 'none'")
     p.add_argument("--link-errors", type=int, default=5, help="N: consecutive bad replies of a motor -> damping")
     p.add_argument(

@@ -188,6 +188,10 @@ class Controller(SafetyMixin, TargetsMixin, OperatorMixin, RecordingMixin):
         self.lower, self.upper = robot.array("lower"), robot.array("upper")
         self.torque_limit = robot.array("torque_limit")
         sc = cfg.safety
+        self.target_lower, self.target_upper = S.target_bounds(
+            self.lower, self.upper, self.kp, self.torque_limit, sc.limit_clamp
+        )
+        """Bounds of every joint target sent (:func:`~upright.deploy.safety.target_bounds`), rad."""
         self.sm = StateMachine()
         self.obs = ObservationBuilder(spec)
         self.command = JointCommand.zeros(n)

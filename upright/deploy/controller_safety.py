@@ -74,10 +74,10 @@ class SafetyMixin:
         self.damping_command()
 
     def _send_targets(self, full: np.ndarray, reading: RobotReading) -> bool:
-        """Clamp ``full`` (limits, delta from the last position command, torque), make it the command."""
+        """Clamp ``full`` (target bounds, delta from the last position command, torque), make it the command."""
         sc, c = self.cfg.safety, self.command
         clamped = False
-        if S.clamp_to_limits(full, self.lower, self.upper):
+        if S.clamp_to_limits(full, self.target_lower, self.target_upper):
             self.flags |= SafetyFlag.TARGET_LIMIT_CLAMPED
             clamped = True
         if (c.kp > 0).any():  # a position command is running: limit the jump from it
