@@ -46,6 +46,9 @@ QPOS_TOL_LYING = 0.05
 """Max |qpos_native - qpos_mjx| over 50 steps, lying with sinusoidal PD targets (measured 0.028)."""
 QPOS_TOL_STANDING = 2e-3
 """Max |qpos_native - qpos_mjx| over 50 steps, standing with PD holding the default pose (measured 1.4e-4)."""
+QVEL_TOL_STANDING = 0.1
+"""Max |qvel_native - qvel_mjx| over 50 steps, standing (m/s, rad/s; measured 0.038 on an AMD EPYC, < 0.02 on a Xeon).
+A robot that falls on one backend and not the other differs by about 1 m/s."""
 
 
 @pytest.fixture(scope="module")
@@ -78,9 +81,22 @@ def test_all_state_fields_match_native_when_standing(rollouts, model):
     native, mjx = rollouts
     cols = posvel_sensor_columns(model)
     env = 2  # standing, PD holding: both backends follow the same trajectory to float32 precision
-    np.testing.assert_allclose(mjx["qvel"][:, env], native["qvel"][:, env], atol=0.02)
+    # velocities: a foot contact that MJX's float32 activates one substep apart from C MuJoCo's float64 leaves a
+    # transient of a few cm/s (rad/s) at that step: max |dqvel| 0.038 at one of 50 steps on an AMD EPYC (AVX2), below
+    # 0.02 on the Xeon that set the first tolerance; the positions of that trajectory agree to 2e-3 (QPOS_TOL_STANDING)
+    np.testing.assert_allclose(mjx["qvel"][:, env], native["qvel"][:, env], atol=QVEL_TOL_STANDING)
     np.testing.assert_allclose(mjx["site_xpos"][:, env], native["site_xpos"][:, env], atol=1e-3)
-    np.testing.assert_allclose(mjx["sensordata"][:, env][..., cols], native["sensordata"][:, env][..., cols], atol=0.02)
+    stage = {
+        c: model.sensor_needstage[s]
+        for s in range(model.nsensor)
+        for c in range(model.sensor_adr[s], model.sensor_adr[s] + model.sensor_dim[s])
+    }
+    pos = [c for c in cols if stage[c] <= mujoco.mjtStage.mjSTAGE_POS.value]
+    vel = [c for c in cols if stage[c] == mujoco.mjtStage.mjSTAGE_VEL.value]  # gyro, velocimeter: the same transient
+    assert pos and vel
+    np.testing.assert_allclose(mjx["sensordata"][:, env][..., pos], native["sensordata"][:, env][..., pos], atol=0.02)
+    sensed = mjx["sensordata"][:, env][..., vel], native["sensordata"][:, env][..., vel]
+    np.testing.assert_allclose(*sensed, atol=QVEL_TOL_STANDING)
     np.testing.assert_allclose(mjx["actuator_force"][:, env], native["actuator_force"][:, env], atol=0.5)
 
 
