@@ -9,7 +9,7 @@ else comes from the file's metadata (``upright_metadata_version`` 3):
   joints held at a fixed target (``held_*``), as MuJoCo ``position`` actuators (PD at every physics step);
 - each joint's armature, the reflected inertia of its motors (``armature``, ``held_armature``; the model file ships
   none, and without it these gains make MuJoCo's step diverge within a second);
-- the physics and control periods (``sim_dt``, ``control_dt``, ``decimation``);
+- the physics period and the control period's substeps (``sim_dt``, ``decimation``);
 - the observation (``observation_names``/``_dims``/``_scales``/``_clip``, 6 frames oldest first, the first frame after
   a reset filling every slot), read from the file's own sensors: the pelvis IMU's gyro (``imu_ang_vel``) and its
   orientation (gravity in the pelvis frame), the joint encoders and the last action;
@@ -78,8 +78,12 @@ def read_metadata(path: pathlib.Path) -> dict:
     Raises:
         ValueError: not a get-up policy this loop can run (names the missing key or the unsupported value).
     """
-    props = onnx.load(str(path), load_external_data=False).metadata_props
-    meta = {p.key: json.loads(p.value) for p in props}
+    try:
+        props = onnx.load(str(path), load_external_data=False).metadata_props
+        meta = {p.key: json.loads(p.value) for p in props}
+    except Exception as err:  # noqa: BLE001  not an ONNX file, or metadata that is not JSON
+        name = type(err).__name__
+        raise ValueError(f"{path} is not a readable policy.onnx ({name}): export one with upright") from None
     missing = [k for k in NEEDED if k not in meta]
     if missing:
         raise ValueError(
@@ -91,14 +95,30 @@ def read_metadata(path: pathlib.Path) -> dict:
             f"{path}: action_mode {meta['action_mode']}, terms {meta['observation_names']}: not a get-up policy "
             "(this loop builds recipe=getup's 5 terms; run other policies with play.py or upright-deploy)"
         )
-    if meta.get("observation_history_order", "oldest_first") != "oldest_first":
-        raise ValueError(f"{path}: history order {meta['observation_history_order']} not supported")
+    for key, want in (
+        ("observation_history_order", "oldest_first"),
+        ("observation_history_start", "first_frame"),
+        ("observation_normalizer", "included in the graph"),
+    ):
+        if meta.get(key, want) != want:
+            raise ValueError(f"{path}: {key} {meta[key]!r}: this loop builds {want!r} only; re-export the policy")
+    n, nh = len(meta["joint_names"]), len(meta["held_joint_names"])
+    for key in ("kp", "kd", "torque_limit", "default_joint_pos", "armature"):
+        if len(meta[key]) != n:
+            raise ValueError(f"{path}: {key} has {len(meta[key])} values for {n} joints: re-export the policy")
+    for key in ("held_kp", "held_kd", "held_torque_limit", "held_joint_pos", "held_armature"):
+        if len(meta[key]) != nh:
+            raise ValueError(f"{path}: {key} has {len(meta[key])} values for {nh} held joints: re-export the policy")
     return meta
 
 
 def build_model(xml: pathlib.Path, meta: dict) -> mujoco.MjModel:
     """Menagerie's G1 on a plane, with a position actuator (Kp, Kd = kv, ± torque limit) and the armature of each
-    policy and held joint."""
+    policy and held joint.
+
+    Raises:
+        ValueError: the model has no joint of that name (not the 29-DoF G1).
+    """
     spec = mujoco.MjSpec.from_file(str(xml))
     spec.option.timestep = float(meta["sim_dt"])
     spec.worldbody.add_geom(type=mujoco.mjtGeom.mjGEOM_PLANE, size=[0, 0, 0.05], name="floor")
@@ -201,7 +221,7 @@ def main(argv: list[str] | None = None) -> int:
         if not args.model.is_file():
             raise ValueError(f"no model file {args.model}: set MENAGERIE_ROOT or pass --model")
         if not args.policy.is_file():
-            raise ValueError(f"no policy file {args.policy}")
+            raise ValueError(f"no policy file {args.policy}: pass --policy <folder>/policy.onnx")
         meta = read_metadata(args.policy)
         model = build_model(args.model, meta)
     except ValueError as err:

@@ -18,9 +18,10 @@ def test_the_trigger_fires_on_the_first_full_window_at_the_threshold_after_the_w
     assert trigger.update(0.95) is False  # 1 of 3
     assert trigger.update(None) is False  # no episode logged it: skipped, not a zero
     assert trigger.update(0.80) is False  # 2 of 3
-    assert trigger.update(0.90) is False  # full window, mean 0.883 < 0.9
-    assert trigger.mean == pytest.approx((0.95 + 0.80 + 0.90) / 3)
-    assert trigger.update(1.0) is True  # (0.80 + 0.90 + 1.0) / 3 = 0.9
+    assert trigger.update(0.85) is False  # full window, mean 0.867 < 0.9
+    assert trigger.mean == pytest.approx((0.95 + 0.80 + 0.85) / 3)
+    assert trigger.update(1.0) is False  # (0.80 + 0.85 + 1.0) / 3 = 0.883
+    assert trigger.update(1.0) is True  # (0.85 + 1.0 + 1.0) / 3 = 0.95
 
 
 def test_the_warmup_is_one_episode_in_iterations():
@@ -31,7 +32,7 @@ def test_the_warmup_is_one_episode_in_iterations():
 
 def test_a_metric_never_logged_is_a_one_line_error_naming_the_fix():
     trigger = MetricTrigger("Metrics/pelvis_passed_O.5", at_least=0.9, window=2, warmup=3)
-    for _ in range(4):
+    for _ in range(7):  # 2 x warm-up + window = 8 iterations without a value
         assert trigger.update(None) is False
     with pytest.raises(NoiseCutMetricError, match="train.noise_cut_metric=null") as err:
         trigger.update(None)
@@ -59,7 +60,7 @@ def _rank(rank: int, init: str, values: list, out: str) -> None:
 
 
 @pytest.mark.parametrize(
-    ("values", "expected"), [([0.9, 0.1, 0.7], [False, False, True]), ([None, None], [False, "stop"])]
+    ("values", "expected"), [([0.9, 0.1, 0.7], [False, False, True]), ([None, None, None], [False, False, "stop"])]
 )
 def test_every_rank_cuts_or_stops_in_the_iteration_rank_0_does(tmp_path, values, expected):
     import torch.multiprocessing as mp
@@ -78,9 +79,10 @@ def test_every_rank_cuts_or_stops_in_the_iteration_rank_0_does(tmp_path, values,
 def test_bad_trigger_values_are_one_line():
     from upright.conf.validate import validate_overrides
 
-    assert "train.noise_cut_metric_window must be an integer >= 1" in validate_overrides(
+    message = validate_overrides(
         ["task=standup", "train.noise_cut_metric=Metrics/pelvis_passed_0.5", "train.noise_cut_metric_window=0"]
     )
+    assert "train.noise_cut_metric_window must be an integer >= 1" in message and "\n" not in message
     assert "train.noise_cut_metric_at_least must be a finite number" in validate_overrides(
         ["task=standup", "train.noise_cut_metric=Metrics/pelvis_passed_0.5", "train.noise_cut_metric_at_least=nan"]
     )
@@ -142,12 +144,35 @@ def test_an_unmet_threshold_does_not_cut_and_an_unlogged_metric_stops_the_run_af
     proc = run_train([*args, "train.noise_cut_metric_at_least=100"], tmp_path)
     assert proc.returncode == 0 and "Noise cut" not in proc.stdout, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert torch.load(tmp_path / "runs/standup/high/model_3.pt", weights_only=False)["infos"]["noise_cut_at"] is None
-    # a typo: after the warm-up (2) and the window (1), one line naming the fix, and the 3 iterations are saved
+    # a typo: after twice the warm-up (2) and the window (1), one line naming the fix, and the 5 iterations are saved
     args = [*SMALL, "train.max_iterations=6", "run.name=typo", "train.noise_cut_metric=Metrics/head_heigth"]
     proc = run_train(args, tmp_path)
     assert proc.returncode == 2, proc.stdout[-3000:] + proc.stderr[-3000:]
     errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
     assert len(errors) == 1 and "train.noise_cut_metric=Metrics/head_heigth was not logged" in errors[0]
     assert "Traceback" not in proc.stderr
-    saved = torch.load(tmp_path / "runs/standup/typo/model_2.pt", weights_only=False)
-    assert saved["infos"]["completed_iterations"] == 3
+    saved = torch.load(tmp_path / "runs/standup/typo/model_4.pt", weights_only=False)
+    assert saved["infos"]["completed_iterations"] == 5
+
+
+def test_a_resumed_run_whose_trigger_cut_keeps_the_cuts_entropy_coefficient_and_its_std():
+    """``UprightRunner.apply_noise_cut`` at a resume before ``train.noise_cut_iteration`` of a run the trigger cut:
+    the entropy coefficient is the cut's again (the resumed algorithm starts at the recipe's 0.01), the std stays."""
+    from types import SimpleNamespace
+
+    from upright.training.runner import UprightRunner
+
+    actor = torch.nn.Module()
+    actor.distribution = torch.nn.Module()  # rsl-rl's GaussianDistribution holds the state-independent std
+    actor.distribution.std_param = torch.nn.Parameter(torch.full((3,), 0.33))
+    alg = SimpleNamespace(actor=actor, optimizer=None, entropy_coef=0.01)
+    runner = SimpleNamespace(alg=alg, noise_cut=(1226, 0.4, 0.0), noise_cut_applied=True, completed_iterations=900)
+    runner.noise_cut_at = 850
+    UprightRunner.apply_noise_cut(runner)
+    assert alg.entropy_coef == 0.0 and torch.allclose(actor.distribution.std_param, torch.full((3,), 0.33))
+    assert runner.noise_cut_at == 850  # no second cut
+    fresh_alg = SimpleNamespace(actor=actor, optimizer=None, entropy_coef=0.01)
+    before = SimpleNamespace(alg=fresh_alg, noise_cut=(1226, 0.4, 0.0))
+    before.noise_cut_applied, before.completed_iterations, before.noise_cut_at = False, 900, None
+    UprightRunner.apply_noise_cut(before)  # not cut yet, before the iteration: nothing changes
+    assert before.alg.entropy_coef == 0.01 and before.noise_cut_at is None

@@ -47,8 +47,8 @@ QPOS_TOL_LYING = 0.05
 QPOS_TOL_STANDING = 2e-3
 """Max |qpos_native - qpos_mjx| over 50 steps, standing with PD holding the default pose (measured 1.4e-4)."""
 QVEL_TOL_STANDING = 0.1
-"""Max |qvel_native - qvel_mjx| over 50 steps, standing (m/s, rad/s; measured 0.038 on an AMD EPYC, < 0.02 on a Xeon).
-A robot that falls on one backend and not the other differs by about 1 m/s."""
+"""Max |qvel_native - qvel_mjx| over 50 steps, standing (m/s, rad/s; measured 0.038 on an AVX2-only EPYC, < 0.02 on an
+AVX512 one). A robot that falls on one backend and not the other differs by about 1 m/s."""
 
 
 @pytest.fixture(scope="module")
@@ -82,8 +82,9 @@ def test_all_state_fields_match_native_when_standing(rollouts, model):
     cols = posvel_sensor_columns(model)
     env = 2  # standing, PD holding: both backends follow the same trajectory to float32 precision
     # velocities: a foot contact that MJX's float32 activates one substep apart from C MuJoCo's float64 leaves a
-    # transient of a few cm/s (rad/s) at that step: max |dqvel| 0.038 at one of 50 steps on an AMD EPYC (AVX2), below
-    # 0.02 on the Xeon that set the first tolerance; the positions of that trajectory agree to 2e-3 (QPOS_TOL_STANDING)
+    # transient of a few cm/s (rad/s) at that step: max |dqvel| 0.038 at one of 50 steps on an AMD EPYC with AVX2
+    # only, below 0.02 on the AVX512 EPYC that set the first tolerance; the positions of that trajectory agree to
+    # 2e-3 (QPOS_TOL_STANDING)
     np.testing.assert_allclose(mjx["qvel"][:, env], native["qvel"][:, env], atol=QVEL_TOL_STANDING)
     np.testing.assert_allclose(mjx["site_xpos"][:, env], native["site_xpos"][:, env], atol=1e-3)
     stage = {

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import ast
 import importlib.util
-import os
 import pathlib
 import subprocess
 import sys
@@ -14,6 +13,8 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
+
+from upright.robots.menagerie import model_path
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "examples" / "standalone_getup.py"
@@ -37,7 +38,7 @@ def test_the_loop_imports_nothing_of_upright():
 
 def _success_rate(standalone, posture: str, episodes: int, zero_actions: bool = False) -> float:
     meta = standalone.read_metadata(POLICY)
-    model = standalone.build_model(pathlib.Path(os.environ["MENAGERIE_ROOT"]) / "unitree_g1" / "g1_mjlab.xml", meta)
+    model = standalone.build_model(pathlib.Path(model_path("unitree_g1", "g1_mjlab.xml")), meta)
     session = ort.InferenceSession(str(POLICY), providers=["CPUExecutionProvider"])
     if zero_actions:  # the same loop with a policy that does nothing: the robot must stay down
         inputs = session.get_inputs()
@@ -97,3 +98,6 @@ def test_files_it_cannot_run_are_one_line_naming_the_fix(tmp_path):
     assert "['armature', 'held_armature'] missing" in proc.stderr and "--refresh-metadata" in proc.stderr
     proc = _run("--policy", str(POLICY), "--model", str(tmp_path / "none.xml"))
     assert proc.returncode == 2 and "set MENAGERIE_ROOT or pass --model" in proc.stderr
+    (tmp_path / "junk.onnx").write_bytes(b"not a model")
+    proc = _run("--policy", str(tmp_path / "junk.onnx"))
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "not a readable policy.onnx" in proc.stderr

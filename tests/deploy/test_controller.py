@@ -217,3 +217,19 @@ def test_a_late_cycle_with_fresh_replies_is_not_a_fault():
     rd.t_ns += int(0.06e9)
     c.on_cycle(rd, 1, 0)
     assert c.mode == Mode.POLICY and c.sm.damping_reason == ""
+
+
+def test_a_pause_or_takeover_holds_a_target_past_a_stop_at_the_stop():
+    """Targets may lie past a joint's stop under the policy (target_bounds); a pause or a takeover holds the joint at
+    its stop instead (a takeover moves there at the human rate limit), or the motor would push into it with its whole
+    torque for as long as they last."""
+    only_bounds = SafetyConfig(clamp_torque=False, max_target_delta=None)
+    for event, mode in (("pause", Mode.PAUSED), ("takeover", Mode.HUMAN)):
+        c, rd = make(policy_ramp_s=0.0, action=3.0, action_mode="absolute", safety=only_bounds)
+        tick(c, rd, 0)
+        assert (c.command.q[c.pol] > c.upper[c.pol]).all()  # the policy's targets, past the stops
+        assert c._enter(event, rd) and c.mode == mode
+        # PAUSED holds the stop at once; HUMAN walks there at its rate limit (0.02 rad per tick) and stays
+        for k in range(1, 40):
+            tick(c, rd, k)
+        np.testing.assert_allclose(c.command.q[c.pol], c.upper[c.pol])

@@ -87,6 +87,9 @@ def test_target_bounds_widen_the_range_by_the_torque_limit_over_kp():
     np.testing.assert_allclose(lo, [-2.0, -2.5, 0.0])  # a joint without Kp is not widened
     np.testing.assert_allclose(hi, [2.0, 2.5, 0.5])
     lo, hi = S.target_bounds(lower, upper, kp, limit, "range")
-    np.testing.assert_array_equal(lo, lower) and np.testing.assert_array_equal(hi, upper)
+    np.testing.assert_array_equal(lo, lower)
+    np.testing.assert_array_equal(hi, upper)
+    lo[0] = 5.0
+    assert lower[0] == -1.0  # copies: bounds changed later do not move the joint range
     with pytest.raises(ValueError, match="use one of"):
         S.target_bounds(lower, upper, kp, limit, "joint")

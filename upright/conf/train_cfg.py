@@ -103,9 +103,11 @@ class TrainCfg:
     resume is not counted). E.g. ``Metrics/pelvis_passed_0.5`` for ``recipe=getup``: cut the noise once the policy
     gets up. A name the env never logs stops the run with a one-line error (after a checkpoint). None: off."""
     noise_cut_metric_at_least: float = 0.9
-    """The threshold of :attr:`noise_cut_metric`'s moving mean, in the metric's units."""
+    """The threshold of :attr:`noise_cut_metric`'s moving mean, in the metric's units. 0.9 is a choice, not a
+    measurement: the trigger is off until an A/B picks it."""
     noise_cut_metric_window: int = 10
-    """Iterations in :attr:`noise_cut_metric`'s moving mean (>= 1)."""
+    """Iterations in :attr:`noise_cut_metric`'s moving mean (>= 1); 10, as ``benchmarks/getup_indicators.py``
+    smooths."""
     use_mixed_precision: bool = False
     """Not HoST: run the PPO update's forward passes and losses under ``torch.autocast(dtype=bfloat16)`` (rsl-rl's
     ``use_mixed_precision``); parameters, gradients and Adam moments stay float32. About 2x faster on a CPU with

@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 import pathlib
 
+from upright.deploy.safety import LIMIT_CLAMPS
+
 REAL_TIMING = {
     "reply_timeout_ms": None,
     "max_sensor_age_ms": 50.0,
@@ -215,10 +217,11 @@ def _add_run(sub) -> None:
     p.add_argument("--no-torque-clamp", action="store_true", help="do not clamp the estimated torque")
     p.add_argument(
         "--limit-clamp",
-        choices=("torque", "range"),
+        choices=LIMIT_CLAMPS,
         default="torque",
         help="targets outside a joint's range: up to torque limit / Kp beyond it, where the motor's whole torque "
-        "already pushes at the stop, as in training (torque, default), or none (range: weakens that push)",
+        "already pushes at the stop (torque, default; the G1 envs train with unbounded targets), or none (range: "
+        "weakens that push)",
     )
     p.add_argument("--tilt-limit", type=_none_or_float, default=1.0, help="rad, or 'none'")
     p.add_argument("--link-errors", type=int, default=5, help="N: consecutive bad replies of a motor -> damping")

@@ -28,7 +28,8 @@ Targets per mode (joint side, robot joint order):
 - DAMPING: kp = 0, kd = ``damping_kd``; terminal.
 
 Held joints always get their held pose and gains outside ZERO_TORQUE and DAMPING. Every position
-target then passes the clamps: joint limits, per-tick delta, estimated torque.
+target then passes the clamps: target bounds (joint range ± torque limit / Kp, :func:`~upright.deploy.safety.
+target_bounds`), per-tick delta, estimated torque.
 
 Cameras (a chunked policy that reads them): the runner raises ``CAMERA_STALE`` on a tick whose chunk request was
 skipped for a missing or too old frame; every logged frame carries each camera's frame as
@@ -302,9 +303,11 @@ class Controller(SafetyMixin, TargetsMixin, OperatorMixin, RecordingMixin):
             self.anchor[:] = q_pol
             self.policy_ramp_k = 0
         elif after == Mode.HUMAN:
-            self.human_goal[:] = self.target[self.pol]
+            # held or handed over inside the joint range: a policy target past a stop (target_bounds) would keep the
+            # motor pushing into it with up to its whole torque for as long as the pause or takeover lasts
+            self.human_goal[:] = np.clip(self.target[self.pol], self.lower[self.pol], self.upper[self.pol])
         elif after == Mode.PAUSED:
-            self.paused_target[:] = self.target[self.pol]
+            self.paused_target[:] = np.clip(self.target[self.pol], self.lower[self.pol], self.upper[self.pol])
         return True
 
     # ------------------------------------------------------------------ cycle

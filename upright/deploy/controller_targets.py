@@ -172,7 +172,7 @@ class TargetsMixin:
         else:
             self.executed[:] = self.executed_action(self.target[pol], q_pol, origin)
         # The observation's last action follows training: under the policy it is the policy's (clipped) action,
-        # even when a deploy-only clamp (joint limits, delta, torque) changed the target; the training env
+        # even when a deploy-only clamp (target bounds, delta, torque) changed the target; the training env
         # never clamps, so the executed action would put the policy out of distribution. After a ramp, a held
         # (stale) tick or an intervention it is the executed one, so a resumed policy sees what really happened.
         self.last_action[:] = a if own else self.executed

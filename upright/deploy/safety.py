@@ -32,10 +32,11 @@ class SafetyConfig:
     limit_clamp: str = "torque"
     """How far a target may lie outside its joint's range (:func:`target_bounds`): ``torque`` (default), up to
     torque limit / Kp, where the PD law already asks the motor for its whole torque at the joint's stop; ``range``,
-    not at all. The simulators upright trains in never limit PD targets (only the torque), so ``range`` weakens a
+    not at all. upright's G1 envs never limit PD targets (only the torque), so ``range`` weakens a
     trained policy's push towards a stop: the committed get-up policy, which drives its joints near their limits
     with relative targets, got up from prone in 0 of 5 runs through the daemon and sim-robot with ``range`` and in
-    5 of 5 with ``torque`` (the same five starts, yaw 0 to 3 rad; ``tests/deploy/test_getup_deploy.py`` runs one)."""
+    5 of 5 with ``torque`` (the same five starts, yaw -1.2 to 3.0 rad; ``tests/deploy/test_getup_deploy.py`` runs
+    yaw 0 with ``torque``)."""
     tilt_limit_rad: float | None = 1.0
     """Tilt (angle between body z and world z) beyond this -> damping, once armed (None: off)."""
     tilt_arm_s: float = 0.5
@@ -64,11 +65,12 @@ LIMIT_CLAMPS = ("torque", "range")
 def target_bounds(
     lower: np.ndarray, upper: np.ndarray, kp: np.ndarray, torque_limit: np.ndarray, mode: str
 ) -> tuple[np.ndarray, np.ndarray]:
-    """(lower, upper) bounds of the joint targets, rad: the joint range widened by ``torque_limit / kp`` (``mode``
-    ``torque``; joints with kp = 0 are not widened) or the joint range itself (``range``).
+    """(lower, upper) bounds of the joint targets, each (n,) float64: the joint range widened by
+    ``torque_limit / kp`` (``mode`` ``torque``; joints with kp = 0 are not widened) or a copy of the joint range
+    (``range``). Units follow the joint: rad for a hinge (kp N·m/rad, torque limit N·m), m for a slide (N/m, N).
 
     Raises:
-        ValueError: an unknown ``mode``.
+        ValueError: an unknown ``mode`` (``SafetyConfig.limit_clamp``, ``--limit-clamp``).
     """
     if mode not in LIMIT_CLAMPS:
         raise ValueError(f"limit clamp {mode!r}: use one of {LIMIT_CLAMPS}")

@@ -24,9 +24,10 @@ class MetricTrigger:
     """Fires once the moving mean of an episode metric over ``window`` iterations reaches ``at_least``.
 
     Only iterations after the first ``warmup`` of this process count: rsl-rl starts (and resumes) every env at a
-    random point of its episode clock, so the episodes that end before every env has reset once began mid-episode
-    (a dropped start counted as standing, say) and their metrics are not the policy's (``warmup`` = the episode
-    length in iterations, :meth:`for_env`). Iterations where no episode logged the metric are skipped, not zeros.
+    random point of its episode clock, so until every env has reset once, the episodes that end are those that began
+    mid-episode or ended early (an env may log them, or drop them as the get-up env does), not a sample of the
+    policy's episodes (``warmup`` = the episode length in iterations, :meth:`for_env`). Iterations where no episode
+    logged the metric are skipped, not zeros.
 
     Args:
         metric: the name the env logs the metric under (``extras["log"]``), e.g. ``Metrics/pelvis_passed_0.5``.
@@ -64,12 +65,14 @@ class MetricTrigger:
         (a full window whose mean is >= ``at_least``).
 
         Raises:
-            NoiseCutMetricError: ``warmup + window`` iterations passed and no episode ever logged the metric.
+            NoiseCutMetricError: ``2 * warmup + window`` iterations passed and no episode ever logged the metric (an
+                env may log a metric only for episodes that began after this process started: one warm-up for the
+                first of them to end, one more for the margin).
         """
         self.iterations_seen += 1
         if value is not None:
             self.ever_logged = True
-        if not self.ever_logged and self.iterations_seen >= self.warmup + self.window:
+        if not self.ever_logged and self.iterations_seen >= 2 * self.warmup + self.window:
             raise NoiseCutMetricError(
                 f"train.noise_cut_metric={self.metric} was not logged in {self.iterations_seen} iterations: name a "
                 f"metric this env logs (TensorBoard's Metrics/* tags, e.g. Metrics/pelvis_passed_0.5 for "

@@ -212,8 +212,8 @@ class UprightRunner(OnPolicyRunner):
         self.onnx_metadata = dict(onnx_metadata or {})
         self.completed_iterations = 0
         """Number of PPO iterations finished in this run, counting those before a resume."""
-        self.noise_cut: tuple[int, float, float] | None = None
-        """(iteration, std, entropy coefficient) of ``train.noise_cut_*`` (:func:`apply_noise_cut`), or None."""
+        self.noise_cut: tuple[int | None, float, float] | None = None
+        """(iteration or None, std, entropy coefficient) of ``train.noise_cut_*`` (:func:`apply_noise_cut`), or None."""
         self.noise_cut_applied = False
         """The noise cut has set the action std in this run (saved in the checkpoints' ``infos``)."""
         self.noise_cut_trigger: MetricTrigger | None = None
@@ -338,7 +338,8 @@ class UprightRunner(OnPolicyRunner):
         except (KeyboardInterrupt, NoiseCutMetricError) as err:  # Ctrl-C, SIGTERM, a train.noise_cut_metric typo
             if isinstance(err, KeyboardInterrupt):
                 print(interrupted_message(self.completed_iterations, self.logger.log_dir), flush=True)
-            if self.logger.log_dir and self.completed_iterations > 0:
+            rank0 = not self.is_distributed or self.gpu_global_rank == 0  # one writer of model_<n>.pt
+            if rank0 and self.logger.log_dir and self.completed_iterations > 0:
                 self.save(os.path.join(self.logger.log_dir, checkpoint_name(self.completed_iterations)))
             raise
         finally:
